@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of schedcheck from Debian 12 packages.
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config libz3-dev libboost-graph-dev libyaml-cpp-dev catch2
+      libfmt-dev nlohmann-json3-dev libcli11-dev python3)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,35 @@
+// Untimed execution of a Program under its P2P semantics: completes, or deadlocks with a
+// wait-for cycle and each rank's trace to where it is stuck.
+#pragma once
+
+#include <vector>
+
+#include "check/finding.h"
+#include "ir/program.h"
+
+namespace sc {
+
+/// The result of running every stream as far as it can go.
+/// `order` lists completed ops in a completion order that respects every constraint (stream
+/// order, deps, P2P matching; a rendezvous pair appears send first, recv right after) — a
+/// linear extension the timing simulation can follow. `done[id]` is 1 for completed ops.
+/// When `completed` is false, `findings` holds one deadlock finding per independent hang.
+struct ExecutionResult {
+  bool completed = false;
+  std::vector<OpId> order;
+  std::vector<uint8_t> done;
+  std::vector<Finding> findings;
+  /// For the DOT picture: the ops of the wait-for cycle (or chain), in wait order.
+  std::vector<OpId> cycle;
+};
+
+/// Runs `program` with a worklist (each op is tried O(1 + notifications) times, so linear in
+/// ops, deps and messages). The outcome is unique: enabling is monotone, so any maximal run
+/// reaches the same set of completed ops. Semantics: kEager sends complete at once; kBuffered:N
+/// sends complete while fewer than N messages of their channel are in flight; kRendezvous sends
+/// complete together with their matched recv. A recv completes once its matched send has
+/// (together, for rendezvous). An unmatched recv never completes; an unmatched send never
+/// completes under rendezvous.
+ExecutionResult execute(const Program& program);
+
+}  // namespace sc

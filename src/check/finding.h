@@ -1,0 +1,33 @@
+// Findings: what a property pass reports, each with its counterexample.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "support/source.h"
+
+namespace sc {
+
+/// The property a finding violates (the JSON `kind` strings are kind_name()).
+enum class FindingKind { kStructure, kCausality, kDeadlock, kChannel, kResidency, kMemory };
+
+/// "structure", "causality", "deadlock", "channel", "residency", "memory".
+const char* kind_name(FindingKind k);
+
+/// One violation. `message` is one line (lower-case, no final period); `ranks`, `ops` (labels
+/// as the user wrote them, "0F3") and `locations` name the counterexample; `details` are further
+/// lines for people: the wait-for cycle, each rank's trace to where it is stuck, live buffers.
+struct Finding {
+  FindingKind kind = FindingKind::kStructure;
+  std::string message;
+  std::vector<int> ranks;
+  std::vector<std::string> ops;
+  std::vector<SourceLoc> locations;
+  std::vector<std::string> details;
+};
+
+/// Exit code for a set of findings (DESIGN.md): 0 none; 11 deadlock; 12 structure, causality or
+/// residency; 13 memory; 14 channel; 10 when findings of several of these classes are present.
+int exit_code_for(const std::vector<Finding>& findings);
+
+}  // namespace sc

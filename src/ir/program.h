@@ -1,0 +1,145 @@
+// The Program IR: ranks x streams x ops, with dependencies, channels and memory effects.
+// The one contract between front-ends (pipeline, later FSDP and router) and analyses.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "spec/action.h"
+#include "spec/pipeline_spec.h"
+#include "support/source.h"
+
+namespace sc {
+
+using OpId = int32_t;
+inline constexpr OpId kNoOp = -1;
+
+/// What an op does.
+/// kCompute: runs for `duration_s` on its stream (pipeline F/I/W/B, an overlapped pair, or a
+///   named kernel). kSend / kRecv: one point-to-point message on `channel` (FIFO matched: the
+///   k-th send of a channel pairs with its k-th recv). kCollective: a collective over `group`
+///   (completes when every member has reached it; used by later front-ends). kMarker: a
+///   zero-cost bookkeeping op (UNSHARD, RESHARD, REDUCE_GRAD) that orders its stream.
+enum class OpKind : uint8_t { kCompute, kSend, kRecv, kCollective, kMarker };
+
+/// How a dependency is satisfied. kLocal: another op on the same rank (an event wait when on
+/// another stream; free). kTransfer: an implicit cross-rank transfer in a compute-only
+/// schedule; it costs the link time of the program's LinkModel for `message_bytes`.
+enum class DepKind : uint8_t { kLocal, kTransfer };
+
+/// `dst` may start only after op `src` has completed.
+struct Dep {
+  OpId src = kNoOp;
+  DepKind kind = DepKind::kLocal;
+};
+
+/// A change of live bytes on the op's rank: `bytes` > 0 allocates, < 0 frees. Applied at the
+/// op's start (`at_end` false) or end. `buffer` indexes Program::buffers.
+struct MemEffect {
+  int32_t buffer = -1;
+  int64_t bytes = 0;
+  bool at_end = false;
+};
+
+/// A named allocation on a rank. For pipelines: kind "act" or "wgrad" of (stage, microbatch).
+struct Buffer {
+  int32_t rank = 0;
+  int32_t stage = -1;
+  int32_t microbatch = -1;
+  const char* kind = "";  ///< static string: "act", "wgrad", ...
+  int64_t bytes = 0;
+};
+
+/// One operation. `actions` holds the pipeline actions it stands for: one, or two for an
+/// overlapped F;B pair (kCompute), the local SEND/RECV action (kSend/kRecv), or the marker
+/// action. Its deps are Program::deps[dep_begin, dep_end), its memory effects
+/// Program::mem[mem_begin, mem_end). `step` is its index in the rank's action list.
+struct Op {
+  OpKind kind = OpKind::kCompute;
+  uint8_t num_actions = 0;
+  int32_t rank = 0;
+  int32_t stream = 0;     ///< global stream index (Program::streams)
+  int32_t step = -1;
+  double duration_s = 0;  ///< compute cost; 0 for P2P ops (their time comes from the link)
+  Action actions[2];
+  // P2P only
+  int32_t peer = -1;      ///< the other rank
+  int32_t channel = -1;   ///< Program::channels index
+  int64_t bytes = 0;      ///< message size
+  OpId match = kNoOp;     ///< the matched send/recv (FIFO per channel), kNoOp if unmatched
+  uint32_t dep_begin = 0, dep_end = 0;
+  uint32_t mem_begin = 0, mem_end = 0;
+  SourceLoc loc;
+};
+
+/// An ordered list of ops that run one after another (a CUDA stream).
+struct Stream {
+  int32_t rank = 0;
+  const char* name = "";  ///< static string: "compute", "comm"
+  std::vector<OpId> ops;
+};
+
+/// A directed (src rank, dst rank) pair of one communicator. Messages are matched FIFO.
+struct Channel {
+  int32_t src = 0;
+  int32_t dst = 0;
+  std::vector<OpId> sends;  ///< in the sender's stream order
+  std::vector<OpId> recvs;  ///< in the receiver's stream order
+};
+
+/// Link cost: a transfer of n bytes takes latency_s + n / bandwidth_bytes_per_s.
+struct LinkModel {
+  double latency_s = 0;
+  double bandwidth_bytes_per_s = std::numeric_limits<double>::infinity();
+  int64_t message_bytes = 0;  ///< bytes of an implicit (kTransfer) message
+  double transfer_s(int64_t bytes) const;
+};
+
+/// A whole program. Invariants (checked by validate()): every op is in exactly one stream, in
+/// the stream of its rank; deps point at existing ops; channel sends/recvs are send/recv ops of
+/// the channel's ranks; `match` is symmetric.
+struct Program {
+  int32_t num_ranks = 0;
+  std::vector<Op> ops;
+  std::vector<Dep> deps;
+  std::vector<MemEffect> mem;
+  std::vector<Buffer> buffers;
+  std::vector<Stream> streams;
+  std::vector<std::vector<int32_t>> rank_streams;  ///< per rank, its stream indices
+  std::vector<Channel> channels;
+  std::vector<int64_t> static_bytes_per_rank;      ///< resident for the whole step (params)
+  LinkModel link;
+  Semantics semantics;
+  BlockingModel blocking = BlockingModel::kCommStream;
+  bool explicit_comms = false;  ///< built from a schedule with SEND/RECV actions
+
+  /// Appends an op (deps and memory effects are added with add_dep / add_mem right after, in
+  /// order) and puts it at the end of `stream`. Returns its id.
+  OpId add_op(const Op& op);
+  /// Adds a dependency to the op added last (must be `dst`).
+  void add_dep(OpId dst, Dep dep);
+  /// Adds a memory effect to the op added last (must be `op`).
+  void add_mem(OpId op, MemEffect effect);
+  /// Creates a stream on `rank`; returns its global index.
+  int32_t add_stream(int32_t rank, const char* name);
+  /// Returns the channel index for (src, dst), creating it.
+  int32_t channel_for(int32_t src, int32_t dst);
+  /// Sets Op::match for every channel (k-th send with k-th recv).
+  void match_channels();
+
+  const Dep* deps_begin(OpId id) const { return deps.data() + ops[id].dep_begin; }
+  const Dep* deps_end(OpId id) const { return deps.data() + ops[id].dep_end; }
+  const MemEffect* mem_begin(OpId id) const { return mem.data() + ops[id].mem_begin; }
+  const MemEffect* mem_end(OpId id) const { return mem.data() + ops[id].mem_end; }
+
+  /// "0F3", "(0F7;7B3)OVERLAP_F_B", "2SEND_B1" — the op as the user wrote it.
+  std::string label(OpId id) const;
+  /// "rank 1 compute" etc.
+  std::string stream_label(int32_t stream) const;
+  /// Checks the invariants above; returns the first violation or empty. For tests.
+  std::string validate() const;
+};
+
+}  // namespace sc

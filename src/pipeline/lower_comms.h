@@ -1,0 +1,39 @@
+// Lowering compute-only pipeline schedules to explicit SEND/RECV action lists.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spec/action.h"
+
+namespace sc {
+
+/// Where RECVs go when communication is made explicit.
+/// kPyTorch: exactly PyTorch's `_add_send_recv` (torch/distributed/pipelining/schedules.py):
+///   ranks are visited round-robin in increasing order; a rank's next compute action is placed
+///   once its input is available on the rank (the matching RECV, or the producer, already
+///   placed there); after placing a compute action whose output crosses ranks, its SEND is
+///   appended to the rank and the receiver's RECV is appended to the receiver's list at once.
+/// kDeferred: each SEND right after its producer, each RECV just before its consumer, and the
+///   rank-parity rule of FACTS §2 (pytorch/pytorch#172668): before the lower rank of a pair
+///   SENDs to its peer, it posts every RECV from that peer whose SEND the peer issues before
+///   the peer's RECV of this message.
+enum class LowerPolicy { kPyTorch, kDeferred };
+
+/// Merges each I directly followed by the W of the same stage and microbatch into one B
+/// (PyTorch's test `_merge_bw`), per rank. OVERLAP steps are kept as they are.
+std::vector<std::vector<Step>> merge_bw(const std::vector<std::vector<Step>>& actions);
+
+/// Adds SEND/RECV actions to compute-only action lists. `stage_to_rank` has one entry per
+/// stage. A forward of stage s sends to stage s+1 when that stage lives on another rank; an I
+/// or B of stage s sends to stage s-1 likewise (W and same-rank pairs send nothing). Inserted
+/// actions carry the location of the compute action that caused them.
+/// Returns nullopt with `*why` when the lists cannot be lowered (PyTorch's "malformed compute
+/// schedule": no rank can make progress — the schedule deadlocks or violates causality; or a
+/// list already holds SEND/RECV).
+std::optional<std::vector<std::vector<Step>>> lower_comms(
+    const std::vector<std::vector<Step>>& actions, const std::vector<int32_t>& stage_to_rank,
+    LowerPolicy policy, std::string* why);
+
+}  // namespace sc

@@ -1,0 +1,49 @@
+// Timed as-soon-as-possible prediction of a Program: op times, span, makespan, bubbles, memory.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ir/program.h"
+
+namespace sc {
+
+/// Predicted start and end of one op, in seconds from the first op's start.
+struct OpTime {
+  double start_s = 0;
+  double end_s = 0;
+};
+
+/// A prediction. Definitions (issue "verify", FACTS §1):
+/// span_s = max over ranks of (end of its last compute op - start of its first compute op);
+/// makespan_s = last end - first start over all ops;
+/// bubble_rate = 1 - (sum of busy time over ranks) / (ranks * span_s), busy = compute time;
+/// idle_per_rank_s[r] = rank r's (last compute end - first compute start - busy).
+/// With one stage per rank and equal work per stage this is the ZB paper's bubble rate
+/// (span - m(T_F+T_B+T_W)) / span. Memory: live bytes per rank along the timeline (frees at a
+/// time are applied before allocations at the same time), including static bytes.
+struct Timeline {
+  std::vector<OpTime> ops;
+  double makespan_s = 0;
+  double span_s = 0;
+  double bubble_rate = 0;
+  std::vector<double> busy_per_rank_s;
+  std::vector<double> idle_per_rank_s;
+  std::vector<double> first_start_per_rank_s;
+  std::vector<double> last_end_per_rank_s;
+  std::vector<int64_t> peak_bytes_per_rank;
+  std::vector<double> peak_time_per_rank_s;
+  /// Per rank, (time, live bytes) after each change, in time order (for trace counters).
+  std::vector<std::vector<std::pair<double, int64_t>>> memory_curve;
+};
+
+/// Simulates `program` following `order` (a completion order from execute(), which must have
+/// completed). Rules: a compute op starts at max(end of the previous op on its stream, end of
+/// each dep, plus the link time of `message_bytes` for a kTransfer dep) and lasts duration_s.
+/// A P2P transfer occupies the streams of both ranks: under rendezvous it starts when both the
+/// send and the recv are ready and both end latency + bytes / bandwidth later; under eager and
+/// buffered the send runs from its ready time for the link time and the recv ends at
+/// max(its ready time, the send's end). Markers take no time.
+Timeline simulate(const Program& program, const std::vector<OpId>& order);
+
+}  // namespace sc

@@ -1,0 +1,147 @@
+#include "spec/action.h"
+
+#include <array>
+#include <cctype>
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace sc {
+
+namespace {
+constexpr std::array<std::string_view, kNumActionKinds> kTokens = {
+    "F", "I", "W", "B", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "UNSHARD", "RESHARD", "REDUCE_GRAD"};
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// Reads a decimal id at `pos`; returns -1 when there is none, -2 on overflow.
+int64_t read_id(std::string_view s, size_t& pos) {
+  size_t start = pos;
+  int64_t v = 0;
+  while (pos < s.size() && is_digit(s[pos])) {
+    v = v * 10 + (s[pos] - '0');
+    if (v > std::numeric_limits<int32_t>::max()) {
+      while (pos < s.size() && is_digit(s[pos])) ++pos;
+      return -2;
+    }
+    ++pos;
+  }
+  return pos == start ? -1 : v;
+}
+
+ParsedStep fail(std::string msg, size_t offset) {
+  ParsedStep p;
+  p.error = std::move(msg);
+  p.error_offset = static_cast<int32_t>(offset);
+  return p;
+}
+
+// Parses a simple (non-overlap) action occupying all of `s`; `base` is s's offset in the token.
+ParsedStep parse_simple(std::string_view s, size_t base, const SourceLoc& loc) {
+  size_t pos = 0;
+  if (!s.empty() && (s[0] == '+' || s[0] == '-'))
+    return fail(fmt::format("'{}': a stage id must be a non-negative decimal number", s), base);
+  int64_t stage = read_id(s, pos);
+  if (stage == -1) return fail(fmt::format("'{}': an action starts with its stage id, as in 0F3", s), base);
+  if (stage == -2) return fail(fmt::format("'{}': stage id is too large", s), base);
+  size_t kind_pos = pos;
+  while (pos < s.size() && (std::isupper(static_cast<unsigned char>(s[pos])) || s[pos] == '_')) ++pos;
+  std::string_view word = s.substr(kind_pos, pos - kind_pos);
+  if (word.empty())
+    return fail(fmt::format("'{}': expected an action kind (F, I, W, B, SEND_F, RECV_F, SEND_B, "
+                            "RECV_B, UNSHARD, RESHARD, REDUCE_GRAD) after the stage id", s),
+                base + kind_pos);
+  if (word == "BW")
+    return fail(fmt::format("'{}': the legacy token BW is not accepted; write B (full backward) "
+                            "or I and W", s), base + kind_pos);
+  int kind = -1;
+  for (int k = 0; k < kNumActionKinds; ++k)
+    if (kTokens[k] == word) kind = k;
+  if (kind < 0)
+    return fail(fmt::format("'{}': unknown action kind '{}'", s, word), base + kind_pos);
+  Action a;
+  a.kind = static_cast<ActionKind>(kind);
+  a.stage = static_cast<int32_t>(stage);
+  size_t mb_pos = pos;
+  if (takes_microbatch(a.kind)) {
+    if (pos < s.size() && (s[pos] == '+' || s[pos] == '-'))
+      return fail(fmt::format("'{}': a microbatch id must be a non-negative decimal number", s), base + pos);
+    int64_t mb = read_id(s, pos);
+    if (mb == -1)
+      return fail(fmt::format("'{}': {} needs a microbatch id, as in {}{}0", s, word, stage, word),
+                  base + mb_pos);
+    if (mb == -2) return fail(fmt::format("'{}': microbatch id is too large", s), base + mb_pos);
+    a.microbatch = static_cast<int32_t>(mb);
+  } else if (pos < s.size() && is_digit(s[pos])) {
+    return fail(fmt::format("'{}': {} takes no microbatch id", s, word), base + pos);
+  }
+  if (pos != s.size())
+    return fail(fmt::format("'{}': unexpected '{}' after the action", s, s.substr(pos)), base + pos);
+  ParsedStep out;
+  out.step = Step{a, std::nullopt, loc};
+  return out;
+}
+}  // namespace
+
+bool is_compute(ActionKind k) {
+  return k == ActionKind::kF || k == ActionKind::kI || k == ActionKind::kW || k == ActionKind::kB;
+}
+bool is_p2p(ActionKind k) {
+  return k == ActionKind::kSendF || k == ActionKind::kRecvF || k == ActionKind::kSendB ||
+         k == ActionKind::kRecvB;
+}
+bool is_send(ActionKind k) { return k == ActionKind::kSendF || k == ActionKind::kSendB; }
+bool takes_microbatch(ActionKind k) {
+  return k != ActionKind::kUnshard && k != ActionKind::kReshard && k != ActionKind::kReduceGrad;
+}
+std::string_view kind_token(ActionKind k) { return kTokens[static_cast<int>(k)]; }
+
+std::string format_action(const Action& a) {
+  if (!takes_microbatch(a.kind)) return fmt::format("{}{}", a.stage, kind_token(a.kind));
+  return fmt::format("{}{}{}", a.stage, kind_token(a.kind), a.microbatch);
+}
+
+std::string format_step(const Step& s) {
+  if (!s.second) return format_action(s.first);
+  return fmt::format("({};{})OVERLAP_F_B", format_action(s.first), format_action(*s.second));
+}
+
+ParsedStep parse_step(std::string_view token, const SourceLoc& loc) {
+  size_t lead = 0;
+  while (lead < token.size() && (token[lead] == ' ' || token[lead] == '\t')) ++lead;
+  std::string_view t = token.substr(lead);
+  while (!t.empty() && (t.back() == ' ' || t.back() == '\t' || t.back() == '\r')) t.remove_suffix(1);
+  SourceLoc at = loc;
+  if (at.col > 0) at.col += static_cast<int32_t>(lead);
+  if (t.empty()) return fail("empty action", 0);
+  if (t[0] != '(') {
+    ParsedStep p = parse_simple(t, lead, at);
+    return p;
+  }
+  constexpr std::string_view kSuffix = ")OVERLAP_F_B";
+  size_t close = t.find(')');
+  if (close == std::string_view::npos)
+    return fail(fmt::format("'{}': an overlapped pair is written (aF;bB)OVERLAP_F_B", t), lead);
+  if (t.substr(close) != kSuffix)
+    return fail(fmt::format("'{}': expected OVERLAP_F_B right after ')'", t), lead + close + 1);
+  std::string_view inner = t.substr(1, close - 1);
+  size_t semi = inner.find(';');
+  if (semi == std::string_view::npos)
+    return fail(fmt::format("'{}': an overlapped pair needs two actions separated by ';'", t), lead + 1);
+  ParsedStep a = parse_simple(inner.substr(0, semi), lead + 1, at);
+  if (!a.step) return a;
+  ParsedStep b = parse_simple(inner.substr(semi + 1), lead + 2 + semi, at);
+  if (!b.step) return b;
+  const Action& fa = a.step->first;
+  const Action& fb = b.step->first;
+  if (fa.kind != ActionKind::kF)
+    return fail(fmt::format("'{}': the first action of OVERLAP_F_B must be a forward (F)", t), lead + 1);
+  if (fb.kind != ActionKind::kB && fb.kind != ActionKind::kI && fb.kind != ActionKind::kW)
+    return fail(fmt::format("'{}': the second action of OVERLAP_F_B must be a backward (B, I or W)", t),
+                lead + 2 + semi);
+  ParsedStep out;
+  out.step = Step{fa, fb, at};
+  return out;
+}
+
+}  // namespace sc

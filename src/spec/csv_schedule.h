@@ -1,0 +1,55 @@
+// PyTorch pipelining schedule CSV: reading (strict) and writing (byte-compatible with PyTorch).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spec/action.h"
+#include "spec/pipeline_spec.h"
+#include "support/diagnostics.h"
+
+namespace sc {
+
+/// The two CSV flavours of torch.distributed.pipelining: compute only (F, I, W, B, overlap,
+/// idle cells) and compute with comms (adds SEND/RECV and may hold UNSHARD/RESHARD/REDUCE_GRAD).
+enum class CsvFormat { kComputeOnly, kComputeComms };
+
+/// Action lists read from a CSV: one row per rank, in row order. Idle cells are dropped (they
+/// only pad PyTorch's own simulation) but counted in `idle_cells`.
+struct CsvSchedule {
+  std::vector<std::vector<Step>> actions;
+  CsvFormat format = CsvFormat::kComputeOnly;  ///< detected: comms when any SEND/RECV appears
+  int32_t max_stage = -1;                      ///< largest stage id named
+  int32_t max_microbatch = -1;                 ///< largest microbatch id named
+  size_t idle_cells = 0;
+  int32_t file = -1;                           ///< registered source index
+};
+
+/// Reads a PyTorch schedule CSV from text: one line per rank, no header, cells separated by
+/// commas, an empty cell an idle slot, a trailing newline optional. Every cell goes through
+/// parse_step (strict); each bad cell is an error at its line and column. Also errors: an empty
+/// file, a NUL byte or other binary junk, a quoted cell, and a file with no actions at all.
+/// `expected` (when given) is checked against the detected format.
+std::optional<CsvSchedule> parse_csv_schedule(const std::string& name, const std::string& text,
+                                              Diagnostics& diags,
+                                              std::optional<CsvFormat> expected = std::nullopt);
+
+/// Reads the file at `path` (an unreadable file is an error located at `from` when given).
+std::optional<CsvSchedule> read_csv_schedule(const std::string& path, Diagnostics& diags,
+                                             std::optional<CsvFormat> expected = std::nullopt,
+                                             SourceLoc from = {});
+
+/// Writes action lists as PyTorch writes them: one line per rank, cells joined by ",", each
+/// line ending in "\n" (PyTorch's csv.writer would use "\r\n"; the corpus files use "\n").
+std::string write_csv_schedule(const std::vector<std::vector<Step>>& actions);
+
+/// Builds a PipelineSpec from a CSV on its own (`schedcheck verify file.csv`): stages =
+/// max stage + 1, microbatches = max microbatch + 1, placement inferred (or `placement` when
+/// given: "loop", "v" or a comma-separated list of ranks per stage), unit defaults for costs
+/// and memory. Errors (bad placement text, a declared placement the lists contradict) go to
+/// `diags`.
+std::optional<PipelineSpec> spec_from_csv(const std::string& path, Diagnostics& diags,
+                                          const std::optional<std::string>& placement);
+
+}  // namespace sc

@@ -1,0 +1,90 @@
+#include "spec/pipeline_spec.h"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+namespace sc {
+
+std::optional<Semantics> parse_semantics(std::string_view text, std::string* why) {
+  if (text == "eager") return Semantics{Semantics::kEager, 0};
+  if (text == "rendezvous") return Semantics{Semantics::kRendezvous, 0};
+  constexpr std::string_view kBuf = "buffered:";
+  if (text.substr(0, kBuf.size()) == kBuf) {
+    std::string_view n = text.substr(kBuf.size());
+    int32_t v = 0;
+    auto [p, ec] = std::from_chars(n.data(), n.data() + n.size(), v);
+    if (ec == std::errc() && p == n.data() + n.size() && v >= 1 && !n.empty())
+      return Semantics{Semantics::kBuffered, v};
+    if (why) *why = fmt::format("'{}': buffered needs a whole number of messages >= 1, as in buffered:2", text);
+    return std::nullopt;
+  }
+  if (why) *why = fmt::format("unknown P2P semantics '{}' (expected eager, rendezvous or buffered:N)", text);
+  return std::nullopt;
+}
+
+std::string format_semantics(const Semantics& s) {
+  switch (s.kind) {
+    case Semantics::kEager: return "eager";
+    case Semantics::kRendezvous: return "rendezvous";
+    case Semantics::kBuffered: return fmt::format("buffered:{}", s.buffer);
+  }
+  return "?";
+}
+
+bool PipelineSpec::has_comms() const {
+  for (const auto& row : actions)
+    for (const auto& st : row)
+      if (is_p2p(st.first.kind)) return true;
+  return false;
+}
+
+void apply_unit_defaults(PipelineSpec& spec) {
+  size_t n = static_cast<size_t>(spec.stages);
+  spec.costs.f_s.assign(n, 1.0);
+  spec.costs.i_s.assign(n, 1.0);
+  spec.costs.w_s.assign(n, 1.0);
+  spec.costs.b_s.assign(n, 2.0);
+  spec.p2p = P2PSpec{};
+  spec.memory.params_bytes.assign(n, 0);
+  spec.memory.activation_bytes.assign(n, 1);
+  spec.memory.weight_grad_bytes.assign(n, 1);
+}
+
+std::vector<int32_t> loop_placement(int32_t ranks, int32_t stages) {
+  std::vector<int32_t> out(stages);
+  for (int32_t s = 0; s < stages; ++s) out[s] = s % ranks;
+  return out;
+}
+
+std::vector<int32_t> v_placement(int32_t ranks, int32_t stages) {
+  if (stages != 2 * ranks) return {};
+  std::vector<int32_t> out(stages);
+  for (int32_t r = 0; r < ranks; ++r) {
+    out[r] = r;
+    out[2 * ranks - 1 - r] = r;
+  }
+  return out;
+}
+
+std::vector<int32_t> infer_placement(const std::vector<std::vector<Step>>& actions, int32_t stages) {
+  std::vector<int32_t> out(stages, -1);
+  auto visit = [&](const Action& a, int32_t rank) {
+    if (a.stage >= 0 && a.stage < stages && out[a.stage] == -1) out[a.stage] = rank;
+  };
+  for (int32_t r = 0; r < static_cast<int32_t>(actions.size()); ++r)
+    for (const auto& st : actions[r]) {
+      visit(st.first, r);
+      if (st.second) visit(*st.second, r);
+    }
+  return out;
+}
+
+std::string placement_name(const std::vector<int32_t>& stage_to_rank, int32_t ranks) {
+  int32_t stages = static_cast<int32_t>(stage_to_rank.size());
+  if (stage_to_rank == loop_placement(ranks, stages)) return "loop";
+  if (stage_to_rank == v_placement(ranks, stages)) return "v";
+  return "explicit";
+}
+
+}  // namespace sc

@@ -1,0 +1,100 @@
+#include "support/diagnostics.h"
+
+#include <algorithm>
+#include <ostream>
+
+#include <fmt/format.h>
+
+namespace sc {
+
+void Diagnostics::error(const SourceLoc& loc, std::string message) {
+  items_.push_back({Severity::kError, loc, std::move(message)});
+  ++errors_;
+}
+
+void Diagnostics::warning(const SourceLoc& loc, std::string message) {
+  items_.push_back({Severity::kWarning, loc, std::move(message)});
+}
+
+void Diagnostics::note(const SourceLoc& loc, std::string message) {
+  items_.push_back({Severity::kNote, loc, std::move(message)});
+}
+
+void Diagnostics::merge(const Diagnostics& other) {
+  for (const auto& d : other.items_) {
+    items_.push_back(d);
+    if (d.severity == Severity::kError) ++errors_;
+  }
+}
+
+std::string format_diagnostic(const Diagnostic& d) {
+  const char* sev = d.severity == Severity::kError     ? "error"
+                    : d.severity == Severity::kWarning ? "warning"
+                                                       : "note";
+  std::string out = fmt::format("{}: {}: {}\n", format_loc(d.loc), sev, d.message);
+  if (d.loc.valid() && d.loc.line > 0) {
+    std::string_view line = source_line(d.loc.file, d.loc.line);
+    if (!line.empty()) {
+      // Keep very long lines (CSV rows) readable: show a window around the column.
+      size_t col = d.loc.col > 0 ? static_cast<size_t>(d.loc.col - 1) : 0;
+      size_t start = 0;
+      std::string prefix;
+      if (line.size() > 120 && col > 60) {
+        start = col - 60;
+        prefix = "...";
+      }
+      std::string_view shown = line.substr(start, 120);
+      std::string suffix = start + shown.size() < line.size() ? "..." : "";
+      out += fmt::format("  {}{}{}\n", prefix, shown, suffix);
+      if (d.loc.col > 0) {
+        std::string pad(prefix.size() + (col - start), ' ');
+        for (size_t i = 0; i < col - start && i + start < line.size(); ++i)
+          if (line[start + i] == '\t') pad[prefix.size() + i] = '\t';
+        out += fmt::format("  {}^\n", pad);
+      }
+    }
+  }
+  return out;
+}
+
+void Diagnostics::print(std::ostream& os) const {
+  std::vector<const Diagnostic*> sorted;
+  for (const auto& d : items_) sorted.push_back(&d);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const Diagnostic* a, const Diagnostic* b) {
+    if (a->loc.file != b->loc.file) return a->loc.file < b->loc.file;
+    if (a->loc.line != b->loc.line) return a->loc.line < b->loc.line;
+    return a->loc.col < b->loc.col;
+  });
+  for (const Diagnostic* d : sorted) os << format_diagnostic(*d);
+}
+
+namespace {
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+}  // namespace
+
+std::string closest_match(const std::string& word, const std::vector<std::string>& candidates) {
+  size_t best = std::max<size_t>(2, word.size() / 3) + 1;
+  std::string out;
+  for (const auto& c : candidates) {
+    size_t d = edit_distance(word, c);
+    if (d < best) {
+      best = d;
+      out = c;
+    }
+  }
+  return out;
+}
+
+}  // namespace sc

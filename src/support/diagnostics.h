@@ -1,0 +1,51 @@
+// Diagnostics for user input: collected, sorted by location and all reported before stopping.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "support/source.h"
+
+namespace sc {
+
+enum class Severity { kError, kWarning, kNote };
+
+/// One message about the input, printed as `file:line:col: error: message`, then the source
+/// line and a caret under `loc.col`. Messages are lower-case without a final period.
+struct Diagnostic {
+  Severity severity = Severity::kError;
+  SourceLoc loc;
+  std::string message;
+};
+
+/// An ordered collection of diagnostics. A spec with any error is rejected (exit code 2).
+class Diagnostics {
+ public:
+  void error(const SourceLoc& loc, std::string message);
+  void warning(const SourceLoc& loc, std::string message);
+  void note(const SourceLoc& loc, std::string message);
+
+  bool has_errors() const { return errors_ > 0; }
+  size_t error_count() const { return errors_; }
+  const std::vector<Diagnostic>& all() const { return items_; }
+
+  /// Appends every diagnostic of `other`.
+  void merge(const Diagnostics& other);
+
+  /// Prints all diagnostics, errors first by location, each with its source line and caret.
+  void print(std::ostream& os) const;
+
+ private:
+  std::vector<Diagnostic> items_;
+  size_t errors_ = 0;
+};
+
+/// Formats one diagnostic (with source line and caret when the location has a file).
+std::string format_diagnostic(const Diagnostic& d);
+
+/// "did you mean 'x'?" suggestion: the candidate with the smallest edit distance to `word`
+/// when that distance is at most max(2, |word|/3); empty when none is close.
+std::string closest_match(const std::string& word, const std::vector<std::string>& candidates);
+
+}  // namespace sc

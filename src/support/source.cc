@@ -1,0 +1,56 @@
+#include "support/source.h"
+
+#include <deque>
+
+#include <fmt/format.h>
+
+namespace sc {
+namespace {
+
+struct SourceFile {
+  std::string name;
+  std::string contents;
+};
+
+std::deque<SourceFile>& files() {
+  static std::deque<SourceFile> f;
+  return f;
+}
+
+}  // namespace
+
+int32_t register_source(std::string name, std::string contents) {
+  files().push_back({std::move(name), std::move(contents)});
+  return static_cast<int32_t>(files().size() - 1);
+}
+
+const std::string& source_name(int32_t file) {
+  static const std::string unknown = "<unknown>";
+  if (file < 0 || file >= static_cast<int32_t>(files().size())) return unknown;
+  return files()[file].name;
+}
+
+std::string_view source_line(int32_t file, int32_t line) {
+  if (file < 0 || file >= static_cast<int32_t>(files().size()) || line < 1) return {};
+  std::string_view text = files()[file].contents;
+  int32_t current = 1;
+  size_t pos = 0;
+  while (current < line) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string_view::npos) return {};
+    pos = nl + 1;
+    ++current;
+  }
+  size_t end = text.find('\n', pos);
+  std::string_view out = text.substr(pos, end == std::string_view::npos ? text.size() - pos : end - pos);
+  if (!out.empty() && out.back() == '\r') out.remove_suffix(1);
+  return out;
+}
+
+std::string format_loc(const SourceLoc& loc) {
+  if (!loc.valid()) return "<generated>";
+  if (loc.col <= 0) return fmt::format("{}:{}", source_name(loc.file), loc.line);
+  return fmt::format("{}:{}:{}", source_name(loc.file), loc.line, loc.col);
+}
+
+}  // namespace sc

@@ -1,0 +1,31 @@
+// Parsing of quantities with units in specs: durations, byte counts and bandwidths.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace sc {
+
+/// Parses a duration: a number followed by one of `s ms us ns` (optional spaces between), or a
+/// bare number meaning seconds. Returns seconds, or nullopt (with `*why` set) on a bad unit, a
+/// negative value, a non-finite value or trailing junk. Example: "1.5ms" -> 0.0015.
+std::optional<double> parse_duration_s(std::string_view text, std::string* why = nullptr);
+
+/// Parses a byte count: a bare non-negative integer, or a number with one of
+/// `B KB MB GB TB` (powers of 1000) or `KiB MiB GiB TiB` (powers of 1024). Fractions are allowed
+/// with a unit ("0.5GiB") and rounded to the nearest byte. Errors as parse_duration_s.
+std::optional<int64_t> parse_bytes(std::string_view text, std::string* why = nullptr);
+
+/// Parses a bandwidth in bytes per second: a byte quantity followed by "/s" ("50GB/s",
+/// "12.5 GiB/s"), or a bare number of bytes per second. Must be > 0.
+std::optional<double> parse_bandwidth_bytes_per_s(std::string_view text, std::string* why = nullptr);
+
+/// Formats seconds for people with a fitting unit ("1.5 ms", "27 s").
+std::string format_duration(double seconds);
+
+/// Formats bytes for people ("2 GiB", "1.5 MiB", "17 B").
+std::string format_bytes(double bytes);
+
+}  // namespace sc

@@ -1,0 +1,3 @@
+// The Catch2 main of the unit tests.
+#define CATCH_CONFIG_MAIN
+#include "catch.h"

@@ -1,0 +1,29 @@
+// Helpers shared by the tests: corpus paths, reading files, running the CLI.
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace sc::test {
+
+/// The shared corpus folder, or empty when it is absent (tests then skip cleanly).
+inline std::string corpus_dir() {
+  std::string d = SCHEDCHECK_CORPUS_DIR;
+  return std::filesystem::is_directory(d) ? d : std::string();
+}
+
+/// A path under the source tree ("examples/x.yaml").
+inline std::string source_path(const std::string& rel) {
+  return std::string(SCHEDCHECK_SOURCE_DIR) + "/" + rel;
+}
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace sc::test
