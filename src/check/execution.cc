@@ -1,1 +1,301 @@
-// placeholder: filled in by the module's implementation
+#include "check/execution.h"
+
+#include <algorithm>
+#include <deque>
+
+#include <fmt/format.h>
+
+namespace sc {
+namespace {
+
+class Executor {
+ public:
+  explicit Executor(const Program& p) : p_(p) {}
+
+  ExecutionResult run() {
+    size_t n = p_.ops.size();
+    res_.done.assign(n, 0);
+    res_.order.reserve(n);
+    head_.assign(p_.streams.size(), 0);
+    announced_.assign(p_.streams.size(), -1);
+    queued_.assign(p_.streams.size(), 0);
+    sent_.assign(p_.channels.size(), 0);
+    received_.assign(p_.channels.size(), 0);
+    build_dependents();
+    for (size_t s = 0; s < p_.streams.size(); ++s) push(static_cast<int32_t>(s));
+    while (!work_.empty()) {
+      int32_t s = work_.front();
+      work_.pop_front();
+      queued_[s] = 0;
+      advance(s);
+    }
+    res_.completed = res_.order.size() == n;
+    if (!res_.completed) report_deadlock();
+    return std::move(res_);
+  }
+
+ private:
+  void build_dependents() {
+    size_t n = p_.ops.size();
+    dep_start_.assign(n + 1, 0);
+    for (const Dep& d : p_.deps) ++dep_start_[d.src + 1];
+    for (size_t i = 0; i < n; ++i) dep_start_[i + 1] += dep_start_[i];
+    dependents_.resize(p_.deps.size());
+    std::vector<uint32_t> fill(dep_start_.begin(), dep_start_.end() - 1);
+    for (OpId id = 0; id < static_cast<OpId>(n); ++id)
+      for (const Dep* d = p_.deps_begin(id); d != p_.deps_end(id); ++d) dependents_[fill[d->src]++] = id;
+  }
+
+  void push(int32_t s) {
+    if (!queued_[s]) {
+      queued_[s] = 1;
+      work_.push_back(s);
+    }
+  }
+
+  bool at_head(OpId id) const {
+    const Stream& st = p_.streams[p_.ops[id].stream];
+    size_t h = head_[p_.ops[id].stream];
+    return h < st.ops.size() && st.ops[h] == id;
+  }
+
+  bool deps_done(OpId id) const {
+    for (const Dep* d = p_.deps_begin(id); d != p_.deps_end(id); ++d)
+      if (!res_.done[d->src]) return false;
+    return true;
+  }
+
+  void complete(OpId id) {
+    res_.done[id] = 1;
+    res_.order.push_back(id);
+    const Op& op = p_.ops[id];
+    ++head_[op.stream];
+    for (uint32_t k = dep_start_[id]; k < dep_start_[id + 1]; ++k) push(p_.ops[dependents_[k]].stream);
+    if (op.kind == OpKind::kSend && op.channel >= 0) {
+      ++sent_[op.channel];
+      if (op.match != kNoOp) push(p_.ops[op.match].stream);
+    } else if (op.kind == OpKind::kRecv && op.channel >= 0) {
+      ++received_[op.channel];
+      // A slot frees up on a buffered channel.
+      const Channel& ch = p_.channels[op.channel];
+      if (!ch.sends.empty()) push(p_.ops[ch.sends.front()].stream);
+    }
+  }
+
+  // Tries to complete ops at the head of stream s, as many as possible.
+  void advance(int32_t s) {
+    const Stream& st = p_.streams[s];
+    while (head_[s] < st.ops.size()) {
+      OpId id = st.ops[head_[s]];
+      const Op& op = p_.ops[id];
+      if (announced_[s] != static_cast<int64_t>(head_[s])) {
+        announced_[s] = static_cast<int64_t>(head_[s]);
+        // A rendezvous partner may be waiting for this op to be posted.
+        if ((op.kind == OpKind::kSend || op.kind == OpKind::kRecv) && op.match != kNoOp)
+          push(p_.ops[op.match].stream);
+      }
+      if (!deps_done(id)) return;
+      if (op.kind == OpKind::kSend) {
+        if (!try_send(id)) return;
+      } else if (op.kind == OpKind::kRecv) {
+        if (!try_recv(id)) return;
+      } else {
+        complete(id);
+      }
+    }
+  }
+
+  bool try_send(OpId id) {
+    const Op& op = p_.ops[id];
+    switch (p_.semantics.kind) {
+      case Semantics::kEager:
+        complete(id);
+        return true;
+      case Semantics::kBuffered:
+        if (op.channel >= 0 && sent_[op.channel] - received_[op.channel] >= p_.semantics.buffer) return false;
+        complete(id);
+        return true;
+      case Semantics::kRendezvous: {
+        if (op.match == kNoOp || !at_head(op.match) || !deps_done(op.match)) return false;
+        OpId r = op.match;
+        complete(id);
+        complete(r);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  bool try_recv(OpId id) {
+    const Op& op = p_.ops[id];
+    if (op.match == kNoOp) return false;
+    if (p_.semantics.kind == Semantics::kRendezvous) {
+      OpId s = op.match;
+      if (!at_head(s) || !deps_done(s)) return false;
+      complete(s);
+      complete(id);
+      return true;
+    }
+    if (!res_.done[op.match]) return false;
+    complete(id);
+    return true;
+  }
+
+  // What a stuck op waits for: another op, or nothing that will ever come (kNoOp + reason).
+  struct Wait {
+    OpId target = kNoOp;
+    std::string why;
+  };
+
+  Wait wait_of(OpId id) const {
+    const Op& op = p_.ops[id];
+    for (const Dep* d = p_.deps_begin(id); d != p_.deps_end(id); ++d)
+      if (!res_.done[d->src]) {
+        const Op& src = p_.ops[d->src];
+        return {d->src, src.rank == op.rank
+                            ? fmt::format("waits for {} on its {} stream", p_.label(d->src),
+                                          p_.streams[src.stream].name)
+                            : fmt::format("waits for {} from rank {}", p_.label(d->src), src.rank)};
+      }
+    if (op.kind == OpKind::kRecv) {
+      if (op.match == kNoOp)
+        return {kNoOp, op.peer >= 0 ? fmt::format("waits for a message rank {} never sends", op.peer)
+                                    : std::string("waits for a message no rank sends")};
+      return {op.match, fmt::format("waits for {} on rank {} to send", p_.label(op.match), op.peer)};
+    }
+    if (op.kind == OpKind::kSend) {
+      if (op.match == kNoOp)
+        return {kNoOp, fmt::format("waits for a receive rank {} never posts", op.peer)};
+      if (p_.semantics.kind == Semantics::kBuffered) {
+        const Channel& ch = p_.channels[op.channel];
+        OpId oldest = ch.recvs.size() > received_[op.channel] ? ch.recvs[received_[op.channel]] : kNoOp;
+        if (oldest == kNoOp) return {kNoOp, "waits for a free buffer slot that never frees"};
+        return {oldest, fmt::format("waits for a free buffer slot: rank {} has not received {} yet",
+                                    op.peer, p_.label(oldest))};
+      }
+      return {op.match, fmt::format("waits for rank {} to post {} (rendezvous)", op.peer, p_.label(op.match))};
+    }
+    return {kNoOp, "waits"};
+  }
+
+  OpId head_op(int32_t s) const {
+    const Stream& st = p_.streams[s];
+    return head_[s] < st.ops.size() ? st.ops[head_[s]] : kNoOp;
+  }
+
+  std::string describe_stream(int32_t s) const {
+    const Stream& st = p_.streams[s];
+    bool several = p_.rank_streams[st.rank].size() > 1;
+    return several ? fmt::format("rank {} ({} stream)", st.rank, st.name) : fmt::format("rank {}", st.rank);
+  }
+
+  // Last few completed ops of stream s, then the stuck op.
+  std::string trace(int32_t s) const {
+    const Stream& st = p_.streams[s];
+    size_t h = head_[s];
+    size_t from = h > 6 ? h - 6 : 0;
+    std::string out = fmt::format("{} trace: ", describe_stream(s));
+    if (from > 0) out += fmt::format("... ({} ops done) ", from);
+    for (size_t i = from; i < h; ++i) out += p_.label(st.ops[i]) + " ";
+    OpId stuck = head_op(s);
+    out += fmt::format("[stuck at {} {}]", p_.label(stuck), format_loc(p_.ops[stuck].loc));
+    return out;
+  }
+
+  void report_deadlock() {
+    // Wait-for graph between stuck stream heads: each follows its first unmet wait.
+    size_t ns = p_.streams.size();
+    std::vector<int32_t> next(ns, -1);
+    std::vector<Wait> waits(ns);
+    std::vector<int32_t> stuck;
+    for (size_t s = 0; s < ns; ++s) {
+      OpId h = head_op(static_cast<int32_t>(s));
+      if (h == kNoOp) continue;
+      stuck.push_back(static_cast<int32_t>(s));
+      waits[s] = wait_of(h);
+      if (waits[s].target != kNoOp) next[s] = p_.ops[waits[s].target].stream;
+    }
+    std::vector<int> color(ns, 0);  // 0 unseen, 1 on current walk, 2 finished
+    std::vector<uint8_t> in_report(ns, 0);
+    for (int32_t start : stuck) {
+      if (color[start]) continue;
+      std::vector<int32_t> walk;
+      int32_t s = start;
+      while (s >= 0 && color[s] == 0) {
+        color[s] = 1;
+        walk.push_back(s);
+        s = next[s];
+      }
+      std::vector<int32_t> members;
+      bool cycle = false;
+      if (s >= 0 && color[s] == 1) {  // a new cycle: from s to the end of the walk
+        cycle = true;
+        auto it = std::find(walk.begin(), walk.end(), s);
+        members.assign(it, walk.end());
+      } else if (s < 0) {  // a chain ending at an op that waits for something never coming
+        members = walk;
+      }
+      for (int32_t w : walk) color[w] = 2;
+      if (members.empty()) continue;  // joins a hang already reported
+      for (int32_t m : members) in_report[m] = 1;
+      res_.findings.push_back(make_finding(members, cycle, waits));
+      if (res_.cycle.empty())
+        for (int32_t m : members) res_.cycle.push_back(head_op(m));
+    }
+    // Streams blocked behind a reported hang.
+    std::vector<std::string> also;
+    for (int32_t s : stuck)
+      if (!in_report[s])
+        also.push_back(fmt::format("also stuck: {} at {} ({}), {}", describe_stream(s), p_.label(head_op(s)),
+                                   format_loc(p_.ops[head_op(s)].loc), waits[s].why));
+    if (!res_.findings.empty()) {
+      auto& d = res_.findings.front().details;
+      d.insert(d.end(), also.begin(), also.end());
+    }
+  }
+
+  Finding make_finding(const std::vector<int32_t>& members, bool cycle, const std::vector<Wait>& waits) const {
+    Finding f;
+    f.kind = FindingKind::kDeadlock;
+    std::string sem = format_semantics(p_.semantics);
+    std::string path;
+    for (int32_t m : members) {
+      OpId h = head_op(m);
+      int rank = p_.ops[h].rank;
+      if (std::find(f.ranks.begin(), f.ranks.end(), rank) == f.ranks.end()) f.ranks.push_back(rank);
+      f.ops.push_back(p_.label(h));
+      f.locations.push_back(p_.ops[h].loc);
+      path += fmt::format("{}@{} -> ", p_.label(h), describe_stream(m));
+    }
+    if (cycle) {
+      path += fmt::format("{}@{}", p_.label(head_op(members.front())), describe_stream(members.front()));
+      f.message = fmt::format("deadlock under {} semantics: wait-for cycle {}", sem, path);
+    } else {
+      path.resize(path.size() - 4);
+      f.message = fmt::format("hang under {} semantics: {} {}", sem, path, waits[members.back()].why);
+    }
+    for (int32_t m : members) {
+      OpId h = head_op(m);
+      f.details.push_back(fmt::format("{} is stuck at {} ({}): {}", describe_stream(m), p_.label(h),
+                                      format_loc(p_.ops[h].loc), waits[m].why));
+    }
+    for (int32_t m : members) f.details.push_back(trace(m));
+    return f;
+  }
+
+  const Program& p_;
+  ExecutionResult res_;
+  std::vector<size_t> head_;
+  std::vector<int64_t> announced_;
+  std::vector<uint8_t> queued_;
+  std::deque<int32_t> work_;
+  std::vector<int64_t> sent_, received_;
+  std::vector<uint32_t> dep_start_;
+  std::vector<OpId> dependents_;
+};
+
+}  // namespace
+
+ExecutionResult execute(const Program& program) { return Executor(program).run(); }
+
+}  // namespace sc

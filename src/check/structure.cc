@@ -1,1 +1,130 @@
-// placeholder: filled in by the module's implementation
+// Structure pass: counts and orders of actions per (stage, microbatch), ids, placement.
+#include <algorithm>
+#include <string>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "check/passes.h"
+
+namespace sc {
+namespace {
+
+// Collects the examples of one kind of structure problem into one finding.
+class Group {
+ public:
+  Group(std::string what, size_t max_examples) : what_(std::move(what)), max_(max_examples) {}
+
+  void add(const std::string& example, int rank, const SourceLoc& loc) {
+    ++count_;
+    if (f_.ops.size() >= max_) return;
+    f_.ops.push_back(example);
+    f_.locations.push_back(loc);
+    if (rank >= 0 && std::find(f_.ranks.begin(), f_.ranks.end(), rank) == f_.ranks.end()) f_.ranks.push_back(rank);
+  }
+  void detail(std::string line) {
+    if (f_.details.size() < max_) f_.details.push_back(std::move(line));
+  }
+
+  void flush(std::vector<Finding>& out) {
+    if (count_ == 0) return;
+    f_.kind = FindingKind::kStructure;
+    std::string examples;
+    for (size_t i = 0; i < f_.ops.size(); ++i) examples += (i ? ", " : "") + f_.ops[i];
+    if (count_ > f_.ops.size()) examples += fmt::format(", ... ({} in all)", count_);
+    f_.message = fmt::format("{}: {}", what_, examples);
+    out.push_back(std::move(f_));
+  }
+
+ private:
+  std::string what_;
+  size_t max_;
+  size_t count_ = 0;
+  Finding f_;
+};
+
+struct Counts {
+  uint8_t f = 0, i = 0, w = 0, b = 0;
+};
+
+uint8_t bump(uint8_t v) { return v == 255 ? v : static_cast<uint8_t>(v + 1); }
+
+}  // namespace
+
+std::vector<Finding> check_structure(const PipelineSpec& spec, size_t max_examples) {
+  std::vector<Finding> out;
+  const int32_t S = spec.stages, M = spec.microbatches;
+  std::vector<Counts> counts(static_cast<size_t>(S) * static_cast<size_t>(M));
+  Group dup("actions given more than once", max_examples);
+  Group range("ids out of range", max_examples);
+  Group both("microbatches with both a full backward B and a split backward I/W", max_examples);
+  Group w_first("W before its I (the weight gradient needs the input gradient first)", max_examples);
+  Group placement(spec.placement_declared ? "actions on a rank other than the declared placement's"
+                                          : "actions on a rank other than their stage's (a stage lives on one rank)",
+                  max_examples);
+  std::unordered_set<uint64_t> p2p_seen;
+
+  auto visit = [&](const Action& a, int32_t rank, const SourceLoc& loc) {
+    std::string label = format_action(a);
+    if (a.stage < 0 || a.stage >= S || (takes_microbatch(a.kind) && (a.microbatch < 0 || a.microbatch >= M))) {
+      range.add(label, rank, loc);
+      range.detail(fmt::format("{} at {}: stages are 0..{}, microbatches 0..{}", label, format_loc(loc), S - 1, M - 1));
+      return;
+    }
+    int32_t home = spec.stage_to_rank[a.stage];
+    if (home != rank && home >= 0) {
+      placement.add(label, rank, loc);
+      placement.detail(fmt::format("{} at {} runs on rank {}, but stage {} lives on rank {} ({} placement)",
+                                   label, format_loc(loc), rank, a.stage, home, spec.placement));
+    }
+    if (is_p2p(a.kind)) {
+      uint64_t key = (static_cast<uint64_t>(a.kind) << 58) | (static_cast<uint64_t>(a.stage) << 29) |
+                     static_cast<uint64_t>(a.microbatch);
+      if (!p2p_seen.insert(key).second) dup.add(label, rank, loc);
+      return;
+    }
+    if (!is_compute(a.kind)) return;
+    Counts& c = counts[static_cast<size_t>(a.stage) * M + a.microbatch];
+    uint8_t* slot = a.kind == ActionKind::kF ? &c.f : a.kind == ActionKind::kI ? &c.i : a.kind == ActionKind::kW ? &c.w : &c.b;
+    if (*slot >= 1) dup.add(label, rank, loc);
+    if (a.kind == ActionKind::kW && c.i == 0 && c.b == 0) w_first.add(label, rank, loc);
+    if ((a.kind == ActionKind::kB && (c.i || c.w)) || ((a.kind == ActionKind::kI || a.kind == ActionKind::kW) && c.b))
+      both.add(label, rank, loc);
+    *slot = bump(*slot);
+  };
+  // W before I across ranks cannot be judged by list position; scan rank by rank, then re-check
+  // the W's whose I lives on another rank below (they are placement findings anyway).
+  for (int32_t r = 0; r < static_cast<int32_t>(spec.actions.size()); ++r)
+    for (const Step& st : spec.actions[r]) {
+      visit(st.first, r, st.loc);
+      if (st.second) visit(*st.second, r, st.loc);
+    }
+
+  Group no_f("(stage, microbatch) pairs with no forward F", max_examples);
+  Group no_b("(stage, microbatch) pairs with no backward (B, or I and W)", max_examples);
+  Group no_w("I without its W (the weight gradient is never computed)", max_examples);
+  Group no_i("W without its I", max_examples);
+  for (int32_t s = 0; s < S; ++s)
+    for (int32_t m = 0; m < M; ++m) {
+      const Counts& c = counts[static_cast<size_t>(s) * M + m];
+      if (c.f == 0) no_f.add(format_action({ActionKind::kF, s, m}), spec.stage_to_rank[s], spec.locs.schedule);
+      if (c.b == 0 && c.i == 0 && c.w == 0)
+        no_b.add(format_action({ActionKind::kB, s, m}), spec.stage_to_rank[s], spec.locs.schedule);
+      else if (c.b == 0 && c.i > 0 && c.w == 0)
+        no_w.add(format_action({ActionKind::kW, s, m}), spec.stage_to_rank[s], spec.locs.schedule);
+      else if (c.b == 0 && c.w > 0 && c.i == 0)
+        no_i.add(format_action({ActionKind::kI, s, m}), spec.stage_to_rank[s], spec.locs.schedule);
+    }
+  range.flush(out);
+  placement.flush(out);
+  dup.flush(out);
+  both.flush(out);
+  w_first.flush(out);
+  no_f.flush(out);
+  no_b.flush(out);
+  no_i.flush(out);
+  no_w.flush(out);
+  return out;
+}
+
+}  // namespace sc

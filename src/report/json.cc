@@ -1,1 +1,89 @@
-// placeholder: filled in by the module's implementation
+#include <nlohmann/json.hpp>
+
+#include "report/report.h"
+
+namespace sc {
+namespace {
+
+using nlohmann::json;
+
+json loc_json(const SourceLoc& l) {
+  if (!l.valid()) return nullptr;
+  return json{{"file", source_name(l.file)}, {"line", l.line}, {"col", l.col}};
+}
+
+const char* blocking_name(BlockingModel b) {
+  return b == BlockingModel::kCommStream ? "comm-stream" : "whole-rank";
+}
+
+}  // namespace
+
+std::string json_report(const VerifyResult& r) {
+  json j;
+  j["verdict"] = r.verdict();
+  j["exit_code"] = r.exit_code;
+  j["semantics"] = {{"p2p", format_semantics(r.program.semantics)},
+                    {"blocking", blocking_name(r.program.blocking)},
+                    {"explicit_comms", r.program.explicit_comms},
+                    {"p2p_matching", "fifo per (src rank, dst rank)"}};
+  const PipelineSpec& s = r.spec;
+  j["schedule"] = {{"name", s.name},
+                   {"path", s.path},
+                   {"ranks", s.ranks},
+                   {"stages", s.stages},
+                   {"microbatches", s.microbatches},
+                   {"placement", s.placement},
+                   {"placement_declared", s.placement_declared},
+                   {"stage_to_rank", s.stage_to_rank}};
+  json findings = json::array();
+  for (const Finding& f : r.findings) {
+    json locs = json::array();
+    for (const auto& l : f.locations) locs.push_back(loc_json(l));
+    findings.push_back({{"kind", kind_name(f.kind)},
+                        {"message", f.message},
+                        {"ranks", f.ranks},
+                        {"ops", f.ops},
+                        {"locations", locs},
+                        {"details", f.details}});
+  }
+  j["findings"] = findings;
+  if (r.timeline) {
+    const Timeline& t = *r.timeline;
+    j["timing"] = {{"units", "s"},
+                   {"span", t.span_s},
+                   {"makespan", t.makespan_s},
+                   {"bubble_rate", t.bubble_rate},
+                   {"bubble_rate_definition", "1 - sum(busy) / (ranks * span)"},
+                   {"idle_per_rank", t.idle_per_rank_s},
+                   {"busy_per_rank", t.busy_per_rank_s},
+                   {"first_start_per_rank", t.first_start_per_rank_s},
+                   {"last_end_per_rank", t.last_end_per_rank_s}};
+  } else {
+    j["timing"] = nullptr;
+  }
+  json mem;
+  mem["units"] = "bytes";
+  mem["limit_bytes"] = s.memory.limit_bytes ? json(*s.memory.limit_bytes) : json(nullptr);
+  mem["static_bytes_per_rank"] = r.program.static_bytes_per_rank;
+  mem["peak_bytes_per_rank"] = r.timeline ? json(r.timeline->peak_bytes_per_rank) : json(nullptr);
+  mem["peak_time_per_rank"] = r.timeline ? json(r.timeline->peak_time_per_rank_s) : json(nullptr);
+  mem["worst_case_bytes_per_rank"] = r.worst_case ? json(r.worst_case->bytes_per_rank) : json(nullptr);
+  j["memory"] = mem;
+  size_t messages = 0;
+  for (const auto& ch : r.program.channels) messages += ch.sends.size();
+  json passes = json::object();
+  double total = 0;
+  for (const auto& p : r.pass_times) {
+    passes[p.pass] = p.seconds;
+    total += p.seconds;
+  }
+  j["stats"] = {{"ops", r.program.ops.size()},
+                {"edges", r.edges},
+                {"streams", r.program.streams.size()},
+                {"messages", messages},
+                {"seconds_per_pass", passes},
+                {"seconds", total}};
+  return j.dump(2) + "\n";
+}
+
+}  // namespace sc

@@ -1,1 +1,143 @@
-// placeholder: filled in by the module's implementation
+#include "sim/timeline.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace sc {
+
+Timeline simulate(const Program& p, const std::vector<OpId>& order) {
+  Timeline t;
+  size_t n = p.ops.size();
+  t.ops.assign(n, OpTime{});
+  std::vector<double> stream_end(p.streams.size(), 0.0);
+  std::vector<uint8_t> placed(n, 0);
+  // Per channel: end times of recvs in order (buffered sends wait for slot k - N to free).
+  std::vector<std::vector<double>> recv_end(p.channels.size());
+  std::vector<size_t> sends_placed(p.channels.size(), 0);
+
+  auto ready_of = [&](OpId id) {
+    const Op& op = p.ops[id];
+    double r = stream_end[op.stream];
+    for (const Dep* d = p.deps_begin(id); d != p.deps_end(id); ++d) {
+      double e = t.ops[d->src].end_s;
+      if (d->kind == DepKind::kTransfer) e += p.link.transfer_s(p.link.message_bytes);
+      r = std::max(r, e);
+    }
+    return r;
+  };
+  auto place = [&](OpId id, double start, double end) {
+    t.ops[id] = OpTime{start, end};
+    stream_end[p.ops[id].stream] = end;
+    placed[id] = 1;
+  };
+
+  for (OpId id : order) {
+    if (placed[id]) continue;
+    const Op& op = p.ops[id];
+    double ready = ready_of(id);
+    switch (op.kind) {
+      case OpKind::kCompute:
+      case OpKind::kMarker:
+      case OpKind::kCollective:
+        place(id, ready, ready + op.duration_s);
+        break;
+      case OpKind::kSend: {
+        double d = p.link.transfer_s(op.bytes);
+        if (p.semantics.kind == Semantics::kRendezvous && op.match != kNoOp) {
+          double start = std::max(ready, ready_of(op.match));
+          place(id, start, start + d);
+          place(op.match, start, start + d);
+          if (op.channel >= 0) recv_end[op.channel].push_back(start + d);
+        } else {
+          double start = ready;
+          if (p.semantics.kind == Semantics::kBuffered && op.channel >= 0) {
+            size_t k = sends_placed[op.channel];
+            size_t nbuf = static_cast<size_t>(p.semantics.buffer);
+            if (k >= nbuf && k - nbuf < recv_end[op.channel].size())
+              start = std::max(start, recv_end[op.channel][k - nbuf]);
+          }
+          place(id, start, start + d);
+        }
+        if (op.channel >= 0) ++sends_placed[op.channel];
+        break;
+      }
+      case OpKind::kRecv: {
+        // Eager or buffered (rendezvous recvs are placed with their send).
+        double end = ready;
+        if (op.match != kNoOp) end = std::max(end, t.ops[op.match].end_s);
+        place(id, ready, end);
+        if (op.channel >= 0) recv_end[op.channel].push_back(end);
+        break;
+      }
+    }
+  }
+
+  int32_t R = p.num_ranks;
+  t.busy_per_rank_s.assign(R, 0.0);
+  t.idle_per_rank_s.assign(R, 0.0);
+  t.first_start_per_rank_s.assign(R, std::numeric_limits<double>::infinity());
+  t.last_end_per_rank_s.assign(R, 0.0);
+  double first = std::numeric_limits<double>::infinity(), last = 0;
+  for (OpId id : order) {
+    const Op& op = p.ops[id];
+    first = std::min(first, t.ops[id].start_s);
+    last = std::max(last, t.ops[id].end_s);
+    if (op.kind != OpKind::kCompute) continue;
+    t.busy_per_rank_s[op.rank] += op.duration_s;
+    t.first_start_per_rank_s[op.rank] = std::min(t.first_start_per_rank_s[op.rank], t.ops[id].start_s);
+    t.last_end_per_rank_s[op.rank] = std::max(t.last_end_per_rank_s[op.rank], t.ops[id].end_s);
+  }
+  if (order.empty()) first = 0;
+  t.makespan_s = last - first;
+  double busy = 0;
+  for (int32_t r = 0; r < R; ++r) {
+    if (t.first_start_per_rank_s[r] == std::numeric_limits<double>::infinity()) {
+      t.first_start_per_rank_s[r] = 0;
+      continue;
+    }
+    double s = t.last_end_per_rank_s[r] - t.first_start_per_rank_s[r];
+    t.span_s = std::max(t.span_s, s);
+    t.idle_per_rank_s[r] = s - t.busy_per_rank_s[r];
+    busy += t.busy_per_rank_s[r];
+  }
+  t.bubble_rate = (t.span_s > 0 && R > 0) ? 1.0 - busy / (R * t.span_s) : 0.0;
+
+  // Memory along the timeline: frees before allocations at the same instant.
+  struct Ev {
+    double time;
+    int64_t delta;
+  };
+  std::vector<std::vector<Ev>> evs(R);
+  for (OpId id : order) {
+    const Op& op = p.ops[id];
+    for (const MemEffect* m = p.mem_begin(id); m != p.mem_end(id); ++m)
+      evs[op.rank].push_back({m->at_end ? t.ops[id].end_s : t.ops[id].start_s, m->bytes});
+  }
+  t.peak_bytes_per_rank.assign(R, 0);
+  t.peak_time_per_rank_s.assign(R, 0.0);
+  t.memory_curve.assign(R, {});
+  for (int32_t r = 0; r < R; ++r) {
+    auto& e = evs[r];
+    std::stable_sort(e.begin(), e.end(), [](const Ev& a, const Ev& b) {
+      if (a.time != b.time) return a.time < b.time;
+      return a.delta < b.delta;  // frees (negative) first
+    });
+    int64_t live = r < static_cast<int32_t>(p.static_bytes_per_rank.size()) ? p.static_bytes_per_rank[r] : 0;
+    t.peak_bytes_per_rank[r] = live;
+    t.memory_curve[r].push_back({0.0, live});
+    for (const Ev& ev : e) {
+      live += ev.delta;
+      if (!t.memory_curve[r].empty() && t.memory_curve[r].back().first == ev.time)
+        t.memory_curve[r].back().second = live;
+      else
+        t.memory_curve[r].push_back({ev.time, live});
+      if (live > t.peak_bytes_per_rank[r]) {
+        t.peak_bytes_per_rank[r] = live;
+        t.peak_time_per_rank_s[r] = ev.time;
+      }
+    }
+  }
+  return t;
+}
+
+}  // namespace sc

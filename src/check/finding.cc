@@ -1,0 +1,35 @@
+#include "check/finding.h"
+
+namespace sc {
+
+const char* kind_name(FindingKind k) {
+  switch (k) {
+    case FindingKind::kStructure: return "structure";
+    case FindingKind::kCausality: return "causality";
+    case FindingKind::kDeadlock: return "deadlock";
+    case FindingKind::kChannel: return "channel";
+    case FindingKind::kResidency: return "residency";
+    case FindingKind::kMemory: return "memory";
+  }
+  return "?";
+}
+
+int exit_code_for(const std::vector<Finding>& findings) {
+  int code = 0;
+  for (const auto& f : findings) {
+    int c = 0;
+    switch (f.kind) {
+      case FindingKind::kDeadlock: c = 11; break;
+      case FindingKind::kStructure:
+      case FindingKind::kCausality:
+      case FindingKind::kResidency: c = 12; break;
+      case FindingKind::kMemory: c = 13; break;
+      case FindingKind::kChannel: c = 14; break;
+    }
+    if (code == 0) code = c;
+    else if (code != c) code = 10;
+  }
+  return code;
+}
+
+}  // namespace sc
