@@ -1,0 +1,82 @@
+// Test fixtures: the FACTS §1 per-stage op orders (one stage per rank) as PipelineSpecs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "spec/pipeline_spec.h"
+
+namespace sc::test {
+
+inline Step step(ActionKind k, int32_t stage, int32_t mb) { return Step{Action{k, stage, mb}, std::nullopt, {}}; }
+
+/// A spec with p ranks = p stages (loop placement), m microbatches, the given per-stage orders,
+/// costs F, I, W (B = I + W), link latency, activation and weight-grad bytes.
+inline PipelineSpec make_spec(const std::string& name, int32_t p, int32_t m, std::vector<std::vector<Step>> actions,
+                              double f = 1, double i = 1, double w = 1, double latency = 0, int64_t act = 2,
+                              int64_t wgrad = 1) {
+  PipelineSpec s;
+  s.name = name;
+  s.path = name;
+  s.ranks = p;
+  s.stages = p;
+  s.microbatches = m;
+  s.stage_to_rank = loop_placement(p, p);
+  s.placement = "loop";
+  s.placement_declared = true;
+  s.costs.f_s.assign(p, f);
+  s.costs.i_s.assign(p, i);
+  s.costs.w_s.assign(p, w);
+  s.costs.b_s.assign(p, i + w);
+  s.p2p.latency_s = latency;
+  s.memory.params_bytes.assign(p, 0);
+  s.memory.activation_bytes.assign(p, act);
+  s.memory.weight_grad_bytes.assign(p, wgrad);
+  s.actions = std::move(actions);
+  return s;
+}
+
+/// GPipe: all forwards, then all backwards (B) in microbatch order.
+inline std::vector<std::vector<Step>> gpipe(int32_t p, int32_t m) {
+  std::vector<std::vector<Step>> a(p);
+  for (int32_t s = 0; s < p; ++s) {
+    for (int32_t j = 0; j < m; ++j) a[s].push_back(step(ActionKind::kF, s, j));
+    for (int32_t j = 0; j < m; ++j) a[s].push_back(step(ActionKind::kB, s, j));
+  }
+  return a;
+}
+
+/// 1F1B (FACTS §1): min(p-s-1, m) F's; then repeat { F if any left, B }.
+inline std::vector<std::vector<Step>> one_f_one_b(int32_t p, int32_t m) {
+  std::vector<std::vector<Step>> a(p);
+  for (int32_t s = 0; s < p; ++s) {
+    int32_t f = 0, b = 0;
+    for (; f < std::min(p - s - 1, m); ++f) a[s].push_back(step(ActionKind::kF, s, f));
+    while (b < m) {
+      if (f < m) a[s].push_back(step(ActionKind::kF, s, f++));
+      a[s].push_back(step(ActionKind::kB, s, b++));
+    }
+  }
+  return a;
+}
+
+/// ZB-H1 (lag = s) and ZB-H2 (lag = 2s), FACTS §1: warm-up F's; then for j: I_j; if j >= lag
+/// then W_{j-lag}; then the next F if any left; finally the remaining W's in order.
+inline std::vector<std::vector<Step>> zb(int32_t p, int32_t m, bool h2) {
+  std::vector<std::vector<Step>> a(p);
+  for (int32_t s = 0; s < p; ++s) {
+    int32_t warm = h2 ? std::min(2 * (p - s) - 1, m) : std::min(p - s, m);
+    int32_t lag = h2 ? 2 * s : s;
+    int32_t f = 0, w = 0;
+    for (; f < warm; ++f) a[s].push_back(step(ActionKind::kF, s, f));
+    for (int32_t j = 0; j < m; ++j) {
+      a[s].push_back(step(ActionKind::kI, s, j));
+      if (j >= lag) a[s].push_back(step(ActionKind::kW, s, w++));
+      if (f < m) a[s].push_back(step(ActionKind::kF, s, f++));
+    }
+    while (w < m) a[s].push_back(step(ActionKind::kW, s, w++));
+  }
+  return a;
+}
+
+}  // namespace sc::test

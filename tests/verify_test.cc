@@ -1,0 +1,230 @@
+// Verify end to end on the FACTS §1 reference schedules and the FACTS §2 hang patterns.
+#include <cmath>
+
+#include "catch.h"
+#include "check/verify.h"
+#include "fixtures.h"
+
+namespace sc {
+namespace {
+
+using test::make_spec;
+using test::step;
+
+VerifyResult run(const PipelineSpec& s, std::optional<Semantics> sem = std::nullopt) {
+  VerifyOptions o;
+  o.semantics = sem;
+  return verify(s, o);
+}
+
+double round4(double x) { return std::round(x * 1e4) / 1e4; }
+
+int64_t max_of(const std::vector<int64_t>& v) { return *std::max_element(v.begin(), v.end()); }
+
+}  // namespace
+
+// FACTS §1 reference values: unit costs, T_comm = 0, M_B = 2, M_W = 1, p = 4, m = 8.
+TEST_CASE("reference schedules at p = 4, m = 8 give the published span, makespan, idle and peak", "[verify][facts]") {
+  struct Row {
+    const char* name;
+    std::vector<std::vector<Step>> actions;
+    double span, makespan, idle;
+    int64_t peak;
+  };
+  std::vector<Row> rows = {
+      {"gpipe", test::gpipe(4, 8), 33, 33, 9, 16},
+      {"1f1b", test::one_f_one_b(4, 8), 33, 33, 9, 8},
+      {"zb-h1", test::zb(4, 8, false), 27, 27, 3, 8},
+      {"zb-h2", test::zb(4, 8, true), 24, 27, 0, 14},
+  };
+  for (auto& row : rows) {
+    INFO(row.name);
+    VerifyResult r = run(make_spec(row.name, 4, 8, row.actions));
+    REQUIRE(r.findings.empty());
+    REQUIRE(r.timeline);
+    CHECK(r.timeline->span_s == Approx(row.span));
+    CHECK(r.timeline->makespan_s == Approx(row.makespan));
+    // FACTS lists the idle of the stage that sets the span (span - 24).
+    CHECK(*std::max_element(r.timeline->idle_per_rank_s.begin(), r.timeline->idle_per_rank_s.end()) == Approx(row.idle));
+    CHECK(r.timeline->peak_bytes_per_rank[0] == row.peak);
+    CHECK(max_of(r.timeline->peak_bytes_per_rank) == row.peak);
+    // One compute stream per rank: the worst case over all orders equals the timeline peak.
+    CHECK(r.worst_case->bytes_per_rank == r.timeline->peak_bytes_per_rank);
+  }
+}
+
+// ZB paper (arXiv 2401.10241) Table 5, 1.5B model, p = 8; costs from its appendix (FACTS §1).
+TEST_CASE("ZB Table 5 bubble rates for the 1.5B model are reproduced to 4 decimals", "[verify][facts]") {
+  struct Costs {
+    int m;
+    double f, b, w, comm;
+    double one_f_one_b, h1, h2;
+  };
+  const Costs table[] = {
+      {24, 18.522, 18.086, 9.337, 0.601, 0.2431, 0.1585, 0.1083},
+      {32, 18.513, 18.086, 9.331, 0.626, 0.1985, 0.1242, 0.0837},
+      {64, 18.546, 18.097, 9.321, 0.762, 0.1240, 0.0674, 0.0444},
+  };
+  for (const auto& c : table) {
+    INFO("m = " << c.m);
+    const double ms = 1e-3;
+    auto bubble = [&](std::vector<std::vector<Step>> a) {
+      VerifyResult r = run(make_spec("t5", 8, c.m, std::move(a), c.f * ms, c.b * ms, c.w * ms, c.comm * ms));
+      REQUIRE(r.findings.empty());
+      // ZB's bubble rate = (span - m (T_F + T_B + T_W)) / span; equal work per stage makes it
+      // our 1 - busy / (ranks * span).
+      double zb = (r.timeline->span_s - c.m * (c.f + c.b + c.w) * ms) / r.timeline->span_s;
+      CHECK(round4(zb) == Approx(round4(r.timeline->bubble_rate)).margin(1e-12));
+      return round4(r.timeline->bubble_rate);
+    };
+    CHECK(bubble(test::one_f_one_b(8, c.m)) == Approx(c.one_f_one_b).margin(1e-9));
+    CHECK(bubble(test::zb(8, c.m, false)) == Approx(c.h1).margin(1e-9));
+    CHECK(bubble(test::zb(8, c.m, true)) == Approx(c.h2).margin(1e-9));
+  }
+}
+
+// FACTS §2: PyTorch's _validate_schedule accepts this (it only counts actions per stage).
+TEST_CASE("the schedule PyTorch's validator accepts is a deadlock with its wait-for cycle", "[verify][deadlock]") {
+  PipelineSpec s = make_spec("validator-accepts", 2, 1, {}, 1, 1, 1, 0, 1, 1);
+  s.stages = 4;
+  s.stage_to_rank = loop_placement(2, 4);
+  s.costs.f_s.assign(4, 1);
+  s.costs.i_s.assign(4, 1);
+  s.costs.w_s.assign(4, 1);
+  s.costs.b_s.assign(4, 2);
+  s.memory.params_bytes.assign(4, 0);
+  s.memory.activation_bytes.assign(4, 1);
+  s.memory.weight_grad_bytes.assign(4, 1);
+  s.actions = {{step(ActionKind::kF, 0, 0), step(ActionKind::kB, 0, 0), step(ActionKind::kF, 2, 0), step(ActionKind::kB, 2, 0)},
+               {step(ActionKind::kF, 1, 0), step(ActionKind::kF, 3, 0), step(ActionKind::kB, 3, 0), step(ActionKind::kB, 1, 0)}};
+  VerifyResult r = run(s);
+  REQUIRE(r.exit_code == 11);
+  REQUIRE(r.findings.size() == 1);
+  const Finding& f = r.findings[0];
+  CHECK(f.kind == FindingKind::kDeadlock);
+  // Rank 0 is stuck at 0B0 (needs 1B0, last on rank 1); rank 1 at 3F0 (needs 2F0, after 0B0).
+  CHECK(f.ops == std::vector<std::string>{"0B0", "3F0"});
+  CHECK(f.ranks == std::vector<int>{0, 1});
+  CHECK(f.message.find("wait-for cycle 0B0@rank 0 -> 3F0@rank 1 -> 0B0@rank 0") != std::string::npos);
+  CHECK(f.details[0].find("waits for 1B0 from rank 1") != std::string::npos);
+  CHECK(f.details[1].find("waits for 2F0 from rank 0") != std::string::npos);
+  CHECK(!r.timeline);
+}
+
+namespace {
+// pytorch/pytorch#172668 (FACTS §2): interleaved, p = 2, 4 stages (loop), m = 2; both ranks
+// SEND before they RECV at the end. `parity` applies the fix: rank 0 drains its RECV first.
+PipelineSpec issue_172668(bool parity) {
+  PipelineSpec s = make_spec("pytorch-172668", 2, 2, {}, 1, 1, 1, 0, 1, 1);
+  s.stages = 4;
+  s.stage_to_rank = loop_placement(2, 4);
+  s.costs.f_s.assign(4, 1);
+  s.costs.b_s.assign(4, 2);
+  s.costs.i_s.assign(4, 1);
+  s.costs.w_s.assign(4, 1);
+  s.memory.params_bytes.assign(4, 0);
+  s.memory.activation_bytes.assign(4, 1);
+  s.memory.weight_grad_bytes.assign(4, 1);
+  using K = ActionKind;
+  // Forward only part of the step matters for the hang; backward follows in reverse.
+  std::vector<Step> r0 = {step(K::kF, 0, 0), step(K::kSendF, 0, 0), step(K::kF, 0, 1)};
+  if (parity) {
+    r0.push_back(step(K::kRecvF, 2, 0));
+    r0.push_back(step(K::kSendF, 0, 1));
+  } else {
+    r0.push_back(step(K::kSendF, 0, 1));
+    r0.push_back(step(K::kRecvF, 2, 0));
+  }
+  // The same exchange happens again one chunk later (2SEND_F0 against rank 1's 1SEND_F1).
+  std::vector<Step> r0_tail = parity ? std::vector<Step>{step(K::kF, 2, 0), step(K::kRecvF, 2, 1), step(K::kSendF, 2, 0),
+                                                         step(K::kF, 2, 1), step(K::kSendF, 2, 1)}
+                                     : std::vector<Step>{step(K::kF, 2, 0), step(K::kSendF, 2, 0), step(K::kRecvF, 2, 1),
+                                                         step(K::kF, 2, 1), step(K::kSendF, 2, 1)};
+  r0.insert(r0.end(), r0_tail.begin(), r0_tail.end());
+  std::vector<Step> r1 = {step(K::kRecvF, 1, 0), step(K::kF, 1, 0), step(K::kSendF, 1, 0), step(K::kRecvF, 1, 1),
+                          step(K::kF, 1, 1), step(K::kSendF, 1, 1), step(K::kRecvF, 3, 0), step(K::kF, 3, 0),
+                          step(K::kRecvF, 3, 1), step(K::kF, 3, 1)};
+  // Backward: stage 3 -> 2 -> 1 -> 0 for both microbatches.
+  std::vector<Step> b1 = {step(K::kB, 3, 0), step(K::kSendB, 3, 0), step(K::kB, 3, 1), step(K::kSendB, 3, 1),
+                          step(K::kRecvB, 1, 0), step(K::kB, 1, 0), step(K::kSendB, 1, 0), step(K::kRecvB, 1, 1),
+                          step(K::kB, 1, 1), step(K::kSendB, 1, 1)};
+  std::vector<Step> b0 = {step(K::kRecvB, 2, 0), step(K::kB, 2, 0), step(K::kSendB, 2, 0), step(K::kRecvB, 2, 1),
+                          step(K::kB, 2, 1), step(K::kSendB, 2, 1), step(K::kRecvB, 0, 0), step(K::kB, 0, 0),
+                          step(K::kRecvB, 0, 1), step(K::kB, 0, 1)};
+  if (parity)  // the backward exchanges drained the same way
+    b0 = {step(K::kRecvB, 2, 0), step(K::kB, 2, 0), step(K::kRecvB, 2, 1), step(K::kSendB, 2, 0), step(K::kB, 2, 1),
+          step(K::kRecvB, 0, 0), step(K::kSendB, 2, 1), step(K::kB, 0, 0), step(K::kRecvB, 0, 1), step(K::kB, 0, 1)};
+  r0.insert(r0.end(), b0.begin(), b0.end());
+  r1.insert(r1.end(), b1.begin(), b1.end());
+  s.actions = {r0, r1};
+  return s;
+}
+}  // namespace
+
+TEST_CASE("the pytorch#172668 pattern deadlocks under rendezvous and passes under eager", "[verify][deadlock]") {
+  PipelineSpec s = issue_172668(false);
+  VerifyResult rv = run(s, Semantics{Semantics::kRendezvous, 0});
+  REQUIRE(rv.exit_code == 11);
+  REQUIRE(rv.findings.size() == 1);
+  const Finding& f = rv.findings[0];
+  CHECK(f.kind == FindingKind::kDeadlock);
+  // Both ranks block in SEND; neither reaches its RECV.
+  CHECK(f.ops == std::vector<std::string>{"0SEND_F1", "1SEND_F0"});
+  CHECK(f.message.find("rendezvous") != std::string::npos);
+  CHECK(f.details[0].find("waits for rank 1 to post 1RECV_F1") != std::string::npos);
+  CHECK(f.details[1].find("waits for rank 0 to post 2RECV_F0") != std::string::npos);
+
+  VerifyResult ev = run(s, Semantics{Semantics::kEager, 0});
+  CHECK(ev.findings.empty());
+  CHECK(ev.exit_code == 0);
+  VerifyResult bv = run(s, Semantics{Semantics::kBuffered, 1});
+  CHECK(bv.findings.empty());
+}
+
+TEST_CASE("the rank-parity fix of pytorch#172668 passes under rendezvous and eager", "[verify][deadlock]") {
+  PipelineSpec s = issue_172668(true);
+  for (auto sem : {Semantics{Semantics::kRendezvous, 0}, Semantics{Semantics::kEager, 0}}) {
+    VerifyResult r = run(s, sem);
+    INFO(format_semantics(sem));
+    for (const auto& f : r.findings) {
+      INFO(f.message);
+      for (const auto& d : f.details) INFO(d);
+      CHECK(false);
+    }
+    REQUIRE(r.timeline);
+    CHECK(r.timeline->makespan_s > 0);
+  }
+}
+
+TEST_CASE("the whole-rank blocking model delays compute behind a pending receive", "[verify][timing]") {
+  using K = ActionKind;
+  // Rank 0 posts 0RECV_B0 before computing 0F1. On its own comm stream the receive waits
+  // while 0F1 runs; when a pending receive blocks the whole rank, 0F1 waits for it.
+  PipelineSpec s = make_spec("blocking", 2, 2, {}, 1, 1, 1, 0, 1, 1);
+  s.actions = {{step(K::kF, 0, 0), step(K::kSendF, 0, 0), step(K::kRecvB, 0, 0), step(K::kF, 0, 1),
+                step(K::kB, 0, 0), step(K::kSendF, 0, 1), step(K::kRecvB, 0, 1), step(K::kB, 0, 1)},
+               {step(K::kRecvF, 1, 0), step(K::kF, 1, 0), step(K::kB, 1, 0), step(K::kSendB, 1, 0),
+                step(K::kRecvF, 1, 1), step(K::kF, 1, 1), step(K::kB, 1, 1), step(K::kSendB, 1, 1)}};
+  VerifyOptions o;
+  VerifyResult comm = verify(s, o);
+  REQUIRE(comm.findings.empty());
+  o.blocking = BlockingModel::kWholeRank;
+  VerifyResult whole = verify(s, o);
+  REQUIRE(whole.findings.empty());
+  // Comm stream: 0F0 [0,1], 0F1 [1,2]; 1F0 [1,2], 1B0 [2,4], so 0B0 [4,6], 0F1 earlier.
+  // Whole rank: 0F1 starts only after 0RECV_B0 completes at 4.
+  const Program& pc = comm.program;
+  const Program& pw = whole.program;
+  auto start_of = [](const VerifyResult& r, const std::string& label) {
+    for (OpId id = 0; id < static_cast<OpId>(r.program.ops.size()); ++id)
+      if (r.program.label(id) == label) return r.timeline->ops[id].start_s;
+    return -1.0;
+  };
+  CHECK(pc.streams.size() == 4);
+  CHECK(pw.streams.size() == 2);
+  CHECK(start_of(comm, "0F1") == Approx(1));
+  CHECK(start_of(whole, "0F1") == Approx(4));
+  CHECK(whole.timeline->makespan_s > comm.timeline->makespan_s);
+}
+
+}  // namespace sc
