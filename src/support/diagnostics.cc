@@ -43,7 +43,9 @@ std::string format_diagnostic(const Diagnostic& d) {
         start = col - 60;
         prefix = "...";
       }
-      std::string_view shown = line.substr(start, 120);
+      std::string shown(line.substr(start, 120));
+      for (char& ch : shown)  // never echo control bytes of a binary file to the terminal
+        if ((static_cast<unsigned char>(ch) < 0x20 && ch != '\t') || ch == 0x7f) ch = '?';
       std::string suffix = start + shown.size() < line.size() ? "..." : "";
       out += fmt::format("  {}{}{}\n", prefix, shown, suffix);
       if (d.loc.col > 0) {

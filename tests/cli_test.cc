@@ -1,0 +1,189 @@
+// Golden command-line tests: the schedcheck binary on bundled specs and bad inputs.
+// SCHEDCHECK_UPDATE_GOLDEN=1 rewrites tests/golden/ (review a regeneration like code).
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "catch.h"
+#include "test_util.h"
+
+namespace {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+// Runs schedcheck with `args` from the source folder (so paths in the output are relative).
+RunResult run_cli(const std::string& args, bool merge_stderr = true) {
+  std::string cmd = "cd '" + std::string(SCHEDCHECK_SOURCE_DIR) + "' && '" + SCHEDCHECK_BINARY + "' " + args +
+                    (merge_stderr ? " 2>&1" : " 2>/dev/null");
+  RunResult r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+void check_golden(const std::string& name, const std::string& actual) {
+  std::string path = sc::test::source_path("tests/golden/" + name);
+  if (std::getenv("SCHEDCHECK_UPDATE_GOLDEN")) {
+    std::ofstream(path, std::ios::binary) << actual;
+    WARN("rewrote " << path);
+    return;
+  }
+  REQUIRE(std::filesystem::exists(path));
+  CHECK(sc::test::read_file(path) == actual);
+}
+
+// JSON without the wall-clock figures, for golden comparison.
+std::string stable_json(const std::string& text) {
+  auto j = nlohmann::json::parse(text);
+  j["stats"].erase("seconds_per_pass");
+  j["stats"].erase("seconds");
+  return j.dump(2) + "\n";
+}
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("schedcheck_test_" + name)).string();
+}
+
+}  // namespace
+
+TEST_CASE("verify prints the verdict first and a per-rank summary for the bundled 1F1B example", "[cli]") {
+  RunResult r = run_cli("verify examples/llama7b-pp8-1f1b.yaml");
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.rfind("examples/llama7b-pp8-1f1b.yaml: holds (exit 0)", 0) == 0);
+  check_golden("llama7b-pp8-1f1b.txt", r.out);
+}
+
+TEST_CASE("verify reports the rendezvous deadlock with its cycle, traces and exit 11", "[cli]") {
+  RunResult r = run_cli("verify examples/interleaved-rendezvous-deadlock.yaml");
+  CHECK(r.exit_code == 11);
+  CHECK(r.out.find("deadlock under rendezvous semantics: wait-for cycle 0SEND_F1@rank 0 (comm stream) -> "
+                   "1SEND_F0@rank 1 (comm stream)") != std::string::npos);
+  CHECK(r.out.find("rank 0 (comm stream) trace: 0SEND_F0 [stuck at 0SEND_F1") != std::string::npos);
+  check_golden("interleaved-rendezvous-deadlock.txt", r.out);
+  // The same schedule under eager semantics (PyTorch's simulator's view) passes.
+  RunResult eager = run_cli("verify examples/interleaved-rendezvous-deadlock.yaml --semantics eager");
+  CHECK(eager.exit_code == 0);
+  RunResult fixed = run_cli("verify examples/interleaved-parity-fix.yaml");
+  CHECK(fixed.exit_code == 0);
+}
+
+TEST_CASE("verify --format json has the documented keys and values", "[cli]") {
+  RunResult r = run_cli("verify specs/reference/p4-m8-zb-h2.yaml --format json", false);
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"verdict", "exit_code", "semantics", "findings", "timing", "memory", "stats"})
+    CHECK(j.contains(key));
+  CHECK(j["verdict"] == "holds");
+  // FACTS §1: ZB-H2 at p = 4, m = 8: span 24, makespan 27, peak 14 (M_B = 2, M_W = 1).
+  CHECK(j["timing"]["span"].get<double>() == Approx(24));
+  CHECK(j["timing"]["makespan"].get<double>() == Approx(27));
+  CHECK(j["timing"]["bubble_rate"].get<double>() == Approx(0.0));
+  CHECK(j["memory"]["peak_bytes_per_rank"][0] == 14);
+  CHECK(j["memory"]["worst_case_bytes_per_rank"][0] == 14);
+  CHECK(j["memory"]["limit_bytes"].is_null());
+  CHECK(j["stats"]["ops"] == 4 * 8 * 3);
+  check_golden("p4-m8-zb-h2.json", stable_json(r.out));
+}
+
+TEST_CASE("verify reports a memory limit violation with exit 13 and the live buffers", "[cli]") {
+  RunResult r = run_cli("verify examples/gpipe-over-memory-limit.yaml --format json", false);
+  CHECK(r.exit_code == 13);
+  auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j["findings"].size() == 4);
+  CHECK(j["findings"][0]["kind"] == "memory");
+  // 8 GiB of parameters + 16 activations of 2 GiB = 40 GiB on every rank.
+  CHECK(j["memory"]["peak_bytes_per_rank"][0] == int64_t{40} << 30);
+  CHECK(j["findings"][0]["message"].get<std::string>().find("predicted peak 40 GiB") != std::string::npos);
+}
+
+TEST_CASE("verify writes a Chrome trace with op, flow and counter events", "[cli]") {
+  std::string trace = temp_path("trace.json");
+  std::filesystem::remove(trace);
+  RunResult r = run_cli("verify examples/interleaved-parity-fix.yaml --trace " + trace);
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(sc::test::read_file(trace));
+  size_t x = 0, flows = 0, counters = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "X") ++x;
+    if (e["ph"] == "s") ++flows;
+    if (e["ph"] == "C") ++counters;
+  }
+  CHECK(x == 40);       // one per op
+  CHECK(flows == 12);   // one per matched message
+  CHECK(counters > 0);
+  CHECK(j["distributedInfo"]["world_size"] == 2);
+}
+
+TEST_CASE("verify --dot draws the stuck state with the wait-for edges", "[cli]") {
+  std::string dot = temp_path("stuck.dot");
+  RunResult r = run_cli("verify examples/interleaved-rendezvous-deadlock.yaml --dot " + dot);
+  REQUIRE(r.exit_code == 11);
+  std::string text = sc::test::read_file(dot);
+  CHECK(text.rfind("digraph schedule {", 0) == 0);
+  CHECK(text.find("waits for") != std::string::npos);
+  CHECK(text.find("0SEND_F1") != std::string::npos);
+}
+
+TEST_CASE("bad inputs get a clear error with exit code 2, never a crash", "[cli]") {
+  struct Case {
+    std::string name, content, expect;
+  };
+  std::string wide(200000, ',');  // 10^5 idle columns around one action
+  std::vector<Case> cases = {
+      {"empty.csv", "", "empty.csv:1:1: error: "},
+      {"junk.csv", std::string("\x7f\x45\x4c\x46\x02\x01\x00\x00\xff\xfe", 10), "junk.csv:1:"},
+      {"junk.yaml", std::string("\x00\x01\x02\xff", 4), "junk.yaml:"},
+      {"trailing.csv", "0F0xyz,0B0\n", "trailing.csv:1:4: error: '0F0xyz': unexpected 'xyz' after the action"},
+      {"neg.yaml", "schedcheck: 1\nranks: 1\ncosts: {F: -1ms}\nschedule: {actions: {0: \"0F0 0B0\"}}\n",
+       "neg.yaml:3:"},
+      {"wide.csv", "0F0" + wide + "0B0\n", ""},
+  };
+  for (const auto& c : cases) {
+    INFO(c.name);
+    std::string path = temp_path(c.name);
+    std::ofstream(path, std::ios::binary) << c.content;
+    RunResult r = run_cli("verify '" + path + "'");
+    if (c.name == "wide.csv") {  // 10^5 columns is a valid schedule: one rank, one stage
+      CHECK(r.exit_code == 0);
+      continue;
+    }
+    CHECK(r.exit_code == 2);
+    CHECK(r.out.find(c.expect) != std::string::npos);
+    CHECK(r.out.find("nothing was checked") != std::string::npos);
+  }
+  RunResult missing = run_cli("verify no/such/file.yaml");
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.out.find("no/such/file.yaml") != std::string::npos);
+}
+
+TEST_CASE("a causality cycle in a compute-only CSV is a deadlock with its cycle", "[cli]") {
+  std::string path = temp_path("cycle.csv");
+  // FACTS §2: accepted by PyTorch's validator; 0B0 needs 1B0, which needs 3B0 -> 3F0 -> 2F0 after 0B0.
+  std::ofstream(path) << "0F0,0B0,2F0,2B0\n1F0,3F0,3B0,1B0\n";
+  RunResult r = run_cli("verify '" + path + "'");
+  CHECK(r.exit_code == 11);
+  CHECK(r.out.find("wait-for cycle 0B0@rank 0 -> 3F0@rank 1 -> 0B0@rank 0") != std::string::npos);
+}
+
+TEST_CASE("usage errors exit 1 and --help teaches the commands", "[cli]") {
+  CHECK(run_cli("verify").exit_code == 1);
+  CHECK(run_cli("verify examples/llama7b-pp8-1f1b.yaml --semantics sometimes").exit_code == 1);
+  RunResult help = run_cli("verify --help");
+  CHECK(help.exit_code == 0);
+  CHECK(help.out.find("--semantics") != std::string::npos);
+  CHECK(help.out.find("rendezvous") != std::string::npos);
+}
