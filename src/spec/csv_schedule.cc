@@ -1,1 +1,349 @@
-// placeholder: filled in by the module's implementation
+// PyTorch pipelining schedule CSV: a strict reader, a byte-compatible writer, and the bare-CSV spec.
+#include "spec/csv_schedule.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string_view>
+
+#include <fmt/format.h>
+
+namespace sc {
+
+namespace {
+
+// At most this many errors are reported per file; then one note says the rest were not checked.
+constexpr size_t kMaxErrorsPerFile = 20;
+// A cell longer than this is shown abbreviated in messages.
+constexpr size_t kMaxShownCell = 40;
+// Stage ids beyond this are rejected by spec_from_csv (per-stage tables are sized by them).
+constexpr int32_t kMaxStages = 1'000'000;
+
+// Collects the diagnostics of one file and enforces the per-file cap.
+class FileErrors {
+ public:
+  explicit FileErrors(Diagnostics& diags) : diags_(diags) {}
+
+  // Reports an error; returns false once the cap is reached (the caller then stops).
+  bool error(const SourceLoc& loc, std::string message) {
+    if (count_ >= kMaxErrorsPerFile) {
+      if (!capped_) {
+        diags_.note(loc, fmt::format("too many errors, stopping after {}", kMaxErrorsPerFile));
+        capped_ = true;
+      }
+      return false;
+    }
+    diags_.error(loc, std::move(message));
+    ++count_;
+    return true;
+  }
+  bool any() const { return count_ > 0 || capped_; }
+  bool capped() const { return capped_; }
+
+ private:
+  Diagnostics& diags_;
+  size_t count_ = 0;
+  bool capped_ = false;
+};
+
+// True for a byte that cannot appear in a text schedule: NUL and other control characters
+// except tab and line ends, DEL, and every byte >= 0x80 (the grammar is ASCII).
+bool is_binary_byte(unsigned char c) {
+  if (c == '\t' || c == '\n' || c == '\r') return false;
+  return c < 0x20 || c >= 0x7f;
+}
+
+// Shortens a long cell for messages: "0F0xxxxxxxx..." (the message still points at the column).
+std::string shown_cell(std::string_view cell) {
+  if (cell.size() <= kMaxShownCell) return std::string(cell);
+  return fmt::format("{}...", cell.substr(0, kMaxShownCell));
+}
+
+// parse_step quotes the token (and parts of it) in its message; abbreviate every quoted part
+// longer than kMaxShownCell so a huge cell does not make a huge message.
+std::string shorten_message(const std::string& message) {
+  if (message.size() <= 3 * kMaxShownCell) return message;
+  std::string out;
+  size_t pos = 0;
+  while (pos < message.size()) {
+    size_t open = message.find('\'', pos);
+    size_t close = open == std::string::npos ? open : message.find('\'', open + 1);
+    if (close == std::string::npos) break;
+    out.append(message, pos, open + 1 - pos);
+    out += shown_cell(std::string_view(message).substr(open + 1, close - open - 1));
+    out += '\'';
+    pos = close + 1;
+  }
+  if (pos < message.size()) out.append(message, pos, std::string::npos);
+  return out;
+}
+
+void note_ids(CsvSchedule& out, const Action& a) {
+  if (a.stage > out.max_stage) out.max_stage = a.stage;
+  if (a.microbatch > out.max_microbatch) out.max_microbatch = a.microbatch;
+}
+
+// Parses one line (one rank) into `row`. Returns false when the error cap was reached.
+bool parse_row(std::string_view line, int32_t file, int32_t line_no, CsvSchedule& out,
+               std::vector<Step>& row, FileErrors& errors, SourceLoc& first_p2p) {
+  if (line.empty()) return true;  // a blank line: a rank without actions
+  size_t start = 0;
+  while (true) {
+    size_t comma = line.find(',', start);
+    size_t end = comma == std::string_view::npos ? line.size() : comma;
+    std::string_view cell = line.substr(start, end - start);
+    SourceLoc loc{file, line_no, static_cast<int32_t>(start + 1)};
+    size_t quote = cell.find('"');
+    if (quote != std::string_view::npos) {
+      SourceLoc at{file, line_no, static_cast<int32_t>(start + quote + 1)};
+      if (!errors.error(at, fmt::format("'{}': quoted cells are not accepted; write the action "
+                                        "without quotes, as in 0F3",
+                                        shown_cell(cell))))
+        return false;
+    } else if (cell.find_first_not_of(" \t") == std::string_view::npos) {
+      ++out.idle_cells;
+    } else {
+      ParsedStep p = parse_step(cell, loc);
+      if (!p.step) {
+        SourceLoc at{file, line_no, static_cast<int32_t>(start + p.error_offset + 1)};
+        if (!errors.error(at, shorten_message(p.error))) return false;
+      } else {
+        const Step& st = *p.step;
+        note_ids(out, st.first);
+        if (st.second) note_ids(out, *st.second);
+        if (is_p2p(st.first.kind)) {
+          out.format = CsvFormat::kComputeComms;
+          if (!first_p2p.valid()) first_p2p = st.loc;
+        }
+        row.push_back(st);
+      }
+    }
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return true;
+}
+
+std::string_view format_name(CsvFormat f) {
+  return f == CsvFormat::kComputeOnly ? "compute_only" : "compute_comms";
+}
+
+// Parses a --placement value against the schedule's shape. `file` is the registered text.
+std::optional<std::vector<int32_t>> parse_placement(const std::string& text, int32_t file,
+                                                    int32_t ranks, int32_t stages,
+                                                    Diagnostics& diags) {
+  SourceLoc at{file, 1, 1};
+  if (text == "loop") return loop_placement(ranks, stages);
+  if (text == "v") {
+    if (stages != 2 * ranks) {
+      diags.error(at, fmt::format("placement v needs 2 stages per rank (stages = 2 * ranks), but "
+                                  "the schedule has {} stages on {} ranks",
+                                  stages, ranks));
+      return std::nullopt;
+    }
+    return v_placement(ranks, stages);
+  }
+  if (text.empty() || (text[0] < '0' || text[0] > '9')) {
+    diags.error(at, fmt::format("unknown placement '{}' (expected loop, v, or the rank of each "
+                                "stage, as in 0,1,1,0)",
+                                text));
+    return std::nullopt;
+  }
+  std::vector<int32_t> out;
+  bool ok = true;
+  size_t start = 0;
+  while (true) {
+    size_t comma = text.find(',', start);
+    size_t end = comma == std::string::npos ? text.size() : comma;
+    std::string_view item = std::string_view(text).substr(start, end - start);
+    SourceLoc loc{file, 1, static_cast<int32_t>(start + 1)};
+    int64_t v = 0;
+    bool digits = !item.empty();
+    for (char c : item) {
+      if (c < '0' || c > '9') {
+        digits = false;
+        break;
+      }
+      if (v <= ranks) v = v * 10 + (c - '0');  // saturates once out of range: no overflow
+    }
+    if (!digits) {
+      diags.error(loc, fmt::format("'{}': a placement entry is the rank of a stage, a "
+                                   "non-negative decimal number",
+                                   item));
+      ok = false;
+    } else if (v >= ranks) {
+      diags.error(loc, fmt::format("placement puts stage {} on rank {}, but the schedule has {} "
+                                   "ranks",
+                                   out.size(), item, ranks));
+      ok = false;
+    }
+    out.push_back(static_cast<int32_t>(v));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (ok && static_cast<int32_t>(out.size()) != stages) {
+    diags.error(at, fmt::format("placement names {} stages, but the schedule has {} stages",
+                                out.size(), stages));
+    ok = false;
+  }
+  if (!ok) return std::nullopt;
+  return out;
+}
+
+// The location of the first action naming `stage` (for messages about it).
+SourceLoc find_stage(const std::vector<std::vector<Step>>& actions, int32_t stage) {
+  for (const auto& row : actions)
+    for (const auto& st : row)
+      if (st.first.stage == stage || (st.second && st.second->stage == stage)) return st.loc;
+  return {};
+}
+
+}  // namespace
+
+std::optional<CsvSchedule> parse_csv_schedule(const std::string& name, const std::string& text,
+                                              Diagnostics& diags,
+                                              std::optional<CsvFormat> expected) {
+  CsvSchedule out;
+  out.file = register_source(name, text);
+  SourceLoc file_start{out.file, 1, 1};
+  if (text.empty()) {
+    diags.error(file_start, "empty schedule file");
+    return std::nullopt;
+  }
+
+  // Binary junk: report the first offending byte once and stop; a binary file would otherwise
+  // produce an error for every cell.
+  int32_t line_no = 1;
+  size_t line_start = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c == '\n') {
+      ++line_no;
+      line_start = i + 1;
+      continue;
+    }
+    bool stray_cr = c == '\r' && i + 1 < text.size() && text[i + 1] != '\n';
+    if (is_binary_byte(c) || stray_cr) {
+      SourceLoc at{out.file, line_no, static_cast<int32_t>(i - line_start + 1)};
+      diags.error(at, fmt::format("unexpected byte 0x{:02x}: a schedule file is plain text", c));
+      return std::nullopt;
+    }
+  }
+
+  FileErrors errors(diags);
+  SourceLoc first_p2p;
+  std::string_view rest = text;
+  line_no = 1;
+  while (!rest.empty()) {
+    size_t nl = rest.find('\n');
+    std::string_view line = rest.substr(0, nl);
+    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    out.actions.emplace_back();
+    if (!parse_row(line, out.file, line_no, out, out.actions.back(), errors, first_p2p)) break;
+    ++line_no;
+  }
+  if (errors.any()) return std::nullopt;
+
+  bool any_action = false;
+  for (const auto& row : out.actions) any_action = any_action || !row.empty();
+  if (!any_action) {
+    diags.error(file_start, "schedule file has no actions (every cell is empty)");
+    return std::nullopt;
+  }
+  for (size_t r = 0; r < out.actions.size(); ++r)
+    if (out.actions[r].empty())
+      diags.warning(SourceLoc{out.file, static_cast<int32_t>(r + 1), 1},
+                    fmt::format("rank {} has no actions", r));
+
+  if (expected && *expected != out.format) {
+    if (*expected == CsvFormat::kComputeOnly)
+      diags.error(first_p2p, fmt::format("expected a compute_only schedule, but the file has "
+                                         "communication actions ({} format)",
+                                         format_name(out.format)));
+    else
+      diags.error(file_start, "expected a compute_comms schedule, but the file has no SEND or "
+                              "RECV action");
+    return std::nullopt;
+  }
+  return out;
+}
+
+std::optional<CsvSchedule> read_csv_schedule(const std::string& path, Diagnostics& diags,
+                                             std::optional<CsvFormat> expected, SourceLoc from) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    diags.error(from, fmt::format("cannot read '{}': {}", path, std::strerror(errno)));
+    return std::nullopt;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) {
+    diags.error(from, fmt::format("cannot read '{}'", path));
+    return std::nullopt;
+  }
+  return parse_csv_schedule(path, ss.str(), diags, expected);
+}
+
+std::string write_csv_schedule(const std::vector<std::vector<Step>>& actions) {
+  std::string out;
+  for (const auto& row : actions) {
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (i > 0) out += ',';
+      out += format_step(row[i]);
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+std::optional<PipelineSpec> spec_from_csv(const std::string& path, Diagnostics& diags,
+                                          const std::optional<std::string>& placement) {
+  std::optional<CsvSchedule> csv = read_csv_schedule(path, diags);
+  if (!csv) return std::nullopt;
+  PipelineSpec spec;
+  spec.name = std::filesystem::path(path).stem().string();
+  spec.path = path;
+  spec.ranks = static_cast<int32_t>(csv->actions.size());
+  spec.locs.file = SourceLoc{csv->file, 1, 1};
+  spec.locs.schedule = spec.locs.file;
+  if (csv->max_stage + 1 > kMaxStages) {
+    diags.error(find_stage(csv->actions, csv->max_stage),
+                fmt::format("stage id {} is out of range (at most {} stages)", csv->max_stage,
+                            kMaxStages));
+    return std::nullopt;
+  }
+  spec.stages = csv->max_stage + 1;
+  if (csv->max_microbatch < 0) {
+    diags.error(spec.locs.file, "no action names a microbatch (the schedule has no F, I, W or B)");
+    return std::nullopt;
+  }
+  spec.microbatches = csv->max_microbatch + 1;
+  spec.actions = std::move(csv->actions);
+
+  if (placement) {
+    int32_t file = register_source("--placement", *placement);
+    spec.locs.placement = SourceLoc{file, 1, 1};
+    std::optional<std::vector<int32_t>> map =
+        parse_placement(*placement, file, spec.ranks, spec.stages, diags);
+    if (!map) return std::nullopt;
+    spec.stage_to_rank = std::move(*map);
+    spec.placement = placement_name(spec.stage_to_rank, spec.ranks);
+    spec.placement_declared = true;
+  } else {
+    // Read off the lists; a stage no list names falls back to the loop placement.
+    spec.stage_to_rank = infer_placement(spec.actions, spec.stages);
+    for (int32_t s = 0; s < spec.stages; ++s)
+      if (spec.stage_to_rank[s] < 0) spec.stage_to_rank[s] = s % spec.ranks;
+    std::string name = placement_name(spec.stage_to_rank, spec.ranks);
+    // pipeline_spec.h: "inferred:loop", "inferred:v", or plain "inferred" for any other map.
+    spec.placement = name == "explicit" ? "inferred" : "inferred:" + name;
+    spec.placement_declared = false;
+  }
+  apply_unit_defaults(spec);
+  return spec;
+}
+
+}  // namespace sc

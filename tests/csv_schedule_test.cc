@@ -1,0 +1,421 @@
+// Tests of the PyTorch schedule CSV reader, writer and bare-CSV spec (src/spec/csv_schedule.h).
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "catch.h"
+#include "spec/csv_schedule.h"
+#include "test_util.h"
+
+namespace sc {
+namespace {
+
+// "file:line:col: message" of the i-th diagnostic.
+std::string diag_at(const Diagnostics& diags, size_t i) {
+  REQUIRE(diags.all().size() > i);
+  const Diagnostic& d = diags.all()[i];
+  return format_loc(d.loc) + ": " + d.message;
+}
+
+size_t count_overlaps(const CsvSchedule& csv) {
+  size_t n = 0;
+  for (const auto& row : csv.actions)
+    for (const auto& st : row) n += st.is_overlap() ? 1 : 0;
+  return n;
+}
+
+std::string corpus_file(const std::string& name) {
+  std::string dir = test::corpus_dir();
+  return dir.empty() ? std::string() : dir + "/pytorch/" + name;
+}
+
+// Writes `text` to a fresh file under the temporary folder and returns its path.
+std::string temp_file(const std::string& name, const std::string& text) {
+  std::filesystem::path p = std::filesystem::temp_directory_path() / ("schedcheck_csv_test_" + name);
+  std::ofstream(p, std::ios::binary) << text;
+  return p.string();
+}
+
+}  // namespace
+
+TEST_CASE("a small compute schedule is read with idle cells dropped and counted", "[csv]") {
+  Diagnostics diags;
+  auto csv = parse_csv_schedule("s.csv", "0F0,,0B0\r\n,1F0,1B0\r\n", diags);
+  REQUIRE(csv);
+  CHECK_FALSE(diags.has_errors());
+  REQUIRE(csv->actions.size() == 2);
+  REQUIRE(csv->actions[0].size() == 2);
+  REQUIRE(csv->actions[1].size() == 2);
+  CHECK(csv->idle_cells == 2);
+  CHECK(csv->format == CsvFormat::kComputeOnly);
+  CHECK(csv->max_stage == 1);
+  CHECK(csv->max_microbatch == 0);
+  CHECK(csv->actions[0][1].first == Action{ActionKind::kB, 0, 0});
+  // Each step keeps its cell's 1-based line and column.
+  CHECK(csv->actions[0][1].loc.line == 1);
+  CHECK(csv->actions[0][1].loc.col == 6);
+  CHECK(csv->actions[1][0].loc.line == 2);
+  CHECK(csv->actions[1][0].loc.col == 2);
+}
+
+TEST_CASE("the trailing newline is optional", "[csv]") {
+  Diagnostics d1, d2;
+  auto a = parse_csv_schedule("a.csv", "0F0,0B0\n1F0,1B0", d1);
+  auto b = parse_csv_schedule("b.csv", "0F0,0B0\n1F0,1B0\n", d2);
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(a->actions.size() == 2);
+  CHECK(b->actions.size() == 2);
+  CHECK(write_csv_schedule(a->actions) == "0F0,0B0\n1F0,1B0\n");
+}
+
+TEST_CASE("a schedule with SEND or RECV is detected as compute_comms", "[csv]") {
+  Diagnostics diags;
+  auto csv = parse_csv_schedule("c.csv", "0F0,0SEND_F0\n1RECV_F0,1F0\n", diags);
+  REQUIRE(csv);
+  CHECK(csv->format == CsvFormat::kComputeComms);
+
+  Diagnostics d2;
+  auto bad = parse_csv_schedule("c2.csv", "0F0,0SEND_F0\n1RECV_F0,1F0\n", d2, CsvFormat::kComputeOnly);
+  CHECK_FALSE(bad);
+  CHECK(diag_at(d2, 0) == "c2.csv:1:5: expected a compute_only schedule, but the file has "
+                          "communication actions (compute_comms format)");
+
+  Diagnostics d3;
+  auto bad2 = parse_csv_schedule("c3.csv", "0F0\n", d3, CsvFormat::kComputeComms);
+  CHECK_FALSE(bad2);
+  CHECK(diag_at(d3, 0) == "c3.csv:1:1: expected a compute_comms schedule, but the file has no "
+                          "SEND or RECV action");
+}
+
+TEST_CASE("the four corpus schedules parse with their shapes", "[csv]") {
+  if (test::corpus_dir().empty()) {
+    WARN("corpus folder not found; skipping");
+    return;
+  }
+  struct Expect {
+    std::string file;
+    CsvFormat format;
+    size_t ranks;
+    int32_t stages, microbatches;
+    size_t idle, overlaps;
+    std::vector<size_t> row_sizes;
+    std::string placement;
+    std::vector<int32_t> stage_to_rank;
+  };
+  // Shapes from ../shared/corpus/README.md (PyTorch and torchtitan test artifacts).
+  std::vector<Expect> cases = {
+      {"dualpipev_4rank_10mb.csv", CsvFormat::kComputeOnly, 4, 8, 10, 0, 41, {38, 36, 34, 33},
+       "inferred:v", {0, 1, 2, 3, 3, 2, 1, 0}},
+      {"zb1p_2rank_2stagep_compute.csv", CsvFormat::kComputeOnly, 2, 4, 8, 2, 0, {48, 48},
+       "inferred:loop", {0, 1, 0, 1}},
+      {"zb1p_2rank_2stagep_comms.csv", CsvFormat::kComputeComms, 2, 4, 8, 0, 0, {80, 96},
+       "inferred:loop", {0, 1, 0, 1}},
+      {"torchtitan_custom_schedule.csv", CsvFormat::kComputeOnly, 2, 4, 8, 0, 0, {48, 48},
+       "inferred:loop", {0, 1, 0, 1}},
+  };
+  for (const auto& c : cases) {
+    INFO(c.file);
+    Diagnostics diags;
+    auto csv = read_csv_schedule(corpus_file(c.file), diags);
+    REQUIRE(csv);
+    CHECK(diags.all().empty());
+    CHECK(csv->format == c.format);
+    REQUIRE(csv->actions.size() == c.ranks);
+    CHECK(csv->max_stage + 1 == c.stages);
+    CHECK(csv->max_microbatch + 1 == c.microbatches);
+    CHECK(csv->idle_cells == c.idle);
+    CHECK(count_overlaps(*csv) == c.overlaps);
+    for (size_t r = 0; r < c.ranks; ++r) CHECK(csv->actions[r].size() == c.row_sizes[r]);
+
+    Diagnostics sd;
+    auto spec = spec_from_csv(corpus_file(c.file), sd, std::nullopt);
+    REQUIRE(spec);
+    CHECK(spec->ranks == static_cast<int32_t>(c.ranks));
+    CHECK(spec->stages == c.stages);
+    CHECK(spec->microbatches == c.microbatches);
+    CHECK(spec->placement == c.placement);
+    CHECK_FALSE(spec->placement_declared);
+    CHECK(spec->stage_to_rank == c.stage_to_rank);
+    CHECK(spec->name == c.file.substr(0, c.file.size() - 4));
+    CHECK(spec->costs.f_s.size() == static_cast<size_t>(c.stages));
+    CHECK(spec->has_comms() == (c.format == CsvFormat::kComputeComms));
+  }
+}
+
+TEST_CASE("an overlapped pair in dualpipev keeps both parts", "[csv]") {
+  if (test::corpus_dir().empty()) {
+    WARN("corpus folder not found; skipping");
+    return;
+  }
+  Diagnostics diags;
+  auto csv = read_csv_schedule(corpus_file("dualpipev_4rank_10mb.csv"), diags);
+  REQUIRE(csv);
+  // Rank 0, cell 18 (0-based 17): (0F7;7B3)OVERLAP_F_B.
+  const Step& st = csv->actions[0][17];
+  REQUIRE(st.is_overlap());
+  CHECK(st.first == Action{ActionKind::kF, 0, 7});
+  CHECK(*st.second == Action{ActionKind::kB, 7, 3});
+  CHECK(format_step(st) == "(0F7;7B3)OVERLAP_F_B");
+  size_t per_rank[4] = {0, 0, 0, 0};
+  for (size_t r = 0; r < 4; ++r)
+    for (const auto& s : csv->actions[r]) per_rank[r] += s.is_overlap() ? 1 : 0;
+  CHECK(per_rank[0] == 9);
+  CHECK(per_rank[1] == 10);
+  CHECK(per_rank[2] == 11);
+  CHECK(per_rank[3] == 11);
+}
+
+TEST_CASE("reading then writing the comms corpus file gives back its bytes", "[csv]") {
+  if (test::corpus_dir().empty()) {
+    WARN("corpus folder not found; skipping");
+    return;
+  }
+  for (const char* name : {"zb1p_2rank_2stagep_comms.csv", "dualpipev_4rank_10mb.csv",
+                           "torchtitan_custom_schedule.csv"}) {
+    INFO(name);
+    std::string original = test::read_file(corpus_file(name));
+    REQUIRE_FALSE(original.empty());
+    Diagnostics diags;
+    auto csv = parse_csv_schedule(name, original, diags);
+    REQUIRE(csv);
+    CHECK(write_csv_schedule(csv->actions) == original);
+  }
+}
+
+TEST_CASE("trailing junk after an action is an error at the junk", "[csv]") {
+  Diagnostics diags;
+  auto csv = parse_csv_schedule("junk.csv", "0F0,0B0\n1F0,0F0xyz\n", diags);
+  CHECK_FALSE(csv);
+  REQUIRE(diags.error_count() == 1);
+  CHECK(diag_at(diags, 0) == "junk.csv:2:8: '0F0xyz': unexpected 'xyz' after the action");
+  // The printed diagnostic shows the line with a caret under the junk.
+  CHECK(format_diagnostic(diags.all()[0]) ==
+        "junk.csv:2:8: error: '0F0xyz': unexpected 'xyz' after the action\n"
+        "  1F0,0F0xyz\n"
+        "         ^\n");
+}
+
+TEST_CASE("the legacy BW token is rejected", "[csv]") {
+  Diagnostics diags;
+  CHECK_FALSE(parse_csv_schedule("bw.csv", "0F0,2BW0\n", diags));
+  REQUIRE(diags.error_count() == 1);
+  CHECK(diag_at(diags, 0) ==
+        "bw.csv:1:6: '2BW0': the legacy token BW is not accepted; write B (full backward) or I and W");
+}
+
+TEST_CASE("a compute action without a microbatch is rejected", "[csv]") {
+  Diagnostics diags;
+  CHECK_FALSE(parse_csv_schedule("mb.csv", "0F0\n1F0,2F\n", diags));
+  REQUIRE(diags.error_count() == 1);
+  CHECK(diag_at(diags, 0) == "mb.csv:2:7: '2F': F needs a microbatch id, as in 2F0");
+}
+
+TEST_CASE("every bad cell is reported, not only the first", "[csv]") {
+  Diagnostics diags;
+  CHECK_FALSE(parse_csv_schedule("many.csv", "0F0,0Q0\n1F,1F0\n", diags));
+  REQUIRE(diags.error_count() == 2);
+  CHECK(diag_at(diags, 0) == "many.csv:1:6: '0Q0': unknown action kind 'Q'");
+  CHECK(diag_at(diags, 1) == "many.csv:2:3: '1F': F needs a microbatch id, as in 1F0");
+}
+
+TEST_CASE("an empty file is an error", "[csv]") {
+  Diagnostics diags;
+  CHECK_FALSE(parse_csv_schedule("empty.csv", "", diags));
+  REQUIRE(diags.all().size() == 1);
+  CHECK(diag_at(diags, 0) == "empty.csv:1:1: empty schedule file");
+}
+
+TEST_CASE("a file whose cells are all empty has no actions", "[csv]") {
+  Diagnostics diags;
+  CHECK_FALSE(parse_csv_schedule("idle.csv", ",,\n,\n", diags));
+  REQUIRE(diags.all().size() == 1);
+  CHECK(diag_at(diags, 0) == "idle.csv:1:1: schedule file has no actions (every cell is empty)");
+}
+
+TEST_CASE("binary junk is reported once at its first byte", "[csv]") {
+  std::string text = "0F0,1F0\n0F1,";
+  text += '\0';
+  for (int i = 0; i < 50000; ++i) text += static_cast<char>(i * 37 % 256);
+  Diagnostics diags;
+  CHECK_FALSE(parse_csv_schedule("bin.csv", text, diags));
+  REQUIRE(diags.all().size() == 1);
+  CHECK(diag_at(diags, 0) == "bin.csv:2:5: unexpected byte 0x00: a schedule file is plain text");
+
+  Diagnostics d2;
+  CHECK_FALSE(parse_csv_schedule("utf.csv", "0F0,\xc3\xa9\n", d2));
+  REQUIRE(d2.all().size() == 1);
+  CHECK(diag_at(d2, 0) == "utf.csv:1:5: unexpected byte 0xc3: a schedule file is plain text");
+}
+
+TEST_CASE("a quoted cell is rejected", "[csv]") {
+  Diagnostics diags;
+  CHECK_FALSE(parse_csv_schedule("q.csv", "0F0,\"1F0\"\n", diags));
+  REQUIRE(diags.error_count() == 1);
+  CHECK(diag_at(diags, 0) ==
+        "q.csv:1:5: '\"1F0\"': quoted cells are not accepted; write the action without quotes, as in 0F3");
+}
+
+TEST_CASE("a row of 10^5 cells parses in linear time", "[csv]") {
+  constexpr int kCols = 100000;
+  std::string text;
+  text.reserve(kCols * 8);
+  for (int i = 0; i < kCols; ++i) {
+    if (i) text += ',';
+    text += "0F" + std::to_string(i);
+  }
+  text += '\n';
+  for (int i = 0; i < kCols; ++i) {
+    if (i) text += ',';
+    text += "1F" + std::to_string(i);
+  }
+  auto start = std::chrono::steady_clock::now();
+  Diagnostics diags;
+  auto csv = parse_csv_schedule("wide.csv", text, diags);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  REQUIRE(csv);
+  REQUIRE(csv->actions.size() == 2);
+  REQUIRE(csv->actions[0].size() == kCols);
+  REQUIRE(csv->actions[1].size() == kCols);
+  CHECK(csv->max_microbatch == kCols - 1);
+  CHECK(csv->max_stage == 1);
+  CHECK(csv->actions[1][kCols - 1].first == Action{ActionKind::kF, 1, kCols - 1});
+  // Column of the last cell: 10 one-digit + 90 two-digit + ... ids, each cell "1F<id>," wide.
+  CHECK(csv->actions[1][kCols - 1].loc.col == static_cast<int32_t>(text.size() - text.rfind('\n') - 7));
+  CHECK(write_csv_schedule(csv->actions) == text + "\n");
+  CHECK(seconds < 2.0);  // about 10 ms when linear; a quadratic reader takes minutes
+}
+
+TEST_CASE("a 10^5-cell row of junk stops after a bounded number of errors", "[csv]") {
+  std::string text;
+  for (int i = 0; i < 100000; ++i) text += "x,";
+  auto start = std::chrono::steady_clock::now();
+  Diagnostics diags;
+  CHECK_FALSE(parse_csv_schedule("junkrow.csv", text, diags));
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  REQUIRE(diags.error_count() == 20);
+  REQUIRE(diags.all().size() == 21);
+  CHECK(diag_at(diags, 0) == "junkrow.csv:1:1: 'x': an action starts with its stage id, as in 0F3");
+  CHECK(diag_at(diags, 19) == "junkrow.csv:1:39: 'x': an action starts with its stage id, as in 0F3");
+  CHECK(diags.all()[20].severity == Severity::kNote);
+  CHECK(diag_at(diags, 20) == "junkrow.csv:1:41: too many errors, stopping after 20");
+  CHECK(seconds < 2.0);
+}
+
+TEST_CASE("a very long bad cell is abbreviated in the message", "[csv]") {
+  std::string cell = "0F0" + std::string(5000, 'y');
+  Diagnostics diags;
+  CHECK_FALSE(parse_csv_schedule("long.csv", cell + "\n", diags));
+  REQUIRE(diags.error_count() == 1);
+  CHECK(diag_at(diags, 0) == "long.csv:1:4: '0F0" + std::string(37, 'y') + "...': unexpected '" +
+                                 std::string(40, 'y') + "...' after the action");
+}
+
+TEST_CASE("a blank line is a rank without actions, with a warning", "[csv]") {
+  Diagnostics diags;
+  auto csv = parse_csv_schedule("blank.csv", "0F0\n\n2F0\n", diags);
+  REQUIRE(csv);
+  CHECK(csv->actions.size() == 3);
+  CHECK(csv->actions[1].empty());
+  REQUIRE(diags.all().size() == 1);
+  CHECK(diags.all()[0].severity == Severity::kWarning);
+  CHECK(diag_at(diags, 0) == "blank.csv:2:1: rank 1 has no actions");
+}
+
+TEST_CASE("a declared placement is taken as given", "[csv]") {
+  std::string path = temp_file("placement.csv", "0F0,2F0,2B0,0B0\n1F0,3F0,3B0,1B0\n");
+  {
+    Diagnostics diags;
+    auto spec = spec_from_csv(path, diags, std::string("loop"));
+    REQUIRE(spec);
+    CHECK(spec->placement == "loop");
+    CHECK(spec->placement_declared);
+    CHECK(spec->stage_to_rank == std::vector<int32_t>{0, 1, 0, 1});
+    CHECK(spec->name == "schedcheck_csv_test_placement");
+    CHECK(spec->path == path);
+  }
+  {
+    // Contradicts the lists (stage 2 runs on rank 0); a later structure pass reports that.
+    Diagnostics diags;
+    auto spec = spec_from_csv(path, diags, std::string("v"));
+    REQUIRE(spec);
+    CHECK(spec->placement == "v");
+    CHECK(spec->stage_to_rank == std::vector<int32_t>{0, 1, 1, 0});
+    CHECK_FALSE(diags.has_errors());
+  }
+  {
+    Diagnostics diags;
+    auto spec = spec_from_csv(path, diags, std::string("1,0,1,0"));
+    REQUIRE(spec);
+    CHECK(spec->placement == "explicit");
+    CHECK(spec->stage_to_rank == std::vector<int32_t>{1, 0, 1, 0});
+  }
+  {
+    Diagnostics diags;
+    CHECK_FALSE(spec_from_csv(path, diags, std::string("0,1,2,0")));
+    REQUIRE(diags.error_count() == 1);
+    CHECK(diag_at(diags, 0) == "--placement:1:5: placement puts stage 2 on rank 2, but the schedule has 2 ranks");
+  }
+  {
+    Diagnostics diags;
+    CHECK_FALSE(spec_from_csv(path, diags, std::string("0,1")));
+    CHECK(diag_at(diags, 0) == "--placement:1:1: placement names 2 stages, but the schedule has 4 stages");
+  }
+  {
+    Diagnostics diags;
+    CHECK_FALSE(spec_from_csv(path, diags, std::string("0,99999999999x,1,0")));
+    CHECK(diag_at(diags, 0) == "--placement:1:3: '99999999999x': a placement entry is the rank of a "
+                               "stage, a non-negative decimal number");
+  }
+  {
+    Diagnostics diags;
+    CHECK_FALSE(spec_from_csv(path, diags, std::string("0,x,1,0")));
+    CHECK(diag_at(diags, 0) ==
+          "--placement:1:3: 'x': a placement entry is the rank of a stage, a non-negative decimal number");
+  }
+  {
+    Diagnostics diags;
+    CHECK_FALSE(spec_from_csv(path, diags, std::string("looped")));
+    CHECK(diag_at(diags, 0) == "--placement:1:1: unknown placement 'looped' (expected loop, v, or the "
+                               "rank of each stage, as in 0,1,1,0)");
+  }
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("v placement needs two stages per rank", "[csv]") {
+  std::string path = temp_file("v3.csv", "0F0,2F0\n1F0\n");
+  Diagnostics diags;
+  CHECK_FALSE(spec_from_csv(path, diags, std::string("v")));
+  CHECK(diag_at(diags, 0) == "--placement:1:1: placement v needs 2 stages per rank (stages = 2 * "
+                             "ranks), but the schedule has 3 stages on 2 ranks");
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("an inferred placement falls back to loop for stages no rank names", "[csv]") {
+  // Stage 1 appears nowhere: it maps to rank 1 % 2; the map is then the loop one.
+  std::string path = temp_file("gap.csv", "0F0,2F0\n3F0\n");
+  Diagnostics diags;
+  auto spec = spec_from_csv(path, diags, std::nullopt);
+  REQUIRE(spec);
+  CHECK(spec->stage_to_rank == std::vector<int32_t>{0, 1, 0, 1});
+  CHECK(spec->placement == "inferred:loop");
+  std::filesystem::remove(path);
+
+  std::string odd = temp_file("odd.csv", "0F0,1F0\n2F0\n");
+  Diagnostics d2;
+  auto s2 = spec_from_csv(odd, d2, std::nullopt);
+  REQUIRE(s2);
+  CHECK(s2->stage_to_rank == std::vector<int32_t>{0, 0, 1});
+  CHECK(s2->placement == "inferred");
+  std::filesystem::remove(odd);
+}
+
+TEST_CASE("an unreadable file is an error at the referring location", "[csv]") {
+  Diagnostics diags;
+  CHECK_FALSE(read_csv_schedule("/nonexistent/dir/x.csv", diags));
+  REQUIRE(diags.error_count() == 1);
+  CHECK(diags.all()[0].message.rfind("cannot read '/nonexistent/dir/x.csv'", 0) == 0);
+}
+
+}  // namespace sc
