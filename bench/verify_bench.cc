@@ -3,8 +3,11 @@
 // memory, the worst-case memory pass by min cut, and peak RSS (bytes per op).
 // Usage: verify_bench [--quick]
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 
@@ -33,6 +36,15 @@ int main(int argc, char** argv) {
   fmt::print("{:>4} {:>6} {:>9} {:>10} {:>12} {:>12} {:>12} {:>14} {:>10}\n", "p", "m", "ops", "build+check",
              "ops/s", "wc fast", "wc min-cut", "peak RSS MiB", "B/op");
   for (const Shape& sh : shapes) {
+    // Each shape in a fresh child process, so its peak RSS is its own.
+    std::fflush(stdout);
+    pid_t child = fork();
+    if (child > 0) {
+      int status = 0;
+      waitpid(child, &status, 0);
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
+      continue;
+    }
     long rss0 = peak_rss_kib();
     sc::PipelineSpec spec = sc::test::make_spec("1f1b", sh.p, sh.m, sc::test::one_f_one_b(sh.p, sh.m));
     sc::VerifyOptions opt;
@@ -58,6 +70,8 @@ int main(int argc, char** argv) {
     fmt::print("{:>4} {:>6} {:>9} {:>9.3f}s {:>12.0f} {:>11.3f}s {:>11} {:>14.1f} {:>10.0f}  {}\n", sh.p, sh.m, ops,
                rest, ops / rest, wc_fast, min_cut < 0 ? std::string("-") : fmt::format("{:.3f}s", min_cut),
                rss / 1024.0, (rss - rss0) * 1024.0 / ops, r.verdict());
+    std::fflush(stdout);
+    _exit(0);
   }
   return 0;
 }
