@@ -198,18 +198,60 @@ std::optional<std::vector<std::vector<Step>>> lower_pytorch(
   return out;
 }
 
-// The plain deferred placement: on each rank, the RECVs a step consumes right before it and the
-// SENDs it produces right after it (an overlapped pair: the forward part's first). A SEND carries
-// the location of its producer, a RECV that of its consumer.
+// The plain deferred placement: on each rank, the SENDs a step produces right after it (an
+// overlapped pair: the forward part's first), and each RECV as late as possible: just before its
+// consumer, but never after the RECV of a message its peer sends later on the same channel.
+// NCCL matches per peer in call order, so a RECV placed by its consumer alone would pair with the
+// wrong message whenever a rank consumes in another order than its peer produces (the
+// interleaved ZB and DualPipeV schedules do); pulling the earlier-sent RECVs up keeps every
+// channel FIFO-consistent and, as RECVs only move up, keeps causality. A SEND carries the
+// location of its producer, a RECV that of its consumer (or of the consumer that pulled it up).
 std::vector<std::vector<Step>> place_deferred(const std::vector<std::vector<Step>>& actions,
                                               const Comms& comms) {
-  std::vector<std::vector<Step>> out(actions.size());
-  for (size_t r = 0; r < actions.size(); ++r) {
+  size_t ranks = actions.size();
+  // Send order per channel (src, dst): each message's index on its channel.
+  std::unordered_map<Key, size_t, KeyHash> send_index;
+  std::vector<std::unordered_map<int32_t, std::vector<Key>>> sent(ranks);  // [dst][src] -> messages
+  for (size_t r = 0; r < ranks; ++r)
+    for (const Step& st : actions[r]) {
+      Action a[2];
+      for (int i = 0, n = parts(st, a); i < n; ++i) {
+        if (!comms.sends(a[i])) continue;
+        Action s = Comms::send_of(a[i]);
+        auto& list = sent[comms.peer(s)][static_cast<int32_t>(r)];
+        send_index.emplace(Comms::message(s), list.size());
+        list.push_back(Comms::message(s));
+      }
+    }
+  std::vector<std::vector<Step>> out(ranks);
+  for (size_t r = 0; r < ranks; ++r) {
+    std::unordered_map<int32_t, size_t> posted;        // per source rank: prefix of its sends received
+    std::unordered_set<Key, KeyHash> done;              // messages whose RECV is placed
+    auto post_recv = [&](const Action& recv, const SourceLoc& loc) {
+      Key m = Comms::message(recv);
+      if (done.count(m)) return;
+      int32_t src = comms.peer(recv);
+      auto idx = send_index.find(m);
+      auto& order = sent[r][src];
+      if (idx != send_index.end()) {
+        // First the RECVs of everything the peer sends on this channel before m.
+        for (size_t& k = posted[src]; k < idx->second; ++k) {
+          const Key& early = order[k];
+          if (done.insert(early).second)
+            out[r].push_back(make_step(Action{early.kind == ActionKind::kSendF ? ActionKind::kRecvF : ActionKind::kRecvB,
+                                              early.kind == ActionKind::kSendF ? early.stage + 1 : early.stage - 1,
+                                              early.microbatch},
+                                       loc));
+        }
+      }
+      done.insert(m);
+      out[r].push_back(make_step(recv, loc));
+    };
     for (const Step& st : actions[r]) {
       Action a[2];
       int n = parts(st, a);
       for (int i = 0; i < n; ++i)
-        if (comms.receives(a[i])) out[r].push_back(make_step(Comms::recv_for(a[i]), st.loc));
+        if (comms.receives(a[i])) post_recv(Comms::recv_for(a[i]), st.loc);
       out[r].push_back(st);
       for (int i = 0; i < n; ++i)
         if (comms.sends(a[i])) out[r].push_back(make_step(Comms::send_of(a[i]), st.loc));
@@ -239,12 +281,9 @@ std::vector<std::vector<Step>> place_deferred(const std::vector<std::vector<Step
 //   nothing to move, and in one that hangs the move removes exactly this cycle. Under eager
 //   semantics, with two ranks whose channels agree on the message order, a moved R_h waits only
 //   for steps hi takes on its way to RECV M, which need nothing lo does after SEND M.
-// - Limits: the rule does not reorder messages. Where the plain placement already makes the two
-//   ends of a channel disagree (a rank sends M1 then M2 to a peer that consumes, and so receives,
-//   M2 first; the interleaved ZB and DualPipeV corpus schedules do this), the lists hang or
-//   mismatch with or without the rule, and a moved RECV can then wait for a SEND that itself waits
-//   for lo's later message; the channel and deadlock checks report it. With more than two ranks a
-//   wait through a third rank is likewise left to the deadlock check.
+// - Limits: the placement keeps each channel FIFO-consistent (place_deferred), and the rule
+//   keeps it so; with more than two ranks a wait through a third rank is left to the deadlock
+//   check.
 //
 // The rule only moves lo's RECVs from hi and only reads the relative order of hi's SENDs to lo
 // and RECVs from lo, which no other pair's rule changes; so pairs are independent and one pass
