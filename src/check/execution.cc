@@ -239,8 +239,10 @@ class Executor {
       if (members.empty()) continue;  // joins a hang already reported
       for (int32_t m : members) in_report[m] = 1;
       res_.findings.push_back(make_finding(members, cycle, waits));
-      if (res_.cycle.empty())
+      if (res_.cycle.empty()) {
         for (int32_t m : members) res_.cycle.push_back(head_op(m));
+        res_.cycle_closed = cycle;
+      }
     }
     // Streams blocked behind a reported hang.
     std::vector<std::string> also;

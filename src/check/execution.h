@@ -19,8 +19,10 @@ struct ExecutionResult {
   std::vector<OpId> order;
   std::vector<uint8_t> done;
   std::vector<Finding> findings;
-  /// For the DOT picture: the ops of the wait-for cycle (or chain), in wait order.
+  /// For the DOT picture: the ops of the first wait-for cycle (or chain), in wait order;
+  /// `cycle_closed` is true for a cycle (the last waits for the first), false for a chain.
   std::vector<OpId> cycle;
+  bool cycle_closed = false;
 };
 
 /// Runs `program` with a worklist (each op is tried O(1 + notifications) times, so linear in

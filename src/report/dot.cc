@@ -60,10 +60,9 @@ std::string dot_graph(const VerifyResult& r) {
       out += fmt::format("  op{} -> op{} [style=dotted, label=\"msg\"];\n", id, op.match);
   }
   // The wait-for cycle.
-  for (size_t i = 0; i < e.cycle.size(); ++i) {
+  for (size_t i = 0; i + 1 < e.cycle.size() || (e.cycle_closed && i < e.cycle.size()); ++i) {
     OpId a = e.cycle[i];
     OpId b = e.cycle[(i + 1) % e.cycle.size()];
-    if (e.cycle.size() == 1) break;
     out += fmt::format("  op{} -> op{} [color=red, penwidth=2, label=\"waits for\"];\n", a, b);
   }
   out += "}\n";

@@ -69,8 +69,9 @@ std::string json_report(const VerifyResult& r) {
   mem["peak_time_per_rank"] = r.timeline ? json(r.timeline->peak_time_per_rank_s) : json(nullptr);
   mem["worst_case_bytes_per_rank"] = r.worst_case ? json(r.worst_case->bytes_per_rank) : json(nullptr);
   j["memory"] = mem;
-  size_t messages = 0;
+  size_t messages = 0, transfers = 0;
   for (const auto& ch : r.program.channels) messages += ch.sends.size();
+  for (const auto& d : r.program.deps) transfers += d.kind == DepKind::kTransfer ? 1 : 0;
   json passes = json::object();
   double total = 0;
   for (const auto& p : r.pass_times) {
@@ -81,6 +82,7 @@ std::string json_report(const VerifyResult& r) {
                 {"edges", r.edges},
                 {"streams", r.program.streams.size()},
                 {"messages", messages},
+                {"implicit_transfers", transfers},
                 {"seconds_per_pass", passes},
                 {"seconds", total}};
   return j.dump(2) + "\n";
