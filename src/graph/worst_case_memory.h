@@ -22,7 +22,8 @@ struct WorstCaseMemory {
 /// Computes WorstCaseMemory. Each op is a start event (its at-start effects) and an end event
 /// (its at-end effects); the order is: start before end; stream order (end of an op before
 /// the start of the next); each dep (end of src before start of dst); a recv ends only after
-/// its matched send starts, and under rendezvous a send ends only after its recv starts.
+/// its matched send starts; under rendezvous a send ends only after its recv starts; under
+/// buffered:N the k-th send of a channel ends only after the (k-N)-th recv ends.
 /// A moment of an execution is a down-closed set of events, so the worst case for rank r is a
 /// maximum-weight closure with weights = r's effects, solved exactly as a minimum s-t cut
 /// (Picard 1976, "Maximal closure of a graph and applications to combinatorial problems";
