@@ -168,7 +168,7 @@ class Executor {
         return {kNoOp, fmt::format("waits for a receive rank {} never posts", op.peer)};
       if (p_.semantics.kind == Semantics::kBuffered) {
         const Channel& ch = p_.channels[op.channel];
-        OpId oldest = ch.recvs.size() > received_[op.channel] ? ch.recvs[received_[op.channel]] : kNoOp;
+        OpId oldest = static_cast<int64_t>(ch.recvs.size()) > received_[op.channel] ? ch.recvs[received_[op.channel]] : kNoOp;
         if (oldest == kNoOp) return {kNoOp, "waits for a free buffer slot that never frees"};
         return {oldest, fmt::format("waits for a free buffer slot: rank {} has not received {} yet",
                                     op.peer, p_.label(oldest))};
