@@ -10,16 +10,7 @@ namespace {
 
 // A spec with loop placement from action lists written in PyTorch notation, one string per rank.
 PipelineSpec spec_of(int32_t ranks, int32_t stages, int32_t mbs, const std::vector<std::string>& rows) {
-  PipelineSpec s = test::make_spec("t", ranks, mbs, {}, 1, 1, 1, 0, 1, 1);
-  s.stages = stages;
-  s.stage_to_rank = loop_placement(ranks, stages);
-  s.costs.f_s.assign(stages, 1);
-  s.costs.i_s.assign(stages, 1);
-  s.costs.w_s.assign(stages, 1);
-  s.costs.b_s.assign(stages, 2);
-  s.memory.params_bytes.assign(stages, 0);
-  s.memory.activation_bytes.assign(stages, 1);
-  s.memory.weight_grad_bytes.assign(stages, 1);
+  PipelineSpec s = test::make_loop_spec("t", ranks, stages, mbs, {});
   for (const auto& row : rows) {
     std::istringstream in(row);
     std::string tok;

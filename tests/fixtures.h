@@ -36,6 +36,23 @@ inline PipelineSpec make_spec(const std::string& name, int32_t p, int32_t m, std
   return s;
 }
 
+/// A spec with `stages` stages in loop placement over `ranks` ranks, unit costs (F = I = W = 1,
+/// B = 2), activation and weight-grad bytes 1.
+inline PipelineSpec make_loop_spec(const std::string& name, int32_t ranks, int32_t stages, int32_t m,
+                                   std::vector<std::vector<Step>> actions) {
+  PipelineSpec s = make_spec(name, ranks, m, std::move(actions), 1, 1, 1, 0, 1, 1);
+  s.stages = stages;
+  s.stage_to_rank = loop_placement(ranks, stages);
+  s.costs.f_s.assign(stages, 1);
+  s.costs.i_s.assign(stages, 1);
+  s.costs.w_s.assign(stages, 1);
+  s.costs.b_s.assign(stages, 2);
+  s.memory.params_bytes.assign(stages, 0);
+  s.memory.activation_bytes.assign(stages, 1);
+  s.memory.weight_grad_bytes.assign(stages, 1);
+  return s;
+}
+
 /// GPipe: all forwards, then all backwards (B) in microbatch order.
 inline std::vector<std::vector<Step>> gpipe(int32_t p, int32_t m) {
   std::vector<std::vector<Step>> a(p);

@@ -85,16 +85,7 @@ TEST_CASE("ZB Table 5 bubble rates for the 1.5B model are reproduced to 4 decima
 
 // FACTS §2: PyTorch's _validate_schedule accepts this (it only counts actions per stage).
 TEST_CASE("the schedule PyTorch's validator accepts is a deadlock with its wait-for cycle", "[verify][deadlock]") {
-  PipelineSpec s = make_spec("validator-accepts", 2, 1, {}, 1, 1, 1, 0, 1, 1);
-  s.stages = 4;
-  s.stage_to_rank = loop_placement(2, 4);
-  s.costs.f_s.assign(4, 1);
-  s.costs.i_s.assign(4, 1);
-  s.costs.w_s.assign(4, 1);
-  s.costs.b_s.assign(4, 2);
-  s.memory.params_bytes.assign(4, 0);
-  s.memory.activation_bytes.assign(4, 1);
-  s.memory.weight_grad_bytes.assign(4, 1);
+  PipelineSpec s = test::make_loop_spec("validator-accepts", 2, 4, 1, {});
   s.actions = {{step(ActionKind::kF, 0, 0), step(ActionKind::kB, 0, 0), step(ActionKind::kF, 2, 0), step(ActionKind::kB, 2, 0)},
                {step(ActionKind::kF, 1, 0), step(ActionKind::kF, 3, 0), step(ActionKind::kB, 3, 0), step(ActionKind::kB, 1, 0)}};
   VerifyResult r = run(s);
@@ -115,16 +106,7 @@ namespace {
 // pytorch/pytorch#172668 (FACTS §2): interleaved, p = 2, 4 stages (loop), m = 2; both ranks
 // SEND before they RECV at the end. `parity` applies the fix: rank 0 drains its RECV first.
 PipelineSpec issue_172668(bool parity) {
-  PipelineSpec s = make_spec("pytorch-172668", 2, 2, {}, 1, 1, 1, 0, 1, 1);
-  s.stages = 4;
-  s.stage_to_rank = loop_placement(2, 4);
-  s.costs.f_s.assign(4, 1);
-  s.costs.b_s.assign(4, 2);
-  s.costs.i_s.assign(4, 1);
-  s.costs.w_s.assign(4, 1);
-  s.memory.params_bytes.assign(4, 0);
-  s.memory.activation_bytes.assign(4, 1);
-  s.memory.weight_grad_bytes.assign(4, 1);
+  PipelineSpec s = test::make_loop_spec("pytorch-172668", 2, 4, 2, {});
   using K = ActionKind;
   // Forward only part of the step matters for the hang; backward follows in reverse.
   std::vector<Step> r0 = {step(K::kF, 0, 0), step(K::kSendF, 0, 0), step(K::kF, 0, 1)};
