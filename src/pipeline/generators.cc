@@ -1,0 +1,1 @@
+// Named pipeline schedule generators (see generators.h).
