@@ -49,7 +49,7 @@ VerifyResult verify(const PipelineSpec& spec_in, const VerifyOptions& options) {
   if (options.lower && !r.spec.has_comms()) {
     std::string why;
     auto lowered = timer.run("lower", [&] {
-      return lower_comms(r.spec.actions, r.spec.stage_to_rank, *options.lower, &why);
+      return lower_comms(r.spec.actions, r.spec.stage_to_rank, *options.lower, &why, r.spec.pipeline_starts);
     });
     if (lowered) {
       r.spec.actions = std::move(*lowered);

@@ -179,7 +179,8 @@ int run_lower(const LowerArgs& a) {
   auto actions = a.merge_bw ? sc::merge_bw(spec->actions) : spec->actions;
   std::string why;
   auto lowered = sc::lower_comms(actions, spec->stage_to_rank,
-                                 a.policy == "deferred" ? sc::LowerPolicy::kDeferred : sc::LowerPolicy::kPyTorch, &why);
+                                 a.policy == "deferred" ? sc::LowerPolicy::kDeferred : sc::LowerPolicy::kPyTorch, &why,
+                                 spec->pipeline_starts);
   if (!lowered) {
     std::cerr << fmt::format("{}: error: cannot lower this schedule: {}\n", a.file, why);
     return kExitSpec;

@@ -128,15 +128,14 @@ class Builder {
   // The producers of a compute action's input (one or two), each an action that must run first.
   std::vector<Action> inputs_of(const Action& a) const {
     std::vector<Action> in;
-    int32_t last = spec_.stages - 1;
     switch (a.kind) {
       case ActionKind::kF:
-        if (a.stage > 0) in.push_back({ActionKind::kF, a.stage - 1, a.microbatch});
+        if (!spec_.is_first_stage(a.stage)) in.push_back({ActionKind::kF, a.stage - 1, a.microbatch});
         break;
       case ActionKind::kI:
       case ActionKind::kB:
         in.push_back({ActionKind::kF, a.stage, a.microbatch});
-        if (a.stage < last) in.push_back({ActionKind::kB, a.stage + 1, a.microbatch});  // I or B
+        if (!spec_.is_last_stage(a.stage)) in.push_back({ActionKind::kB, a.stage + 1, a.microbatch});  // I or B
         break;
       case ActionKind::kW:
         in.push_back({ActionKind::kI, a.stage, a.microbatch});
@@ -222,10 +221,14 @@ class Builder {
     bool send = is_send(a.kind);
     // The peer stage: forward data flows s -> s+1, gradients s -> s-1.
     int32_t peer_stage = forward ? (send ? a.stage + 1 : a.stage - 1) : (send ? a.stage - 1 : a.stage + 1);
-    int32_t peer = rank_of_stage(peer_stage);
+    // Data flows only within a pipeline: toward the next stage (forward) or the previous one.
+    bool to_next = peer_stage > a.stage;
+    bool no_peer = to_next ? spec_.is_last_stage(a.stage) : spec_.is_first_stage(a.stage);
+    int32_t peer = no_peer ? -1 : rank_of_stage(peer_stage);
     if (peer < 0) {
-      causality(id, fmt::format("{} on rank {} has no peer: stage {} does not exist", format_action(a),
-                                op.rank, peer_stage), {op.rank});
+      causality(id, fmt::format("{} on rank {} has no peer: stage {} {} no {} stage", format_action(a), op.rank,
+                                a.stage, to_next ? "is the last of its pipeline, with" : "is the first of its pipeline, with",
+                                to_next ? "next" : "previous"), {op.rank});
       return;
     }
     op.peer = peer;

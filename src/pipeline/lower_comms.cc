@@ -32,23 +32,26 @@ Key key_of(const Action& a) { return {a.kind, a.stage, a.microbatch}; }
 // The communication a compute action causes, given the placement.
 struct Comms {
   const std::vector<int32_t>& stage_to_rank;
+  const std::vector<int32_t>& pipeline_starts;  // ascending, starts with 0
   int32_t num_stages() const { return static_cast<int32_t>(stage_to_rank.size()); }
+  bool first(int32_t s) const { return std::binary_search(pipeline_starts.begin(), pipeline_starts.end(), s); }
+  bool last(int32_t s) const { return s == num_stages() - 1 || first(s + 1); }
 
   // PyTorch's `_has_comms`: F of a non-last stage whose next stage is on another rank; I or B of
   // a non-first stage whose previous stage is on another rank. W never sends.
   bool sends(const Action& a) const {
     if (a.kind == ActionKind::kF)
-      return a.stage != num_stages() - 1 && stage_to_rank[a.stage + 1] != stage_to_rank[a.stage];
+      return !last(a.stage) && stage_to_rank[a.stage + 1] != stage_to_rank[a.stage];
     if (a.kind == ActionKind::kI || a.kind == ActionKind::kB)
-      return a.stage != 0 && stage_to_rank[a.stage - 1] != stage_to_rank[a.stage];
+      return !first(a.stage) && stage_to_rank[a.stage - 1] != stage_to_rank[a.stage];
     return false;
   }
   // The mirror image: the action needs a RECV on its own rank before it can run.
   bool receives(const Action& a) const {
     if (a.kind == ActionKind::kF)
-      return a.stage != 0 && stage_to_rank[a.stage - 1] != stage_to_rank[a.stage];
+      return !first(a.stage) && stage_to_rank[a.stage - 1] != stage_to_rank[a.stage];
     if (a.kind == ActionKind::kI || a.kind == ActionKind::kB)
-      return a.stage != num_stages() - 1 && stage_to_rank[a.stage + 1] != stage_to_rank[a.stage];
+      return !last(a.stage) && stage_to_rank[a.stage + 1] != stage_to_rank[a.stage];
     return false;
   }
   // PyTorch's `_get_comms`: the SEND on the producer's rank and the RECV on the consumer's.
@@ -132,17 +135,16 @@ std::optional<std::vector<std::vector<Step>>> lower_pytorch(
   std::vector<std::vector<Step>> out(ranks);
   std::vector<std::unordered_set<Key, KeyHash>> prev(ranks);
   std::vector<size_t> head(ranks, 0);
-  int32_t last = comms.num_stages() - 1;
   auto has = [&](size_t r, ActionKind k, int32_t stage, int32_t mb) {
     return prev[r].count(key_of({k, stage, mb})) > 0;
   };
   // PyTorch's `_ready_to_schedule`: our own RECVs are placed by the sender, so a consumer waits
   // until its RECV (or its producer, on the same rank) is already in the list.
   auto ready = [&](size_t r, const Action& a) {
-    if (a.kind == ActionKind::kF && a.stage != 0)
+    if (a.kind == ActionKind::kF && !comms.first(a.stage))
       return has(r, ActionKind::kRecvF, a.stage, a.microbatch) ||
              has(r, ActionKind::kF, a.stage - 1, a.microbatch);
-    if ((a.kind == ActionKind::kI || a.kind == ActionKind::kB) && a.stage != last)
+    if ((a.kind == ActionKind::kI || a.kind == ActionKind::kB) && !comms.last(a.stage))
       return has(r, ActionKind::kRecvB, a.stage, a.microbatch) ||
              has(r, ActionKind::kI, a.stage + 1, a.microbatch) ||
              has(r, ActionKind::kB, a.stage + 1, a.microbatch);
@@ -394,9 +396,9 @@ std::vector<std::vector<Step>> merge_bw(const std::vector<std::vector<Step>>& ac
 
 std::optional<std::vector<std::vector<Step>>> lower_comms(
     const std::vector<std::vector<Step>>& actions, const std::vector<int32_t>& stage_to_rank,
-    LowerPolicy policy, std::string* why) {
+    LowerPolicy policy, std::string* why, const std::vector<int32_t>& pipeline_starts) {
   if (!check_input(actions, stage_to_rank, why)) return std::nullopt;
-  Comms comms{stage_to_rank};
+  Comms comms{stage_to_rank, pipeline_starts};
   if (policy == LowerPolicy::kPyTorch) return lower_pytorch(actions, comms, why);
   return apply_rank_parity(place_deferred(actions, comms), comms);
 }

@@ -32,9 +32,11 @@ std::vector<std::vector<Step>> merge_bw(const std::vector<std::vector<Step>>& ac
 /// actions carry the location of the compute action that caused them.
 /// Returns nullopt with `*why` when the lists cannot be lowered (PyTorch's "malformed compute
 /// schedule": no rank can make progress — the schedule deadlocks or violates causality; or a
-/// list already holds SEND/RECV).
+/// list already holds SEND/RECV). `pipeline_starts` (PipelineSpec::pipeline_starts) marks the
+/// first stage of each independent pipeline: no data crosses from a pipeline's last stage to the
+/// next pipeline's first.
 std::optional<std::vector<std::vector<Step>>> lower_comms(
     const std::vector<std::vector<Step>>& actions, const std::vector<int32_t>& stage_to_rank,
-    LowerPolicy policy, std::string* why);
+    LowerPolicy policy, std::string* why, const std::vector<int32_t>& pipeline_starts = {0});
 
 }  // namespace sc

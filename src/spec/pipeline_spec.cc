@@ -1,5 +1,6 @@
 #include "spec/pipeline_spec.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include <fmt/format.h>
@@ -37,6 +38,14 @@ bool PipelineSpec::has_comms() const {
     for (const auto& st : row)
       if (is_p2p(st.first.kind)) return true;
   return false;
+}
+
+bool PipelineSpec::is_first_stage(int32_t s) const {
+  return std::binary_search(pipeline_starts.begin(), pipeline_starts.end(), s);
+}
+
+bool PipelineSpec::is_last_stage(int32_t s) const {
+  return s == stages - 1 || std::binary_search(pipeline_starts.begin(), pipeline_starts.end(), s + 1);
 }
 
 void apply_unit_defaults(PipelineSpec& spec) {

@@ -86,7 +86,16 @@ struct PipelineSpec {
   P2PSpec p2p;
   MemorySpec memory;
   std::vector<std::vector<Step>> actions;  ///< per rank, in issue order
+  /// First stage of each independent pipeline, ascending, starting with 0. One pipeline ({0})
+  /// but for bidirectional schedules (DualPipe: {0, p}): a stage that starts a pipeline has no
+  /// predecessor, and the stage before it is the previous pipeline's last.
+  std::vector<int32_t> pipeline_starts{0};
   SpecLocs locs;
+
+  /// True when stage s has no predecessor (it starts a pipeline).
+  bool is_first_stage(int32_t s) const;
+  /// True when stage s has no successor (it ends a pipeline).
+  bool is_last_stage(int32_t s) const;
 
   /// True when any action is a SEND or RECV (the schedule has explicit communication).
   bool has_comms() const;
