@@ -61,6 +61,15 @@ struct MemorySpec {
   std::vector<int64_t> weight_grad_bytes;
 };
 
+/// A schedule named in a spec instead of written out (`schedule: {name: zb-h1}`); the pipeline
+/// front-end generates its action lists (src/pipeline/named_schedule.h).
+struct ScheduleRequest {
+  std::string name;
+  std::optional<int32_t> chunks;  ///< stages per rank, where the schedule takes a choice
+  bool megatron = false;          ///< interleaved-1f1b: Megatron-LM's variant
+  SourceLoc loc;                  ///< the `name` value
+};
+
 /// Where the spec's values came from, for messages that point at a key.
 struct SpecLocs {
   SourceLoc file;        ///< start of the file
@@ -90,6 +99,8 @@ struct PipelineSpec {
   /// but for bidirectional schedules (DualPipe: {0, p}): a stage that starts a pipeline has no
   /// predecessor, and the stage before it is the previous pipeline's last.
   std::vector<int32_t> pipeline_starts{0};
+  /// Set when the schedule is named rather than written out; `actions` is empty until resolved.
+  std::optional<ScheduleRequest> named;
   SpecLocs locs;
 
   /// True when stage s has no predecessor (it starts a pipeline).

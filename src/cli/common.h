@@ -1,0 +1,48 @@
+// Shared pieces of the schedcheck subcommands: exit codes, loading specs, writing files.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "spec/pipeline_spec.h"
+#include "support/diagnostics.h"
+
+namespace sc::cli {
+
+inline constexpr int kExitUsage = 1;
+inline constexpr int kExitSpec = 2;
+inline constexpr int kExitInternal = 70;
+
+/// Largest stages x microbatches a schedule may have (per-pair tables are indexed by both).
+inline constexpr int64_t kMaxStageMicrobatchPairs = 10'000'000;
+
+/// Loads a YAML spec, or a bare CSV (by its ".csv" extension) with `placement` ("loop", "v" or
+/// "0,1,1,0"; only for CSV). A named schedule (`schedule: {name: ...}`) is generated here.
+/// Errors go to `diags` (nullopt returned); also rejects more than kMaxStageMicrobatchPairs.
+std::optional<PipelineSpec> load_spec(const std::string& path, const std::optional<std::string>& placement,
+                                      Diagnostics& diags);
+
+/// Prints `diags` and the closing line to standard error; returns kExitSpec.
+int report_spec_errors(const Diagnostics& diags);
+
+/// Writes `text` to `path` atomically (a temporary file renamed into place), or to standard
+/// output when `path` is empty. False (with a message on standard error) when it cannot.
+bool write_output(const std::optional<std::string>& path, const std::string& text);
+
+/// Spec v1 YAML of `spec` with its action lists (`actions` replaces spec.actions when given).
+std::string yaml_spec_text(const PipelineSpec& spec, const std::vector<std::vector<Step>>* actions = nullptr);
+
+/// One subcommand: its CLI11 app and what runs it after parsing.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+Command add_verify(CLI::App& parent);
+Command add_lower(CLI::App& parent);
+Command add_gen(CLI::App& parent);
+Command add_compare(CLI::App& parent);
+
+}  // namespace sc::cli

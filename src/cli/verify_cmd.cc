@@ -1,0 +1,113 @@
+// `schedcheck verify`: check schedules and predict their timeline.
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "check/verify.h"
+#include "cli/common.h"
+#include "report/report.h"
+
+namespace sc::cli {
+namespace {
+
+struct VerifyArgs {
+  std::vector<std::string> files;
+  std::string format = "text";
+  std::optional<std::string> semantics;
+  std::optional<std::string> placement;
+  std::string blocking = "comm-stream";
+  std::optional<std::string> lower;
+  std::optional<std::string> trace;
+  std::optional<std::string> dot;
+  bool min_cut = false;
+  size_t timeline_ops = 400;
+};
+
+int run_verify(const VerifyArgs& a) {
+  VerifyOptions opt;
+  if (a.semantics) {
+    std::string why;
+    opt.semantics = parse_semantics(*a.semantics, &why);
+    if (!opt.semantics) {
+      std::cerr << "schedcheck: error: --semantics: " << why << "\n";
+      return kExitUsage;
+    }
+  }
+  opt.blocking = a.blocking == "whole-rank" ? BlockingModel::kWholeRank : BlockingModel::kCommStream;
+  if (a.lower) opt.lower = *a.lower == "deferred" ? LowerPolicy::kDeferred : LowerPolicy::kPyTorch;
+  opt.force_min_cut = a.min_cut;
+  if ((a.trace || a.dot) && a.files.size() != 1) {
+    std::cerr << "schedcheck: error: --trace and --dot take one input file\n";
+    return kExitUsage;
+  }
+  // Load everything first: a spec error stops the run before any report is written.
+  std::vector<PipelineSpec> specs;
+  Diagnostics diags;
+  for (const auto& f : a.files) {
+    Diagnostics d;
+    auto spec = load_spec(f, a.placement, d);
+    diags.merge(d);
+    if (spec) specs.push_back(std::move(*spec));
+  }
+  if (diags.has_errors()) return report_spec_errors(diags);
+  diags.print(std::cerr);  // warnings
+
+  int exit = 0;
+  nlohmann::json all = nlohmann::json::array();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    VerifyResult r = verify(specs[i], opt);
+    if (exit == 0) exit = r.exit_code;
+    else if (r.exit_code != 0 && r.exit_code != exit) exit = 10;
+    if (a.format == "json") {
+      if (specs.size() == 1) std::cout << json_report(r);
+      else all.push_back(nlohmann::json::parse(json_report(r)));
+    } else {
+      if (i) std::cout << "\n";
+      write_text_report(std::cout, r, a.timeline_ops);
+    }
+    if (a.trace && !write_output(*a.trace, chrome_trace(r))) return kExitUsage;
+    if (a.dot && !write_output(*a.dot, dot_graph(r))) return kExitUsage;
+  }
+  if (a.format == "json" && specs.size() > 1) std::cout << all.dump(2) << "\n";
+  return exit;
+}
+
+}  // namespace
+
+Command add_verify(CLI::App& parent) {
+  auto a = std::make_shared<VerifyArgs>();
+  CLI::App* cmd = parent.add_subcommand(
+      "verify", "Check schedules and predict their timeline.\n"
+                "  schedcheck verify examples/llama7b-pp8-1f1b.yaml\n"
+                "  schedcheck verify schedule.csv --semantics eager --format json\n"
+                "  schedcheck verify deadlock.yaml --dot stuck.dot --trace timeline.json");
+  cmd->add_option("files", a->files, "YAML specs (.yaml) or PyTorch schedule CSVs (.csv)")->required();
+  cmd->add_option("--format", a->format, "text (for people) or json (one object per file, a list for several)")
+      ->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--semantics", a->semantics,
+                  "P2P semantics: eager (sends never block), rendezvous (a send completes with its receive; "
+                  "NCCL's behaviour for large messages; the default), buffered:N; overrides the spec's");
+  cmd->add_option("--placement", a->placement,
+                  "stage-to-rank placement of a CSV: loop, v, or ranks per stage as 0,1,1,0 (default: inferred "
+                  "from the rows and reported)");
+  cmd->add_option("--blocking", a->blocking,
+                  "comm-stream: sends and receives run in order on one communication stream per rank and block "
+                  "only later communication (PyTorch's runtime, NCCL); whole-rank: a pending send or receive "
+                  "blocks the whole rank")
+      ->check(CLI::IsMember({"comm-stream", "whole-rank"}));
+  cmd->add_option("--lower", a->lower,
+                  "add SEND/RECV to a compute-only schedule before checking: pytorch (PyTorch's _add_send_recv) "
+                  "or deferred (each RECV just before its consumer, rank-parity order)")
+      ->check(CLI::IsMember({"pytorch", "deferred"}));
+  cmd->add_option("--trace", a->trace, "write the predicted timeline as Chrome trace JSON (open in Perfetto)");
+  cmd->add_option("--dot", a->dot, "write a Graphviz picture of the stuck state (or of the schedule)");
+  cmd->add_flag("--memory-min-cut", a->min_cut,
+                "compute worst-case memory by minimum cut for every rank (skips the exact single-stream fast "
+                "path; for cross-checking)");
+  cmd->add_option("--timeline-ops", a->timeline_ops, "print the text timeline for schedules up to this many ops");
+  return {cmd, [a] { return run_verify(*a); }};
+}
+
+}  // namespace sc::cli

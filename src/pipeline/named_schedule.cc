@@ -1,0 +1,67 @@
+#include "pipeline/named_schedule.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "pipeline/generators.h"
+
+namespace sc {
+namespace {
+
+// Repeats a per-stage vector given as one value for `n` stages; false when it is a real list of
+// another length.
+template <typename T>
+bool resize_uniform(std::vector<T>& v, size_t n) {
+  if (v.size() == n) return true;
+  if (v.empty() || std::any_of(v.begin(), v.end(), [&](const T& x) { return x != v.front(); })) return false;
+  v.assign(n, v.front());
+  return true;
+}
+
+}  // namespace
+
+bool resolve_named_schedule(PipelineSpec& spec, Diagnostics& diags) {
+  if (!spec.named) return true;
+  const ScheduleRequest& req = *spec.named;
+  GenOptions opt;
+  opt.name = req.name;
+  opt.ranks = spec.ranks;
+  opt.microbatches = spec.microbatches;
+  opt.chunks = req.chunks;
+  opt.megatron = req.megatron;
+  if (spec.locs.stages.valid()) opt.stages = spec.stages;
+  std::string why;
+  std::optional<Generated> g = generate(opt, &why);
+  if (!g) {
+    diags.error(req.loc, why);
+    return false;
+  }
+  if (spec.placement_declared && spec.stage_to_rank != g->stage_to_rank) {
+    diags.error(spec.locs.placement, fmt::format("{} places its {} stages '{}', which the declared placement "
+                                                 "contradicts", req.name, g->stages, g->placement));
+    return false;
+  }
+  size_t n = static_cast<size_t>(g->stages);
+  bool ok = resize_uniform(spec.costs.f_s, n) && resize_uniform(spec.costs.i_s, n) &&
+            resize_uniform(spec.costs.w_s, n) && resize_uniform(spec.costs.b_s, n) &&
+            resize_uniform(spec.memory.params_bytes, n) && resize_uniform(spec.memory.activation_bytes, n) &&
+            resize_uniform(spec.memory.weight_grad_bytes, n);
+  if (!ok) {
+    diags.error(req.loc, fmt::format("{} has {} stages, but a per-stage list of costs or memory in the spec has "
+                                     "another length", req.name, g->stages));
+    return false;
+  }
+  spec.stages = g->stages;
+  spec.microbatches = g->microbatches;
+  spec.stage_to_rank = g->stage_to_rank;
+  spec.placement = g->placement;
+  spec.placement_declared = true;
+  spec.pipeline_starts = g->pipeline_starts;
+  spec.actions = std::move(g->actions);
+  for (auto& row : spec.actions)
+    for (auto& st : row) st.loc = req.loc;
+  return true;
+}
+
+}  // namespace sc
