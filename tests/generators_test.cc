@@ -293,7 +293,7 @@ TEST_CASE("shapes the references reject are rejected with the reference's rule",
   CHECK(why_not(opts("pipedream", 4, 8)) == "unknown schedule 'pipedream'");
 }
 
-// Every schedule with one pipeline verifies (structure, causality, deadlock, memory) over
+// Every schedule verifies (structure, causality, deadlock, memory) over
 // p = 2..8, m = 1..24, v = 1..4 wherever the reference accepts the shape: compute only, and
 // with PyTorch's own SEND/RECV lowering under rendezvous semantics.
 TEST_CASE("every generated schedule verifies over a grid of shapes", "[gen]") {
@@ -302,7 +302,6 @@ TEST_CASE("every generated schedule verifies over a grid of shapes", "[gen]") {
   for (int32_t p = 2; p <= 8; ++p)
     for (int32_t m = 1; m <= 24; ++m) {
       for (const std::string& name : schedule_names()) {
-        if (name == "dualpipe") continue;  // two pipelines: see the DualPipe test
         for (int32_t v = 1; v <= 4; ++v) {
           for (bool megatron : {false, true}) {
             if (megatron && name != "interleaved-1f1b") continue;
@@ -330,12 +329,10 @@ TEST_CASE("every generated schedule verifies over a grid of shapes", "[gen]") {
   CHECK(checked > 2500);
 }
 
-// The independent simulation above agrees with verify's timeline wherever both apply, so it can
-// stand in for verify on DualPipe's two pipelines.
-TEST_CASE("an independent simulation agrees with verify's timeline on every single-pipeline schedule", "[gen]") {
+// The independent simulation above agrees with verify's timeline on every schedule.
+TEST_CASE("an independent simulation agrees with verify's timeline on every schedule", "[gen]") {
   for (const std::string& name : schedule_names()) {
-    if (name == "dualpipe") continue;
-    for (auto [p, m] : {std::pair{4, 8}, std::pair{3, 7}, std::pair{2, 12}}) {
+    for (auto [p, m] : {std::pair{4, 8}, std::pair{3, 7}, std::pair{2, 12}, std::pair{6, 16}}) {
       std::string why;
       auto g = generate(opts(name, p, m), &why);
       if (!g) continue;
@@ -351,8 +348,8 @@ TEST_CASE("an independent simulation agrees with verify's timeline on every sing
   }
 }
 
-// DualPipe has two pipelines (Generated::pipeline_starts); the spec has one, so it is checked
-// here with the independent simulation: complete, deadlock-free, every rank equally busy.
+// DualPipe has two pipelines (Generated::pipeline_starts): complete, deadlock-free in the
+// independent simulation as well as in verify (above), every rank equally busy.
 TEST_CASE("dualpipe is complete and deadlock-free over a grid of shapes", "[gen]") {
   for (int32_t p = 2; p <= 8; p += 2)
     for (int32_t m = 2 * p; m <= 24; m += 2) {
@@ -375,9 +372,11 @@ TEST_CASE("dualpipe is complete and deadlock-free over a grid of shapes", "[gen]
   for (int32_t p = 2; p <= 8; p += 2)
     for (int32_t m : {2 * p, 2 * p + 2, 24}) {
       INFO("p=" << p << " m=" << m);
-      LocalSim local = simulate_local(gen("dualpipe", p, m));
-      CHECK(max_of(local.idle) == Approx((p / 2 - 1) * (3 + 2 - 3)));
-      CHECK(local.idle[0] == Approx(p - 2));
+      VerifyResult r = verify(to_pipeline_spec(gen("dualpipe", p, m)), VerifyOptions{});
+      for (const auto& f : r.findings) FAIL_CHECK(f.message);
+      REQUIRE(r.timeline);
+      CHECK(max_of(r.timeline->idle_per_rank_s) == Approx((p / 2 - 1) * (3 + 2 - 3)));
+      CHECK(r.timeline->idle_per_rank_s[0] == Approx(p - 2));
     }
   // deepseek-ai/DualPipe step 1 and 2 on rank 0 of 8 ranks, 20 micro-batches: (p/2 - 1) * 2 = 6
   // forwards of its own direction, then one of each direction in turn.
@@ -386,7 +385,7 @@ TEST_CASE("dualpipe is complete and deadlock-free over a grid of shapes", "[gen]
   CHECK(format_step(g.actions[0][7]) == "15F0");
 }
 
-TEST_CASE("every other schedule is complete with one forward and one backward per stage and microbatch", "[gen]") {
+TEST_CASE("every schedule is complete with one forward and one backward per stage and microbatch", "[gen]") {
   for (const std::string& name : schedule_names())
     for (auto [p, m] : {std::pair{4, 8}, std::pair{5, 11}, std::pair{2, 4}}) {
       std::string why;

@@ -528,6 +528,7 @@ PipelineSpec to_pipeline_spec(const Generated& g) {
   s.placement = g.placement;
   s.placement_declared = true;
   s.actions = g.actions;
+  s.pipeline_starts = g.pipeline_starts;
   apply_unit_defaults(s);
   return s;
 }

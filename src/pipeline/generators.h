@@ -79,9 +79,8 @@ std::optional<Generated> generate(const GenOptions& options, std::string* why = 
 std::vector<std::string> schedule_names();
 
 /// A PipelineSpec of a generated schedule with unit costs and memory (apply_unit_defaults),
-/// its placement declared. Name = g.name, path "<generated>". Callers override costs and
-/// memory as needed. Precondition: g.pipeline_starts == {0} for the spec to mean the same
-/// schedule (the spec has one pipeline; see Generated::pipeline_starts).
+/// its placement declared and its pipeline_starts copied. Name = g.name, path "<generated>".
+/// Callers override costs and memory as needed.
 PipelineSpec to_pipeline_spec(const Generated& g);
 
 }  // namespace sc
