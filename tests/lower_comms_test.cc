@@ -218,7 +218,7 @@ TEST_CASE("overlapped pairs wait for both inputs and send the forward part first
 // FACTS §2 (pytorch/pytorch#172668): interleaved 1F1B, p = 2, 4 stages in loop placement. This is
 // the schedule of PyTorch's Interleaved1F1B recipe for m = 2 (FACTS §1: rounds = 1, warm-up
 // min((v-1)(m/rounds) + 2(p-1-r), m v) = 4 forwards on rank 0 and 2 on rank 1).
-TEST_CASE("deferred lowering posts the lower rank's RECV before the SEND that would hang", "[lower]") {
+TEST_CASE("deferred lowering follows one global transfer order and avoids the #172668 hang", "[lower]") {
   Lists in = lists_of("0F0,0F1,2F0,2F1,2B0,2B1,0B0,0B1\n"
                       "1F0,1F1,3F0,3B0,3F1,3B1,1B0,1B1\n");
   std::vector<int32_t> place = loop_placement(2, 4);
@@ -236,19 +236,17 @@ TEST_CASE("deferred lowering posts the lower rank's RECV before the SEND that wo
   std::string why;
   auto out = lower_comms(in, place, LowerPolicy::kDeferred, &why);
   REQUIRE(out);
-  // Rank 0 is the lower rank of the pair. Before each SEND to rank 1 it posts the RECVs whose
-  // SENDs rank 1 issues before rank 1's RECV of that message (indices in rank 1's list above):
-  //   0SEND_F0: rank 1 receives it first (1RECV_F0 at 0)        -> nothing to post
-  //   0SEND_F1: 1RECV_F1 at 3 follows 1SEND_F0                 -> post 2RECV_F0
-  //   2SEND_F0: 3RECV_F0 at 6 follows 1SEND_F1                 -> post 2RECV_F1
-  //   2SEND_F1: 3RECV_F1 at 10 follows 3SEND_B0                -> post 2RECV_B0
-  //   2SEND_B0: 1RECV_B0 at 14 follows 3SEND_B1                -> post 2RECV_B1
-  //   2SEND_B1: 1RECV_B1 at 17 follows 1SEND_B0                -> post 0RECV_B0
-  // Rank 1 (the higher rank) keeps the plain order.
+  // The global transfer order of the unit-time simulation (time the producer ends, then the
+  // higher rank first): 0F0@1, 1F0@2, 0F1@2, 1F1@3, 2F0@3, 2F1@4, 3B0@6, 2B0@8, 3B1@9, 1B0@11,
+  // 2B1@11, 1B1@13. Each rank's SENDs and RECVs follow it; a RECV moves up only as far as the
+  // order needs: rank 0 posts 2RECV_F0 before 0SEND_F1 (the lower rank drains its peer's 1F0
+  // first: the fix of #172668), 2RECV_F1 before 2SEND_F0; rank 1 posts 3RECV_F1 before 3SEND_B0.
   CHECK(row_text((*out)[0]) ==
-        "0F0,0SEND_F0,0F1,2RECV_F0,0SEND_F1,2F0,2RECV_F1,2SEND_F0,2F1,2RECV_B0,2SEND_F1,"
-        "2B0,2RECV_B1,2SEND_B0,2B1,0RECV_B0,2SEND_B1,0B0,0RECV_B1,0B1\n");
-  CHECK(row_text((*out)[1]) == row_text(plain[1]));
+        "0F0,0SEND_F0,0F1,2RECV_F0,0SEND_F1,2F0,2RECV_F1,2SEND_F0,2F1,2SEND_F1,"
+        "2RECV_B0,2B0,2SEND_B0,2RECV_B1,2B1,0RECV_B0,2SEND_B1,0B0,0RECV_B1,0B1\n");
+  CHECK(row_text((*out)[1]) ==
+        "1RECV_F0,1F0,1SEND_F0,1RECV_F1,1F1,1SEND_F1,3RECV_F0,3F0,3B0,3RECV_F1,"
+        "3SEND_B0,3F1,3B1,1RECV_B0,3SEND_B1,1B0,1SEND_B0,1RECV_B1,1B1,1SEND_B1\n");
   CHECK(stuck_under_rendezvous(*out, place).empty());
 }
 
@@ -321,9 +319,10 @@ TEST_CASE("PyTorch lowering reports a schedule no rank can advance as malformed"
   CHECK_FALSE(lower_comms(in, loop_placement(2, 4), LowerPolicy::kPyTorch, &why));
   CHECK(why == "malformed compute schedule: no rank can make progress; rank 0 waits at 0B0 "
                "(lists.csv:1:5), rank 1 waits at 3F0 (lists.csv:2:5)");
-  // The deferred policy only places messages; the hang is for the checks to find.
+  // The deferred policy simulates the schedule to order its transfers, and refuses it too.
   std::string why2;
-  CHECK(lower_comms(in, loop_placement(2, 4), LowerPolicy::kDeferred, &why2));
+  CHECK_FALSE(lower_comms(in, loop_placement(2, 4), LowerPolicy::kDeferred, &why2));
+  CHECK(why2 == "malformed compute schedule: its steps wait for each other in a cycle (verify shows the cycle)");
 }
 
 TEST_CASE("a stage outside the placement is rejected", "[lower]") {

@@ -200,175 +200,181 @@ std::optional<std::vector<std::vector<Step>>> lower_pytorch(
   return out;
 }
 
-// The plain deferred placement: on each rank, the SENDs a step produces right after it (an
-// overlapped pair: the forward part's first), and each RECV as late as possible: just before its
-// consumer, but never after the RECV of a message its peer sends later on the same channel.
-// NCCL matches per peer in call order, so a RECV placed by its consumer alone would pair with the
-// wrong message whenever a rank consumes in another order than its peer produces (the
-// interleaved ZB and DualPipeV schedules do); pulling the earlier-sent RECVs up keeps every
-// channel FIFO-consistent and, as RECVs only move up, keeps causality. A SEND carries the
-// location of its producer, a RECV that of its consumer (or of the consumer that pulled it up).
-std::vector<std::vector<Step>> place_deferred(const std::vector<std::vector<Step>>& actions,
-                                              const Comms& comms) {
-  size_t ranks = actions.size();
-  // Send order per channel (src, dst): each message's index on its channel.
-  std::unordered_map<Key, size_t, KeyHash> send_index;
-  std::vector<std::unordered_map<int32_t, std::vector<Key>>> sent(ranks);  // [dst][src] -> messages
-  for (size_t r = 0; r < ranks; ++r)
-    for (const Step& st : actions[r]) {
+// Unit-time duration of a step for the deferred placement's simulation: F, I, W 1; B 2.
+double unit_duration(const Step& st) {
+  Action a[2];
+  double d = 0;
+  for (int i = 0, n = parts(st, a); i < n; ++i) d += a[i].kind == ActionKind::kB ? 2.0 : 1.0;
+  return d;
+}
+
+// As-soon-as-possible simulation of compute-only lists at unit costs (every cross-rank input
+// available when its producer ends): the end time of every step, or nullopt when the steps wait
+// for each other in a cycle. Inputs as in build_program (FACTS §1): F(s) needs F(s-1); I/B(s)
+// needs F(s) and I/B(s+1); W(s) needs I(s); a missing producer is ignored (the structure pass
+// reports it).
+std::optional<std::vector<std::vector<double>>> simulate_unit(const std::vector<std::vector<Step>>& actions,
+                                                               const Comms& comms, std::string* why) {
+  struct Pos {
+    int32_t rank;
+    int32_t index;
+  };
+  std::unordered_map<Key, Pos, KeyHash> where;
+  size_t total = 0;
+  for (size_t r = 0; r < actions.size(); ++r)
+    for (size_t i = 0; i < actions[r].size(); ++i) {
       Action a[2];
-      for (int i = 0, n = parts(st, a); i < n; ++i) {
-        if (!comms.sends(a[i])) continue;
-        Action s = Comms::send_of(a[i]);
-        auto& list = sent[comms.peer(s)][static_cast<int32_t>(r)];
-        send_index.emplace(Comms::message(s), list.size());
-        list.push_back(Comms::message(s));
+      for (int k = 0, n = parts(actions[r][i], a); k < n; ++k)
+        where.try_emplace(key_of(a[k]), Pos{static_cast<int32_t>(r), static_cast<int32_t>(i)});
+      ++total;
+    }
+  auto producers = [&](const Action& a, std::vector<Pos>& out) {
+    auto add = [&](ActionKind k, int32_t stage) {
+      auto it = where.find(key_of({k, stage, a.microbatch}));
+      if (it != where.end()) out.push_back(it->second);
+    };
+    if (a.kind == ActionKind::kF && !comms.first(a.stage)) add(ActionKind::kF, a.stage - 1);
+    if (a.kind == ActionKind::kI || a.kind == ActionKind::kB) {
+      add(ActionKind::kF, a.stage);
+      if (!comms.last(a.stage)) {
+        add(ActionKind::kI, a.stage + 1);
+        add(ActionKind::kB, a.stage + 1);
       }
     }
-  std::vector<std::vector<Step>> out(ranks);
-  for (size_t r = 0; r < ranks; ++r) {
-    std::unordered_map<int32_t, size_t> posted;        // per source rank: prefix of its sends received
-    std::unordered_set<Key, KeyHash> done;              // messages whose RECV is placed
-    auto post_recv = [&](const Action& recv, const SourceLoc& loc) {
-      Key m = Comms::message(recv);
-      if (done.count(m)) return;
-      int32_t src = comms.peer(recv);
-      auto idx = send_index.find(m);
-      auto& order = sent[r][src];
-      if (idx != send_index.end()) {
-        // First the RECVs of everything the peer sends on this channel before m.
-        for (size_t& k = posted[src]; k < idx->second; ++k) {
-          const Key& early = order[k];
-          if (done.insert(early).second)
-            out[r].push_back(make_step(Action{early.kind == ActionKind::kSendF ? ActionKind::kRecvF : ActionKind::kRecvB,
-                                              early.kind == ActionKind::kSendF ? early.stage + 1 : early.stage - 1,
-                                              early.microbatch},
-                                       loc));
-        }
+    if (a.kind == ActionKind::kW) add(ActionKind::kI, a.stage);
+  };
+  // Kahn's algorithm over steps: edges from the previous step of the rank and from producers.
+  std::vector<std::vector<int32_t>> indegree(actions.size());
+  std::vector<std::vector<std::vector<Pos>>> users(actions.size());
+  for (size_t r = 0; r < actions.size(); ++r) {
+    indegree[r].assign(actions[r].size(), 0);
+    users[r].resize(actions[r].size());
+  }
+  std::vector<Pos> pro;
+  for (size_t r = 0; r < actions.size(); ++r)
+    for (size_t i = 0; i < actions[r].size(); ++i) {
+      if (i > 0) ++indegree[r][i];
+      pro.clear();
+      Action a[2];
+      for (int k = 0, n = parts(actions[r][i], a); k < n; ++k) producers(a[k], pro);
+      for (const Pos& p : pro) {
+        if (p.rank == static_cast<int32_t>(r) && p.index == static_cast<int32_t>(i)) continue;
+        users[p.rank][p.index].push_back(Pos{static_cast<int32_t>(r), static_cast<int32_t>(i)});
+        ++indegree[r][i];
       }
-      done.insert(m);
-      out[r].push_back(make_step(recv, loc));
+    }
+  std::vector<std::vector<double>> end(actions.size());
+  std::vector<std::vector<double>> ready(actions.size());
+  for (size_t r = 0; r < actions.size(); ++r) {
+    end[r].assign(actions[r].size(), 0.0);
+    ready[r].assign(actions[r].size(), 0.0);
+  }
+  std::vector<Pos> queue;
+  for (size_t r = 0; r < actions.size(); ++r)
+    if (!actions[r].empty() && indegree[r][0] == 0) queue.push_back({static_cast<int32_t>(r), 0});
+  size_t done = 0;
+  auto release = [&](const Pos& u, double t) {
+    ready[u.rank][u.index] = std::max(ready[u.rank][u.index], t);
+    if (--indegree[u.rank][u.index] == 0) queue.push_back(u);
+  };
+  while (!queue.empty()) {
+    Pos p = queue.back();
+    queue.pop_back();
+    ++done;
+    double e = ready[p.rank][p.index] + unit_duration(actions[p.rank][p.index]);
+    end[p.rank][p.index] = e;
+    if (static_cast<size_t>(p.index) + 1 < actions[p.rank].size()) release({p.rank, p.index + 1}, e);
+    for (const Pos& u : users[p.rank][p.index]) release(u, e);
+  }
+  if (done != total) {
+    if (why) {
+      *why = "malformed compute schedule: its steps wait for each other in a cycle (verify shows the cycle)";
+    }
+    return std::nullopt;
+  }
+  return end;
+}
+
+// The deferred placement. Each SEND goes right after its producer and each RECV as late as
+// possible: just before its consumer, but never after a communication op that comes later in
+// one global order of all transfers. That order is the unit-time as-soon-as-possible
+// simulation's: transfers sorted by the time their producer ends, ties broken by rank parity
+// (the higher rank's message first, so the lower rank drains its RECVs from a peer before it
+// SENDs to it: FACTS §2, the fix of pytorch/pytorch#172668).
+//
+// Why it cannot deadlock, under rendezvous, eager or buffered P2P and with a communication
+// stream per rank or a whole rank blocking: every rank's communication ops form a subsequence of
+// the one global order, so both ends of every channel agree on the message order (FIFO matching
+// pairs the right messages), and by induction over the simulated time every op at time t
+// completes: the transfer first in the order among those not done is at the head of both
+// communication streams, its producer ended before it in the simulation (durations are
+// positive), and everything placed before a RECV on its rank ran earlier in the simulation.
+// Plain "RECV just before its consumer" hangs whenever two ranks consume in another order than
+// their peers produce (interleaved ZB, DualPipeV), and a pairwise parity rule cannot see waits
+// around a ring of three or more ranks (interleaved 1F1B at p >= 3); the global order covers
+// both.
+std::optional<std::vector<std::vector<Step>>> lower_deferred(const std::vector<std::vector<Step>>& actions,
+                                                             const Comms& comms, std::string* why) {
+  auto end = simulate_unit(actions, comms, why);
+  if (!end) return std::nullopt;
+  struct Msg {
+    double time;
+    int32_t src, step, part;
+    Key key;
+    int32_t dst;
+  };
+  std::vector<Msg> msgs;
+  for (size_t r = 0; r < actions.size(); ++r)
+    for (size_t i = 0; i < actions[r].size(); ++i) {
+      Action a[2];
+      for (int k = 0, n = parts(actions[r][i], a); k < n; ++k)
+        if (comms.sends(a[k])) {
+          Action s = Comms::send_of(a[k]);
+          msgs.push_back({(*end)[r][i], static_cast<int32_t>(r), static_cast<int32_t>(i), k, Comms::message(s),
+                          comms.peer(s)});
+        }
+    }
+  std::sort(msgs.begin(), msgs.end(), [](const Msg& a, const Msg& b) {
+    if (a.time != b.time) return a.time < b.time;
+    if (a.src != b.src) return a.src > b.src;  // rank parity: the lower rank receives first
+    if (a.step != b.step) return a.step < b.step;
+    return a.part < b.part;
+  });
+  std::unordered_map<Key, size_t, KeyHash> order;  // message -> its place in the global order
+  std::vector<std::vector<size_t>> recvs_of(actions.size());  // per rank, ascending
+  for (size_t g = 0; g < msgs.size(); ++g) {
+    order.emplace(msgs[g].key, g);
+    recvs_of[msgs[g].dst].push_back(g);
+  }
+  auto recv_action = [](const Key& m) {
+    bool fwd = m.kind == ActionKind::kSendF;
+    return Action{fwd ? ActionKind::kRecvF : ActionKind::kRecvB, fwd ? m.stage + 1 : m.stage - 1, m.microbatch};
+  };
+  std::vector<std::vector<Step>> out(actions.size());
+  for (size_t r = 0; r < actions.size(); ++r) {
+    size_t next = 0;  // recvs_of[r][next] is the first RECV not placed yet
+    auto recv_upto = [&](size_t g, bool inclusive, const SourceLoc& loc) {
+      while (next < recvs_of[r].size() && (recvs_of[r][next] < g || (inclusive && recvs_of[r][next] == g)))
+        out[r].push_back(make_step(recv_action(msgs[recvs_of[r][next++]].key), loc));
     };
     for (const Step& st : actions[r]) {
       Action a[2];
       int n = parts(st, a);
-      for (int i = 0; i < n; ++i)
-        if (comms.receives(a[i])) post_recv(Comms::recv_for(a[i]), st.loc);
+      for (int k = 0; k < n; ++k)
+        if (comms.receives(a[k])) {
+          auto it = order.find(Comms::message(Comms::recv_for(a[k])));
+          if (it != order.end()) recv_upto(it->second, true, st.loc);  // else no producer: structure
+        }
       out[r].push_back(st);
-      for (int i = 0; i < n; ++i)
-        if (comms.sends(a[i])) out[r].push_back(make_step(Comms::send_of(a[i]), st.loc));
+      for (int k = 0; k < n; ++k)
+        if (comms.sends(a[k])) {
+          Action s = Comms::send_of(a[k]);
+          recv_upto(order.at(Comms::message(s)), false, st.loc);
+          out[r].push_back(make_step(s, st.loc));
+        }
     }
   }
   return out;
-}
-
-// The rank-parity rule (FACTS §2, pytorch/pytorch#172668), applied to the plain deferred lists.
-//
-// The hang it prevents: with rendezvous P2P (NCCL for large messages) a SEND completes only
-// together with its RECV. In interleaved p = 2 the plain lists end rank 0 with
-// `0SEND_F1, 2RECV_F0` and rank 1 with `1SEND_F0, 1RECV_F1`: both ranks block in SEND, neither
-// reaches its RECV. Ordering by rank parity breaks the symmetry: for each pair of ranks
-// lo < hi, when lo is about to SEND a message M to hi, it first posts every RECV from hi whose
-// matching SEND hi issues before hi's RECV of M. Then, walking both lists, hi can always reach
-// the RECV of M: every SEND hi does on the way to it has its RECV already posted on lo.
-//
-// Why this is safe:
-// - Causality: a RECV depends only on its matching SEND; it only ever moves up, so it stays
-//   before its consumer, and no compute step moves. Among lo's RECVs from hi, those moved have
-//   their SENDs earlier on hi than those not moved and keep their relative order, so a channel
-//   whose two ends agreed on the message order still agrees (FIFO matching is unchanged).
-// - Under rendezvous the rule changes only lists that hang: if hi issues S_h before its RECV of
-//   M while lo posts R_h only after its SEND of M, then SEND M waits for hi's RECV of M, which
-//   waits for S_h, which waits for R_h, which waits for SEND M. So a list that completes has
-//   nothing to move, and in one that hangs the move removes exactly this cycle. Under eager
-//   semantics, with two ranks whose channels agree on the message order, a moved R_h waits only
-//   for steps hi takes on its way to RECV M, which need nothing lo does after SEND M.
-// - Limits: the placement keeps each channel FIFO-consistent (place_deferred), and the rule
-//   keeps it so; with more than two ranks a wait through a third rank is left to the deadlock
-//   check.
-//
-// The rule only moves lo's RECVs from hi and only reads the relative order of hi's SENDs to lo
-// and RECVs from lo, which no other pair's rule changes; so pairs are independent and one pass
-// over each rank's list applies the rule for all its higher peers at once (linear but for
-// hashing).
-std::vector<std::vector<Step>> apply_rank_parity(std::vector<std::vector<Step>> lists,
-                                                 const Comms& comms) {
-  size_t ranks = lists.size();
-  // For each rank h and each message h receives from a lower rank, the number of SENDs h issues
-  // to that rank before the RECV (occurrences counted in order, so repeated messages match
-  // k-th to k-th); and the order of h's SENDs to each lower rank.
-  struct PeerView {
-    std::unordered_map<Key, std::vector<size_t>, KeyHash> sends_before_recv;  // message -> counts
-    std::vector<Key> sends;  // messages, in order
-  };
-  // view[h][l]: rank h's list as seen from lower rank l.
-  std::vector<std::unordered_map<int32_t, PeerView>> view(ranks);
-  for (size_t h = 0; h < ranks; ++h) {
-    for (const Step& st : lists[h]) {
-      if (!is_p2p(st.first.kind)) continue;
-      int32_t l = comms.peer(st.first);
-      if (l < 0 || static_cast<size_t>(l) >= h) continue;
-      PeerView& pv = view[h][l];
-      if (is_send(st.first.kind))
-        pv.sends.push_back(Comms::message(st.first));
-      else
-        pv.sends_before_recv[Comms::message(st.first)].push_back(pv.sends.size());
-    }
-  }
-
-  for (size_t lo = 0; lo < ranks; ++lo) {
-    const std::vector<Step>& in = lists[lo];
-    // Where each RECV from a higher peer sits in lo's list, per message, in order.
-    std::unordered_map<Key, std::vector<size_t>, KeyHash> recv_at;
-    for (size_t i = 0; i < in.size(); ++i) {
-      const Action& a = in[i].first;
-      if (is_p2p(a.kind) && !is_send(a.kind) && static_cast<size_t>(comms.peer(a)) > lo)
-        recv_at[Comms::message(a)].push_back(i);
-    }
-    std::unordered_map<Key, size_t, KeyHash> recv_used;   // occurrences taken by drains so far
-    std::unordered_map<Key, size_t, KeyHash> send_count;  // occurrences of a message sent so far
-    std::unordered_map<int32_t, size_t> drained;      // per peer: prefix of its SENDs handled
-    std::vector<char> emitted(in.size(), 0);
-    std::vector<Step> out;
-    out.reserve(in.size());
-    for (size_t i = 0; i < in.size(); ++i) {
-      if (emitted[i]) continue;
-      const Action& a = in[i].first;
-      int32_t hi = is_p2p(a.kind) ? comms.peer(a) : -1;
-      if (is_send(a.kind) && hi >= 0 && static_cast<size_t>(hi) > lo) {
-        Key m = Comms::message(a);
-        size_t occurrence = send_count[m]++;
-        auto pv_it = view[hi].find(static_cast<int32_t>(lo));
-        if (pv_it != view[hi].end()) {
-          const PeerView& pv = pv_it->second;
-          auto need_it = pv.sends_before_recv.find(m);
-          if (need_it != pv.sends_before_recv.end() && occurrence < need_it->second.size()) {
-            size_t need = need_it->second[occurrence];
-            size_t& done = drained[hi];
-            std::vector<size_t> post;
-            for (; done < need; ++done) {
-              const Key& sent = pv.sends[done];
-              auto at = recv_at.find(sent);
-              if (at == recv_at.end()) continue;  // lo never receives it: a channel finding later
-              size_t& used = recv_used[sent];
-              if (used >= at->second.size()) continue;
-              size_t j = at->second[used++];
-              if (j > i && !emitted[j]) post.push_back(j);
-            }
-            std::sort(post.begin(), post.end());  // keep lo's own order of the moved RECVs
-            for (size_t j : post) {
-              out.push_back(in[j]);
-              emitted[j] = 1;
-            }
-          }
-        }
-      }
-      out.push_back(in[i]);
-      emitted[i] = 1;
-    }
-    lists[lo] = std::move(out);
-  }
-  return lists;
 }
 
 }  // namespace
@@ -400,7 +406,7 @@ std::optional<std::vector<std::vector<Step>>> lower_comms(
   if (!check_input(actions, stage_to_rank, why)) return std::nullopt;
   Comms comms{stage_to_rank, pipeline_starts};
   if (policy == LowerPolicy::kPyTorch) return lower_pytorch(actions, comms, why);
-  return apply_rank_parity(place_deferred(actions, comms), comms);
+  return lower_deferred(actions, comms, why);
 }
 
 }  // namespace sc

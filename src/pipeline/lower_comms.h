@@ -15,11 +15,12 @@ namespace sc {
 ///   once its input is available on the rank (the matching RECV, or the producer, already
 ///   placed there); after placing a compute action whose output crosses ranks, its SEND is
 ///   appended to the rank and the receiver's RECV is appended to the receiver's list at once.
-/// kDeferred: each SEND right after its producer, each RECV just before its consumer but never
-///   after the RECV of a message sent later on the same channel (so both ends agree on the FIFO
-///   order NCCL matches by), and the rank-parity rule of FACTS §2 (pytorch/pytorch#172668):
-///   before the lower rank of a pair SENDs to its peer, it posts every RECV from that peer whose
-///   SEND the peer issues before the peer's RECV of this message.
+/// kDeferred: each SEND right after its producer, each RECV as late as possible: just before its
+///   consumer, but never after a communication op that comes later in one global order of all
+///   transfers (a unit-time as-soon-as-possible simulation, ties broken by the rank-parity rule
+///   of FACTS §2, pytorch/pytorch#172668: the lower rank receives from a peer before it sends to
+///   it). Every rank's communication then follows one global order, so the lists cannot
+///   deadlock under any P2P semantics (lower_comms.cc gives the argument).
 enum class LowerPolicy { kPyTorch, kDeferred };
 
 /// Merges each I directly followed by the W of the same stage and microbatch into one B
