@@ -274,6 +274,76 @@ TEST_CASE("placement is inferred from the actions when it is not declared", "[sp
   CHECK(odd->placement == "inferred");
 }
 
+TEST_CASE("a named schedule is recorded for the pipeline front-end to generate", "[spec]") {
+  Diagnostics d;
+  auto spec = load_yaml_spec(test::source_path("specs/valid/named-zb-v.yaml"), d);
+  REQUIRE(spec);
+  REQUIRE(spec->named);
+  CHECK(spec->named->name == "zb-v");
+  CHECK_FALSE(spec->named->chunks);
+  CHECK_FALSE(spec->named->megatron);
+  CHECK(spec->named->loc.line == 11);
+  CHECK(spec->named->loc.col == 9);
+  CHECK(spec->microbatches == 8);
+  REQUIRE(spec->actions.size() == 4);
+  for (const auto& row : spec->actions) CHECK(row.empty());
+  // Without a `stages` key the generator picks the stage count: no location is recorded.
+  CHECK_FALSE(spec->locs.stages.valid());
+  CHECK(spec->memory.limit_bytes == 24LL * 1024 * 1024 * 1024);
+
+  Diagnostics d2;
+  auto inter = parse(std::string(kHead) +
+                         "microbatches: 4\nstages: 4\ncosts: {F: 1ms, I: [1ms, 1ms, 1ms, 2ms], W: 1ms}\n"
+                         "schedule: {name: interleaved-1f1b, chunks: 2, megatron: true}\n",
+                     d2);
+  REQUIRE(inter);
+  REQUIRE(inter->named);
+  CHECK(inter->named->chunks == 2);
+  CHECK(inter->named->megatron);
+  CHECK(inter->locs.stages.valid());
+  CHECK(inter->costs.b_s == std::vector<double>{0.002, 0.002, 0.002, 0.003});
+
+  // With the stage count open, per-stage lists are not held to a length here; a value given once
+  // follows a list.
+  Diagnostics d3;
+  auto open = parse(std::string(kHead) +
+                        "microbatches: 4\ncosts: {F: 1ms, I: [1ms, 1ms, 1ms, 2ms], W: 1ms}\n"
+                        "schedule: {name: zb-v}\n",
+                    d3);
+  REQUIRE(open);
+  CHECK(open->costs.b_s == std::vector<double>{0.002, 0.002, 0.002, 0.003});
+
+  CHECK(error_of(std::string(kHead) + "microbatches: 2\nschedule: {name: 1f1b, megatron: maybe}\n") ==
+        "t.yaml:4:34: error: schedule.megatron must be true or false, got 'maybe'");
+  CHECK(error_of(std::string(kHead) + "microbatches: 2\nschedule: {actions: {0: 0F0}, chunks: 2}\n") ==
+        "t.yaml:4:31: error: schedule.chunks applies only to schedule.name");
+  CHECK(error_of(std::string(kHead) + "microbatches: 2\nschedule: {name: 1f1b, csv: a.csv}\n") ==
+        "t.yaml:4:24: error: schedule has both name and csv; give one of them");
+}
+
+TEST_CASE("pipelines lists the first stage of each independent pipeline", "[spec]") {
+  Diagnostics d;
+  auto spec = parse(std::string(kHead) +
+                        "stages: 4\nplacement: [0, 1, 1, 0]\npipelines: [0, 2]\n"
+                        "schedule:\n  actions:\n    0: 0F0 3F0\n    1: 1F0 2F0\n",
+                    d);
+  REQUIRE(spec);
+  CHECK(spec->pipeline_starts == std::vector<int32_t>{0, 2});
+  CHECK(spec->is_first_stage(2));
+  CHECK(spec->is_last_stage(1));
+  Diagnostics d2;
+  auto one = parse(std::string(kHead) + kActions, d2);
+  REQUIRE(one);
+  CHECK(one->pipeline_starts == std::vector<int32_t>{0});
+  CHECK(error_of(std::string(kHead) + "pipelines: [1]\n" + kActions) ==
+        "t.yaml:3:13: error: pipelines must start with stage 0, got 1");
+  CHECK(error_of(std::string(kHead) + "pipelines: [0, 5]\n" + kActions) ==
+        "t.yaml:3:16: error: pipelines[1] is stage 5, out of range: stages is 2 (ids 0 to 1)");
+  CHECK(error_of(std::string(kHead) + "pipelines: 2\n" + kActions) ==
+        "t.yaml:3:12: error: pipelines must be a list of the first stage of each pipeline, such as "
+        "[0, 4], got '2'");
+}
+
 TEST_CASE("a declared placement is kept even when the actions contradict it", "[spec]") {
   // The structure pass reports the contradiction as a finding; the loader does not.
   Diagnostics d;
@@ -329,14 +399,14 @@ TEST_CASE("all errors are collected before the loader gives up", "[spec]") {
   CHECK(d.error_count() == 6);
   std::string out = all_lines(d);
   CHECK(out.find("t.yaml:5:16: error: p2p.latency") != std::string::npos);
-  CHECK(out.find("t.yaml:5:42: error: p2p.semantics: unknown P2P semantics 'lazy'") != std::string::npos);
-  CHECK(out.find("t.yaml:6:27: error: memory.activation_bytes lists 1 values but stages is 2") !=
+  CHECK(out.find("t.yaml:5:41: error: p2p.semantics: unknown P2P semantics 'lazy'") != std::string::npos);
+  CHECK(out.find("t.yaml:6:28: error: memory.activation_bytes lists 1 value but stages is 2") !=
         std::string::npos);
   CHECK(out.find("t.yaml:9:12: error: microbatch 1 of '0F1' is out of range") != std::string::npos);
   CHECK(out.find("t.yaml:9:16: error: stage 9 of '9B0' is out of range") != std::string::npos);
   CHECK(out.find("t.yaml:10:5: error: rank 7 is out of range") != std::string::npos);
   // Each error prints its source line and a caret.
-  CHECK(out.find("    0: 0F0 0F1 9B0\n                   ^\n") != std::string::npos);
+  CHECK(out.find("    0: 0F0 0F1 9B0\n                 ^\n") != std::string::npos);
 }
 
 TEST_CASE("type and value errors name the key and what was found", "[spec]") {
@@ -362,11 +432,11 @@ TEST_CASE("type and value errors name the key and what was found", "[spec]") {
   CHECK(error_of(std::string(kHead) + "latency: 1ms\n" + kActions) ==
         "t.yaml:3:1: error: unknown key 'latency'; 'latency' belongs in p2p");
   CHECK(error_of(std::string(kHead) + "schedule:\n  actions: {0: 0F0, 0: 0B0}\n") ==
-        "t.yaml:4:22: error: duplicate rank 0 in schedule.actions (first given at line 4)");
+        "t.yaml:4:21: error: duplicate rank 0 in schedule.actions (first given at line 4)");
   CHECK(error_of(std::string(kHead) + "schedule:\n  actions: {r0: 0F0}\n") ==
-        "t.yaml:4:14: error: a rank in schedule.actions must be a whole number, got 'r0'");
+        "t.yaml:4:13: error: a rank in schedule.actions must be a whole number, got 'r0'");
   CHECK(error_of(std::string(kHead) + "schedule:\n  actions: {0: {a: 0F0}}\n") ==
-        "t.yaml:4:17: error: rank 0: actions must be a string or a list of strings, got a map");
+        "t.yaml:4:16: error: rank 0: actions must be a string or a list of strings, got a map");
   CHECK(error_of(std::string(kHead) + "schedule:\n  actions: {0: \"\"}\n") ==
         "t.yaml:3:1: error: the schedule has no actions");
   CHECK(error_of(std::string(kHead) + "schedule:\n  actions: {0: 0F0}\n  format: compute_only\n") ==
@@ -385,7 +455,12 @@ TEST_CASE("file-level problems are errors at the start of the file", "[spec]") {
         "t.yaml:1:1: error: a spec must be a map of keys (schedcheck, ranks, schedule, ...), got "
         "'just a string'");
   CHECK(error_of(std::string(kHead) + kActions + "---\nranks: 3\n") ==
-        "t.yaml:8:1: error: a spec file holds one YAML document; remove everything after the first");
+        "t.yaml:7:1: error: a spec file holds one YAML document; remove everything from here on");
+  // A leading document marker is fine.
+  Diagnostics d2;
+  CHECK(parse(std::string("--- # v1\n") + kHead + kActions, d2));
+  CHECK(error_of("null\n") ==
+        "t.yaml:1:1: error: the spec is empty; it needs at least schedcheck: 1, ranks and schedule");
   CHECK(error_of("schedcheck: 1\nranks: *nowhere\n") ==
         "t.yaml:2:8: error: invalid YAML: the referenced anchor is not defined");
   CHECK(error_of("schedcheck: 1\n\tranks: 2\n") .find("t.yaml:2:1: error: invalid YAML") == 0);
@@ -411,8 +486,9 @@ TEST_CASE("junk input gives an error quickly instead of hanging or crashing", "[
   junk.push_back(std::string(kSize, '['));
   junk.push_back(std::string(kSize / 2, '{') + std::string(kSize / 2, '}'));
   {
+    // Valid YAML that is not a spec: a large map yaml-cpp reads slowly, so kept to 2 MB.
     std::string lines;
-    while (lines.size() < kSize) lines += "key: value\n";
+    while (lines.size() < kSize / 5) lines += "key: value\n";
     junk.push_back(std::move(lines));
   }
   for (size_t i = 0; i < junk.size(); ++i) {
@@ -434,7 +510,7 @@ TEST_CASE("mutated specs never crash and fail only with diagnostics", "[spec]") 
   const std::string alphabet = "{}[],:-'\"#&*!|> \n\tF0123456789BIWms";
   std::mt19937 rng(7);
   int loaded = 0, rejected = 0;
-  for (int i = 0; i < 400; ++i) {
+  for (int i = 0; i < 2000; ++i) {
     std::string text = base;
     int edits = 1 + static_cast<int>(rng() % 4);
     for (int e = 0; e < edits; ++e) {

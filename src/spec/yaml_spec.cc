@@ -1,1 +1,1024 @@
-// placeholder: filled in by the module's implementation
+// Spec v1 loader: YAML text to PipelineSpec, every error located and all of them collected.
+#include "spec/yaml_spec.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <system_error>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/yaml.h>
+
+#include "spec/csv_schedule.h"
+#include "support/units.h"
+
+namespace sc {
+namespace {
+
+// Limits that keep a hostile or mistaken spec from exhausting memory or time. They are far
+// above any real pipeline and documented in specs/README.md.
+constexpr int64_t kMaxRanks = 1 << 16;
+constexpr int64_t kMaxStages = 1 << 20;
+constexpr int64_t kMaxMicrobatches = 1 << 24;
+// yaml-cpp scans deeply nested flow collections ("[[[[...") slowly before it gives up; such text
+// is rejected before parsing.
+constexpr int kMaxFlowDepth = 256;
+// Errors are capped so a large broken spec (or a junk file that happens to parse) stays
+// readable and quick to print.
+constexpr int kMaxErrors = 100;
+
+const std::vector<std::string> kTopKeys = {"schedcheck", "name",   "ranks", "stages",
+                                           "placement",  "pipelines", "microbatches", "costs",
+                                           "p2p",        "memory", "schedule"};
+const std::vector<std::string> kCostKeys = {"F", "I", "W", "B"};
+const std::vector<std::string> kP2PKeys = {"latency", "bandwidth", "message_bytes", "semantics"};
+const std::vector<std::string> kMemoryKeys = {"limit_bytes", "params_bytes", "activation_bytes",
+                                              "weight_grad_bytes"};
+const std::vector<std::string> kScheduleKeys = {"actions", "csv", "format", "name", "chunks",
+                                                "megatron"};
+
+// The sections with their keys, for "it belongs in p2p" hints.
+const std::vector<std::pair<std::string, const std::vector<std::string>*>> kSections = {
+    {"", &kTopKeys},       {"costs", &kCostKeys},   {"p2p", &kP2PKeys},
+    {"memory", &kMemoryKeys}, {"schedule", &kScheduleKeys}};
+
+// One key of a map with its value.
+struct Entry {
+  YAML::Node key;
+  YAML::Node value;
+};
+using Fields = std::map<std::string, Entry>;
+
+// "a map", "a list", "nothing" or the quoted scalar, for "got ..." in messages.
+std::string describe(const YAML::Node& n) {
+  if (n.IsMap()) return "a map";
+  if (n.IsSequence()) return "a list";
+  if (!n.IsDefined() || n.IsNull()) return "nothing";
+  std::string s = n.Scalar();
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return fmt::format("'{}'", s);
+}
+
+// Text from yaml-cpp's messages, with control bytes shown as \xNN so junk input prints safely.
+std::string printable(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f || c >= 0x80)
+      out += fmt::format("\\x{:02x}", static_cast<unsigned>(c));
+    else
+      out += static_cast<char>(c);
+  }
+  return out;
+}
+
+std::string join_path(const std::string& section, const std::string& key) {
+  return section.empty() ? key : section + "." + key;
+}
+
+
+class Loader {
+ public:
+  Loader(int32_t file, const std::string& text, std::string dir, Diagnostics& diags)
+      : file_(file), text_(text), dir_(std::move(dir)), diags_(diags) {
+    line_starts_.push_back(0);
+    for (size_t i = 0; i < text_.size(); ++i)
+      if (text_[i] == '\n') line_starts_.push_back(i + 1);
+  }
+
+  /// Rejects text yaml-cpp would read slowly or wrongly: a NUL byte, flow collections nested
+  /// deeper than kMaxFlowDepth, a second document. Reports and returns false on the first.
+  bool prescan();
+  /// True when prescan() saw anything besides blanks, comments, directives and markers.
+  bool has_content() const { return has_content_; }
+  std::optional<PipelineSpec> load(const YAML::Node& root, const std::string& path,
+                                   const std::string& default_name);
+
+  SourceLoc at(int64_t line0, int64_t col0) const {
+    return SourceLoc{file_, static_cast<int32_t>(std::max<int64_t>(line0, 0) + 1),
+                     static_cast<int32_t>(std::max<int64_t>(col0, 0) + 1)};
+  }
+  SourceLoc file_start() const { return SourceLoc{file_, 1, 1}; }
+
+ private:
+  SourceLoc loc(const YAML::Node& n) const {
+    YAML::Mark m = n.Mark();
+    if (m.is_null()) return file_start();
+    return at(m.line, m.column);
+  }
+  // A null value ("ranks:") carries the mark of whatever follows; point at its key instead.
+  SourceLoc loc(const Entry& e) const {
+    return e.value.IsNull() ? loc(e.key) : loc(e.value);
+  }
+  SourceLoc loc_of_offset(size_t offset) const {
+    size_t line = static_cast<size_t>(
+        std::upper_bound(line_starts_.begin(), line_starts_.end(), offset) - line_starts_.begin() - 1);
+    return at(static_cast<int64_t>(line), static_cast<int64_t>(offset - line_starts_[line]));
+  }
+  void error(const SourceLoc& l, std::string message) {
+    if (errors_++ < kMaxErrors) diags_.error(l, std::move(message));
+  }
+
+  Fields fields(const YAML::Node& map, const std::string& section,
+                const std::vector<std::string>& allowed);
+  std::optional<int64_t> whole(const Entry& e, const std::string& key, int64_t min, int64_t max);
+  std::optional<double> duration(const YAML::Node& n, const SourceLoc& l, const std::string& key);
+  std::optional<int64_t> bytes(const YAML::Node& n, const SourceLoc& l, const std::string& key);
+  template <typename T, typename Parse>
+  std::optional<std::vector<T>> per_stage(const Entry& e, const std::string& key,
+                                          const char* what, Parse parse);
+
+  // A declared placement: loop, v or a list with the rank of each stage (kNone when absent).
+  struct Placement {
+    enum Kind { kNone, kLoop, kV, kList } kind = kNone;
+    std::vector<int32_t> listed;
+    bool ok = true;  // false after an error: no stage-to-rank map is built
+  };
+
+  void read_schedule(const Entry* s, int32_t ranks, PipelineSpec& spec);
+  Placement read_placement(const Entry* pe, int32_t ranks);
+  void place_stages(const Entry* st, const Entry* pe, Placement& p, int32_t max_stage,
+                    PipelineSpec& spec);
+  void read_named(const Fields& sched, const Entry& name, PipelineSpec& spec);
+  void read_pipelines(const Entry& e, PipelineSpec& spec);
+  void read_actions(const Entry& e, int32_t ranks, PipelineSpec& spec);
+  void read_action_text(const YAML::Node& n, int32_t rank, std::vector<Step>& out,
+                        std::vector<SourceLoc>& seconds);
+  void read_csv(const Fields& sched, const Entry& csv, int32_t ranks, PipelineSpec& spec);
+  void check_actions(const PipelineSpec& spec, bool microbatches_given);
+  void read_costs(const Entry& e, PipelineSpec& spec);
+  void read_p2p(const Entry& e, PipelineSpec& spec);
+  void read_memory(const Entry& e, PipelineSpec& spec);
+
+  int32_t file_;
+  const std::string& text_;
+  std::string dir_;
+  Diagnostics& diags_;
+  std::vector<size_t> line_starts_;
+  int32_t stages_ = 0;  // known stage count, 0 while unknown
+  bool check_lengths_ = true;  // false while a named schedule may still change the stage count
+  int errors_ = 0;  // errors found, reported or not
+  bool has_content_ = false;
+  std::vector<std::vector<SourceLoc>> seconds_;  // per rank, per step: second action's location
+};
+
+bool Loader::prescan() {
+  int depth = 0;
+  int64_t line = 0, col = 0;
+  bool comment = false;
+  char prev = '\n';
+  for (size_t i = 0; i < text_.size(); ++i) {
+    char c = text_[i];
+    if (c == '\0') {
+      error(at(line, col), "the spec is not text: it holds a NUL byte");
+      return false;
+    }
+    if (c == '\n') {
+      comment = false;
+      ++line;
+      col = 0;
+      prev = c;
+      continue;
+    }
+    if (col == 0) {
+      // A block key at the start of a line closes every flow collection (bracket pairs inside
+      // quoted or plain text then cannot add up across lines).
+      if (std::isalnum(static_cast<unsigned char>(c))) depth = 0;
+      // A document marker after content starts a second document. (yaml-cpp's LoadAll can loop
+      // forever on some broken input, so documents are told apart here.)
+      bool marker = text_.compare(i, 3, "---") == 0 &&
+                    (i + 3 == text_.size() || std::isspace(static_cast<unsigned char>(text_[i + 3])));
+      if (marker && has_content_) {
+        error(at(line, col), "a spec file holds one YAML document; remove everything from here on");
+        return false;
+      }
+      if (marker) {
+        i += 2;
+        col += 3;
+        prev = '-';
+        continue;
+      }
+      if (c == '%') comment = true;  // a directive line
+    }
+    if (!comment) {
+      if (c == '#' && (prev == ' ' || prev == '\t' || prev == '\n' || prev == '-')) {
+        comment = true;
+      } else if (c == '[' || c == '{') {
+        if (++depth > kMaxFlowDepth) {
+          error(at(line, col), fmt::format("collections are nested more than {} levels deep",
+                                           kMaxFlowDepth));
+          return false;
+        }
+      } else if ((c == ']' || c == '}') && depth > 0) {
+        --depth;
+      }
+      if (!comment && !std::isspace(static_cast<unsigned char>(c))) has_content_ = true;
+    }
+    prev = c;
+    ++col;
+  }
+  return true;
+}
+
+Fields Loader::fields(const YAML::Node& map, const std::string& section,
+                      const std::vector<std::string>& allowed) {
+  Fields out;
+  for (const auto& kv : map) {
+    const YAML::Node& k = kv.first;
+    if (!k.IsScalar()) {
+      error(loc(k), fmt::format("a key must be a name, got {}", describe(k)));
+      continue;
+    }
+    const std::string& name = k.Scalar();
+    if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+      std::string where = section.empty() ? "" : fmt::format(" in {}", section);
+      std::string msg = fmt::format("unknown key '{}'{}", name, where);
+      std::string near = closest_match(name, allowed);
+      std::string home;
+      for (const auto& [sec, keys] : kSections)
+        if (sec != section && std::find(keys->begin(), keys->end(), name) != keys->end())
+          home = sec.empty() ? "the top level" : sec;
+      if (!near.empty())
+        msg += fmt::format("; did you mean '{}'?", near);
+      else if (!home.empty())
+        msg += fmt::format("; '{}' belongs in {}", name, home);
+      else
+        msg += fmt::format(" (expected one of: {})", fmt::join(allowed, ", "));
+      error(loc(k), msg);
+      continue;
+    }
+    auto [pos, inserted] = out.emplace(name, Entry{k, kv.second});
+    if (!inserted)
+      error(loc(k), fmt::format("duplicate key '{}' (first given at line {})",
+                                join_path(section, name), loc(pos->second.key).line));
+  }
+  return out;
+}
+
+std::optional<int64_t> Loader::whole(const Entry& e, const std::string& key, int64_t min,
+                                     int64_t max) {
+  if (!e.value.IsScalar()) {
+    error(loc(e), fmt::format("{} must be a whole number, got {}", key, describe(e.value)));
+    return std::nullopt;
+  }
+  const std::string& s = e.value.Scalar();
+  bool digits = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits) {
+    if (!s.empty() && s[0] == '-' && s.size() > 1 &&
+        std::all_of(s.begin() + 1, s.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      error(loc(e), fmt::format("{} must be at least {}, got {}", key, min, s));
+    else
+      error(loc(e), fmt::format("{} must be a whole number, got {}", key, describe(e.value)));
+    return std::nullopt;
+  }
+  if (s.size() > 18) {
+    error(loc(e), fmt::format("{} is too large (at most {})", key, max));
+    return std::nullopt;
+  }
+  int64_t v = std::stoll(s);
+  if (v < min) {
+    error(loc(e), fmt::format("{} must be at least {}, got {}", key, min, v));
+    return std::nullopt;
+  }
+  if (v > max) {
+    error(loc(e), fmt::format("{} is too large (at most {})", key, max));
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<double> Loader::duration(const YAML::Node& n, const SourceLoc& l,
+                                       const std::string& key) {
+  if (!n.IsScalar()) {
+    error(l, fmt::format("{} must be a duration such as 1.5ms, got {}", key, describe(n)));
+    return std::nullopt;
+  }
+  std::string why;
+  auto v = parse_duration_s(n.Scalar(), &why);
+  if (!v) error(l, fmt::format("{}: {}", key, why));
+  return v;
+}
+
+std::optional<int64_t> Loader::bytes(const YAML::Node& n, const SourceLoc& l,
+                                     const std::string& key) {
+  if (!n.IsScalar()) {
+    error(l, fmt::format("{} must be a byte count such as 64MiB, got {}", key, describe(n)));
+    return std::nullopt;
+  }
+  std::string why;
+  auto v = parse_bytes(n.Scalar(), &why);
+  if (!v) error(l, fmt::format("{}: {}", key, why));
+  return v;
+}
+
+template <typename T, typename Parse>
+std::optional<std::vector<T>> Loader::per_stage(const Entry& e, const std::string& key,
+                                                const char* what, Parse parse) {
+  if (e.value.IsScalar()) {
+    auto v = parse(e.value, loc(e), key);
+    if (!v) return std::nullopt;
+    return std::vector<T>(static_cast<size_t>(stages_), *v);
+  }
+  if (!e.value.IsSequence()) {
+    error(loc(e), fmt::format("{} must be a {} or a list with one per stage, got {}", key, what,
+                              describe(e.value)));
+    return std::nullopt;
+  }
+  bool ok = true;
+  if (check_lengths_ && stages_ > 0 && e.value.size() != static_cast<size_t>(stages_)) {
+    error(loc(e), fmt::format("{} lists {} value{} but stages is {}; give one per stage or a "
+                              "single value for all",
+                              key, e.value.size(), e.value.size() == 1 ? "" : "s", stages_));
+    ok = false;
+  }
+  std::vector<T> out;
+  size_t i = 0;
+  for (const YAML::Node& item : e.value) {
+    auto v = parse(item, loc(item), fmt::format("{}[{}]", key, i++));
+    if (!v)
+      ok = false;
+    else
+      out.push_back(*v);
+  }
+  if (!ok) return std::nullopt;
+  return out;
+}
+
+void Loader::read_action_text(const YAML::Node& n, int32_t rank, std::vector<Step>& out,
+                              std::vector<SourceLoc>& seconds) {
+  const std::string& value = n.Scalar();
+  SourceLoc node_loc = loc(n);
+  // Tokens appear in the source in order, separated only by blanks, commas and line breaks,
+  // whatever the scalar's style; follow them there to give each one its own column. When a
+  // token is not found verbatim (escapes), every later token points at the scalar itself.
+  YAML::Mark m = n.Mark();
+  bool exact = !m.is_null() && static_cast<size_t>(m.line) < line_starts_.size();
+  size_t src = exact ? line_starts_[m.line] + static_cast<size_t>(m.column) : 0;
+  if (exact && src < text_.size()) {
+    char c = text_[src];
+    if (c == '"' || c == '\'') {
+      ++src;
+    } else if (c == '|' || c == '>') {
+      size_t nl = text_.find('\n', src);
+      src = nl == std::string::npos ? text_.size() : nl + 1;
+    }
+  }
+  auto is_sep = [](char c) { return c == ' ' || c == ',' || c == '\t' || c == '\n' || c == '\r'; };
+  size_t i = 0;
+  while (i < value.size()) {
+    if (is_sep(value[i])) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < value.size() && !is_sep(value[j])) ++j;
+    std::string_view token(value.data() + i, j - i);
+    SourceLoc tok_loc = node_loc;
+    if (exact) {
+      while (src < text_.size() && (is_sep(text_[src]) || text_[src] == '\\')) ++src;
+      if (text_.compare(src, token.size(), token) == 0) {
+        tok_loc = loc_of_offset(src);
+        src += token.size();
+      } else {
+        exact = false;
+      }
+    }
+    ParsedStep p = parse_step(token, tok_loc);
+    if (!p.step) {
+      SourceLoc err = tok_loc;
+      if (exact) err.col += p.error_offset;
+      error(err, fmt::format("rank {}: {}", rank, p.error));
+    } else {
+      SourceLoc second = tok_loc;
+      if (exact && p.step->second) second.col += static_cast<int32_t>(token.find(';') + 1);
+      out.push_back(*p.step);
+      seconds.push_back(second);
+    }
+    i = j;
+  }
+}
+
+void Loader::read_actions(const Entry& e, int32_t ranks, PipelineSpec& spec) {
+  if (!e.value.IsMap()) {
+    if (!e.value.IsNull())
+      error(loc(e), fmt::format("schedule.actions must be a map from rank to its actions, got {}",
+                                describe(e.value)));
+    else
+      error(loc(e), "schedule.actions is empty; give each rank's actions, as in 0: \"0F0 0B0\"");
+    return;
+  }
+  std::map<int64_t, SourceLoc> seen;
+  for (const auto& kv : e.value) {
+    Entry r{kv.first, kv.second};
+    SourceLoc kl = loc(r.key);
+    if (!r.key.IsScalar()) {
+      error(kl, fmt::format("a key of schedule.actions must be a rank number, got {}",
+                            describe(r.key)));
+      continue;
+    }
+    Entry as_number{r.key, r.key};
+    auto rank = whole(as_number, "a rank in schedule.actions", 0, kMaxRanks);
+    if (!rank) continue;
+    if (ranks > 0 && *rank >= ranks) {
+      error(kl, fmt::format("rank {} is out of range: ranks is {} (ids 0 to {})", *rank, ranks,
+                            ranks - 1));
+      continue;
+    }
+    if (auto [pos, inserted] = seen.emplace(*rank, kl); !inserted) {
+      error(kl, fmt::format("duplicate rank {} in schedule.actions (first given at line {})", *rank,
+                            pos->second.line));
+      continue;
+    }
+    // Without a valid rank count, parse into a scratch list so syntax errors still show.
+    std::vector<Step> scratch;
+    std::vector<SourceLoc> scratch_seconds;
+    bool keep = ranks > 0;
+    std::vector<Step>& out = keep ? spec.actions[*rank] : scratch;
+    std::vector<SourceLoc>& seconds = keep ? seconds_[*rank] : scratch_seconds;
+    int32_t rank32 = static_cast<int32_t>(*rank);
+    if (r.value.IsNull()) continue;
+    if (r.value.IsScalar()) {
+      read_action_text(r.value, rank32, out, seconds);
+    } else if (r.value.IsSequence()) {
+      for (const YAML::Node& item : r.value) {
+        if (!item.IsScalar()) {
+          error(loc(item), fmt::format("rank {}: an action must be a string such as 0F3, got {}",
+                                              rank32, describe(item)));
+          continue;
+        }
+        read_action_text(item, rank32, out, seconds);
+      }
+    } else {
+      error(loc(r.value), fmt::format("rank {}: actions must be a string or a list of strings, got {}",
+                                      rank32, describe(r.value)));
+    }
+  }
+}
+
+void Loader::read_csv(const Fields& sched, const Entry& csv, int32_t ranks, PipelineSpec& spec) {
+  if (!csv.value.IsScalar()) {
+    error(loc(csv), fmt::format("schedule.csv must be a file name, got {}", describe(csv.value)));
+    return;
+  }
+  std::optional<CsvFormat> format;
+  if (auto f = sched.find("format"); f != sched.end()) {
+    const Entry& fe = f->second;
+    std::string v = fe.value.IsScalar() ? fe.value.Scalar() : std::string();
+    if (v == "compute_only") {
+      format = CsvFormat::kComputeOnly;
+    } else if (v == "compute_comms") {
+      format = CsvFormat::kComputeComms;
+    } else {
+      std::string near = closest_match(v, {"compute_only", "compute_comms"});
+      error(loc(fe), fmt::format("schedule.format must be compute_only or compute_comms, got {}{}",
+                                 describe(fe.value),
+                                 near.empty() ? "" : fmt::format("; did you mean '{}'?", near)));
+      return;
+    }
+  }
+  std::filesystem::path p(csv.value.Scalar());
+  if (p.is_relative() && !dir_.empty()) p = std::filesystem::path(dir_) / p;
+  auto table = read_csv_schedule(p.string(), diags_, format, loc(csv));
+  if (!table) return;
+  if (ranks > 0 && table->actions.size() != static_cast<size_t>(ranks)) {
+    error(loc(csv), fmt::format("{} has {} rows but ranks is {}; a CSV holds one row per rank",
+                                csv.value.Scalar(), table->actions.size(), ranks));
+    return;
+  }
+  if (ranks <= 0) return;
+  spec.actions = std::move(table->actions);
+  for (size_t r = 0; r < spec.actions.size(); ++r) {
+    seconds_[r].clear();
+    for (const Step& s : spec.actions[r]) seconds_[r].push_back(s.loc);
+  }
+}
+
+void Loader::read_pipelines(const Entry& e, PipelineSpec& spec) {
+  if (!e.value.IsSequence() || e.value.size() == 0) {
+    error(loc(e), fmt::format("pipelines must be a list of the first stage of each pipeline, such "
+                              "as [0, 4], got {}",
+                              describe(e.value)));
+    return;
+  }
+  std::vector<int32_t> starts;
+  bool ok = true;
+  for (const YAML::Node& item : e.value) {
+    std::string key = fmt::format("pipelines[{}]", starts.size());
+    auto s = whole(Entry{item, item}, key, 0, kMaxStages);
+    if (!s) {
+      ok = false;
+      starts.push_back(-1);
+      continue;
+    }
+    if (starts.empty() && *s != 0) {
+      error(loc(item), fmt::format("pipelines must start with stage 0, got {}", *s));
+      ok = false;
+    } else if (!starts.empty() && *s <= starts.back()) {
+      error(loc(item), fmt::format("{} is stage {}, not after stage {}: list the first stages in "
+                                   "increasing order",
+                                   key, *s, starts.back()));
+      ok = false;
+    } else if (check_lengths_ && spec.stages > 0 && *s >= spec.stages) {
+      error(loc(item), fmt::format("{} is stage {}, out of range: stages is {} (ids 0 to {})", key,
+                                   *s, spec.stages, spec.stages - 1));
+      ok = false;
+    }
+    starts.push_back(static_cast<int32_t>(*s));
+  }
+  if (ok) spec.pipeline_starts = std::move(starts);
+}
+
+void Loader::check_actions(const PipelineSpec& spec, bool microbatches_given) {
+  for (size_t r = 0; r < spec.actions.size(); ++r) {
+    for (size_t k = 0; k < spec.actions[r].size(); ++k) {
+      const Step& st = spec.actions[r][k];
+      auto check = [&](const Action& a, const SourceLoc& l) {
+        if (a.stage >= spec.stages)
+          error(l, fmt::format("stage {} of '{}' is out of range: stages is {} (ids 0 to {})",
+                                      a.stage, format_action(a), spec.stages, spec.stages - 1));
+        if (microbatches_given && takes_microbatch(a.kind) && a.microbatch >= spec.microbatches)
+          error(l, fmt::format("microbatch {} of '{}' is out of range: microbatches is {} "
+                                      "(ids 0 to {})",
+                                      a.microbatch, format_action(a), spec.microbatches,
+                                      spec.microbatches - 1));
+      };
+      check(st.first, st.loc);
+      if (st.second) check(*st.second, k < seconds_[r].size() ? seconds_[r][k] : st.loc);
+    }
+  }
+}
+
+void Loader::read_costs(const Entry& e, PipelineSpec& spec) {
+  if (!e.value.IsMap()) {
+    error(loc(e), fmt::format("costs must be a map of F, I, W and B, got {}", describe(e.value)));
+    return;
+  }
+  Fields f = fields(e.value, "costs", kCostKeys);
+  auto dur = [this](const YAML::Node& n, const SourceLoc& l, const std::string& key) {
+    return duration(n, l, key);
+  };
+  auto get = [&](const char* key) -> std::optional<std::vector<double>> {
+    auto it = f.find(key);
+    if (it == f.end()) return std::nullopt;
+    return per_stage<double>(it->second, fmt::format("costs.{}", key), "duration", dur);
+  };
+  bool has_b = f.count("B") > 0;
+  if (!f.count("F")) error(loc(e.key), "costs needs F (the forward time per stage per microbatch)");
+  if (!has_b)
+    for (const char* k : {"I", "W"})
+      if (!f.count(k))
+        error(loc(e.key), fmt::format("costs needs {} when B is not given (B defaults to I + W)", k));
+  auto fv = get("F"), iv = get("I"), wv = get("W"), bv = get("B");
+  if (!bv && iv && wv && iv->size() != wv->size()) {
+    // Lengths differ only for a named schedule whose stage count is still open; a value given
+    // once then follows the list.
+    auto uniform = [](const std::vector<double>& v) {
+      return !v.empty() && std::all_of(v.begin(), v.end(), [&](double x) { return x == v.front(); });
+    };
+    if (uniform(*wv))
+      wv->assign(iv->size(), wv->front());
+    else if (uniform(*iv))
+      iv->assign(wv->size(), iv->front());
+    else
+      error(loc(e.key), fmt::format("costs.I lists {} stages but costs.W lists {}", iv->size(),
+                                    wv->size()));
+  }
+  size_t n = static_cast<size_t>(spec.stages);
+  if (fv) spec.costs.f_s = *fv;
+  spec.costs.i_s = iv ? *iv : std::vector<double>(n, 0.0);
+  spec.costs.w_s = wv ? *wv : std::vector<double>(n, 0.0);
+  if (bv) {
+    spec.costs.b_s = *bv;
+  } else if (iv && wv && iv->size() == wv->size()) {
+    spec.costs.b_s.resize(iv->size());
+    for (size_t s = 0; s < iv->size(); ++s) spec.costs.b_s[s] = (*iv)[s] + (*wv)[s];
+  }
+}
+
+void Loader::read_p2p(const Entry& e, PipelineSpec& spec) {
+  if (!e.value.IsMap()) {
+    error(loc(e), fmt::format("p2p must be a map of latency, bandwidth, message_bytes and "
+                              "semantics, got {}",
+                              describe(e.value)));
+    return;
+  }
+  Fields f = fields(e.value, "p2p", kP2PKeys);
+  if (auto it = f.find("latency"); it != f.end())
+    if (auto v = duration(it->second.value, loc(it->second), "p2p.latency")) spec.p2p.latency_s = *v;
+  if (auto it = f.find("bandwidth"); it != f.end()) {
+    const Entry& b = it->second;
+    if (!b.value.IsScalar()) {
+      error(loc(b), fmt::format("p2p.bandwidth must be bytes per second such as 50GB/s, got {}",
+                                describe(b.value)));
+    } else {
+      std::string why;
+      if (auto v = parse_bandwidth_bytes_per_s(b.value.Scalar(), &why))
+        spec.p2p.bandwidth_bytes_per_s = *v;
+      else
+        error(loc(b), fmt::format("p2p.bandwidth: {}", why));
+    }
+  }
+  if (auto it = f.find("message_bytes"); it != f.end())
+    if (auto v = bytes(it->second.value, loc(it->second), "p2p.message_bytes"))
+      spec.p2p.message_bytes = *v;
+  if (auto it = f.find("semantics"); it != f.end()) {
+    const Entry& s = it->second;
+    std::string why;
+    std::optional<Semantics> sem;
+    if (s.value.IsScalar()) sem = parse_semantics(s.value.Scalar(), &why);
+    if (!s.value.IsScalar())
+      error(loc(s), fmt::format("p2p.semantics must be eager, rendezvous or buffered:N, got {}",
+                                describe(s.value)));
+    else if (!sem)
+      error(loc(s), fmt::format("p2p.semantics: {}", why));
+    else
+      spec.p2p.semantics = *sem;
+  }
+}
+
+void Loader::read_memory(const Entry& e, PipelineSpec& spec) {
+  if (!e.value.IsMap()) {
+    error(loc(e), fmt::format("memory must be a map of limit_bytes, params_bytes, "
+                              "activation_bytes and weight_grad_bytes, got {}",
+                              describe(e.value)));
+    return;
+  }
+  Fields f = fields(e.value, "memory", kMemoryKeys);
+  if (auto it = f.find("limit_bytes"); it != f.end()) {
+    spec.locs.memory_limit = loc(it->second);
+    if (auto v = bytes(it->second.value, loc(it->second), "memory.limit_bytes"))
+      spec.memory.limit_bytes = *v;
+  }
+  auto b = [this](const YAML::Node& n, const SourceLoc& l, const std::string& key) {
+    return bytes(n, l, key);
+  };
+  struct Field {
+    const char* key;
+    std::vector<int64_t>* out;
+  };
+  for (Field fd : {Field{"params_bytes", &spec.memory.params_bytes},
+                   Field{"activation_bytes", &spec.memory.activation_bytes},
+                   Field{"weight_grad_bytes", &spec.memory.weight_grad_bytes}}) {
+    auto it = f.find(fd.key);
+    if (it == f.end()) continue;
+    if (auto v = per_stage<int64_t>(it->second, fmt::format("memory.{}", fd.key), "byte count", b))
+      *fd.out = *v;
+  }
+}
+
+void Loader::read_schedule(const Entry* s, int32_t ranks, PipelineSpec& spec) {
+  spec.actions.assign(static_cast<size_t>(ranks), {});
+  seconds_.assign(static_cast<size_t>(ranks), {});
+  if (!s) {
+    error(file_start(), "missing required key 'schedule' (the per-rank action lists)");
+    return;
+  }
+  spec.locs.schedule = loc(s->key);
+  if (!s->value.IsMap()) {
+    error(loc(*s), fmt::format("schedule must be a map with actions or csv, got {}",
+                               describe(s->value)));
+    return;
+  }
+  Fields sched = fields(s->value, "schedule", kScheduleKeys);
+  // Exactly one source; the other keys only go with theirs.
+  std::vector<const Entry*> sources;
+  for (const char* k : {"actions", "csv", "name"})
+    if (auto it = sched.find(k); it != sched.end()) sources.push_back(&it->second);
+  std::sort(sources.begin(), sources.end(), [&](const Entry* x, const Entry* y) {
+    SourceLoc a = loc(x->key), b = loc(y->key);
+    return std::pair(a.line, a.col) < std::pair(b.line, b.col);
+  });
+  if (sources.size() > 1) {
+    error(loc(sources[1]->key), fmt::format("schedule has both {} and {}; give one of them",
+                                            sources[0]->key.Scalar(), sources[1]->key.Scalar()));
+    return;
+  }
+  if (sources.empty()) {
+    error(loc(s->key), "schedule needs actions (per-rank action lists), csv (a PyTorch schedule "
+                       "file) or name (a schedule to generate)");
+    return;
+  }
+  const std::string source = sources[0]->key.Scalar();
+  for (const auto& [key, owner] : {std::pair<const char*, const char*>{"format", "csv"},
+                                   {"chunks", "name"}, {"megatron", "name"}})
+    if (auto it = sched.find(key); it != sched.end() && source != owner)
+      error(loc(it->second.key), fmt::format("schedule.{} applies only to schedule.{}", key, owner));
+  if (source == "actions")
+    read_actions(*sources[0], ranks, spec);
+  else if (source == "csv")
+    read_csv(sched, *sources[0], ranks, spec);
+  else
+    read_named(sched, *sources[0], spec);
+}
+
+void Loader::read_named(const Fields& sched, const Entry& name, PipelineSpec& spec) {
+  if (!name.value.IsScalar() || name.value.Scalar().empty()) {
+    error(loc(name), fmt::format("schedule.name must be a schedule name such as 1f1b, got {}",
+                                 describe(name.value)));
+    return;
+  }
+  ScheduleRequest req;
+  req.name = name.value.Scalar();
+  req.loc = loc(name);
+  if (auto it = sched.find("chunks"); it != sched.end())
+    if (auto n = whole(it->second, "schedule.chunks", 1, kMaxStages)) req.chunks = static_cast<int32_t>(*n);
+  if (auto it = sched.find("megatron"); it != sched.end()) {
+    const YAML::Node& v = it->second.value;
+    std::string b = v.IsScalar() ? v.Scalar() : std::string();
+    if (b == "true" || b == "True" || b == "TRUE")
+      req.megatron = true;
+    else if (!(b == "false" || b == "False" || b == "FALSE"))
+      error(loc(it->second), fmt::format("schedule.megatron must be true or false, got {}",
+                                         describe(v)));
+  }
+  spec.named = req;
+}
+
+Loader::Placement Loader::read_placement(const Entry* pe, int32_t ranks) {
+  Placement p;
+  if (!pe) return p;
+  if (pe->value.IsScalar()) {
+    const std::string& v = pe->value.Scalar();
+    if (v == "loop" || v == "v") {
+      p.kind = v == "loop" ? Placement::kLoop : Placement::kV;
+      return p;
+    }
+    std::string near = closest_match(v, {"loop", "v"});
+    error(loc(*pe), fmt::format("unknown placement '{}' (expected loop, v or a list with the rank "
+                                "of each stage){}",
+                                v, near.empty() ? "" : fmt::format("; did you mean '{}'?", near)));
+    p.ok = false;
+    return p;
+  }
+  if (!pe->value.IsSequence()) {
+    error(loc(*pe), fmt::format("placement must be loop, v or a list with the rank of each stage, "
+                                "got {}",
+                                describe(pe->value)));
+    p.ok = false;
+    return p;
+  }
+  p.kind = Placement::kList;
+  for (const YAML::Node& item : pe->value) {
+    std::string key = fmt::format("placement[{}]", p.listed.size());
+    auto r = whole(Entry{item, item}, key, 0, kMaxRanks);
+    if (r && ranks > 0 && *r >= ranks) {
+      error(loc(item), fmt::format("{} is rank {}, out of range: ranks is {} (ids 0 to {})", key, *r,
+                                   ranks, ranks - 1));
+      r.reset();
+    }
+    if (!r) p.ok = false;
+    p.listed.push_back(r ? static_cast<int32_t>(*r) : 0);
+  }
+  if (p.listed.empty() || static_cast<int64_t>(p.listed.size()) > kMaxStages) {
+    error(loc(*pe), fmt::format("placement must list between 1 and {} stages", kMaxStages));
+    p.ok = false;
+  }
+  return p;
+}
+
+void Loader::place_stages(const Entry* st, const Entry* pe, Placement& p, int32_t max_stage,
+                          PipelineSpec& spec) {
+  const int32_t ranks = spec.ranks;
+  int32_t stages = 0;
+  if (st) {
+    spec.locs.stages = loc(*st);
+    if (auto n = whole(*st, "stages", 1, kMaxStages)) stages = static_cast<int32_t>(*n);
+    if (stages > 0 && ranks > 0 && p.ok) {
+      if (p.kind == Placement::kV && stages != 2 * ranks) {
+        error(loc(*pe), fmt::format("placement v needs stages = 2 * ranks = {}, but stages is {}",
+                                    2 * ranks, stages));
+        p.ok = false;
+      } else if (p.kind == Placement::kList && p.listed.size() != static_cast<size_t>(stages)) {
+        error(loc(*pe), fmt::format("placement lists {} stages but stages is {}", p.listed.size(),
+                                    stages));
+        p.ok = false;
+      }
+    }
+  } else if (ranks > 0) {
+    switch (p.kind) {
+      case Placement::kLoop: stages = ranks; break;
+      case Placement::kV: stages = 2 * ranks; break;
+      case Placement::kList: stages = static_cast<int32_t>(p.listed.size()); break;
+      case Placement::kNone: stages = std::max(ranks, max_stage + 1); break;
+    }
+    // A named schedule decides its own stage count when `stages` is not given; the resolver
+    // reads an invalid location as "not given".
+    if (!spec.named) spec.locs.stages = pe ? loc(*pe) : spec.locs.schedule;
+    check_lengths_ = !spec.named || p.kind == Placement::kV || p.kind == Placement::kList;
+    if (stages > kMaxStages) {
+      error(spec.locs.stages, fmt::format("the schedule names more than {} stages", kMaxStages));
+      stages = 0;
+    }
+  }
+  spec.stages = stages_ = stages;
+  if (ranks <= 0 || stages <= 0 || !p.ok) return;
+
+  spec.placement_declared = p.kind != Placement::kNone;
+  spec.locs.placement = pe ? loc(*pe) : spec.locs.schedule;
+  switch (p.kind) {
+    case Placement::kLoop:
+      spec.stage_to_rank = loop_placement(ranks, stages);
+      spec.placement = "loop";
+      break;
+    case Placement::kV:
+      spec.stage_to_rank = v_placement(ranks, stages);
+      spec.placement = "v";
+      break;
+    case Placement::kList:
+      spec.stage_to_rank = p.listed;
+      spec.placement = "explicit";
+      break;
+    case Placement::kNone: {
+      // Read off the actions; a stage no action names takes its loop rank.
+      spec.stage_to_rank = infer_placement(spec.actions, stages);
+      for (int32_t s = 0; s < stages; ++s)
+        if (spec.stage_to_rank[s] < 0) spec.stage_to_rank[s] = s % ranks;
+      std::string name = placement_name(spec.stage_to_rank, ranks);
+      spec.placement = name == "explicit" ? "inferred" : "inferred:" + name;
+      break;
+    }
+  }
+}
+
+std::optional<PipelineSpec> Loader::load(const YAML::Node& root, const std::string& path,
+                                         const std::string& default_name) {
+  size_t errors_before = diags_.error_count();
+  PipelineSpec spec;
+  spec.path = path;
+  spec.name = default_name;
+  spec.locs.file = file_start();
+
+  if (!root.IsDefined() || root.IsNull()) {
+    error(file_start(), "the spec is empty; it needs at least schedcheck: 1, ranks and schedule");
+    return std::nullopt;
+  }
+  if (!root.IsMap()) {
+    error(loc(root), fmt::format("a spec must be a map of keys (schedcheck, ranks, schedule, ...), "
+                                 "got {}",
+                                 describe(root)));
+    return std::nullopt;
+  }
+  Fields top = fields(root, "", kTopKeys);
+  auto field = [&](const char* key) -> const Entry* {
+    auto it = top.find(key);
+    return it == top.end() ? nullptr : &it->second;
+  };
+
+  if (const Entry* v = field("schedcheck")) {
+    if (auto n = whole(*v, "schedcheck", 0, 1'000'000); n && *n != 1)
+      error(loc(*v), fmt::format("unsupported spec version {}; this schedcheck reads version 1", *n));
+  } else {
+    error(file_start(), "missing required key 'schedcheck' (the spec version, 1)");
+  }
+
+  if (const Entry* n = field("name")) {
+    if (n->value.IsScalar())
+      spec.name = n->value.Scalar();
+    else
+      error(loc(*n), fmt::format("name must be a string, got {}", describe(n->value)));
+  }
+
+  if (const Entry* r = field("ranks")) {
+    spec.locs.ranks = loc(*r);
+    if (auto n = whole(*r, "ranks", 1, kMaxRanks)) spec.ranks = static_cast<int32_t>(*n);
+  } else {
+    error(file_start(), "missing required key 'ranks' (the number of pipeline ranks)");
+  }
+
+  read_schedule(field("schedule"), spec.ranks, spec);
+
+  int32_t max_stage = -1, max_mb = -1;
+  size_t total_actions = 0;
+  for (const auto& row : spec.actions)
+    for (const Step& st : row) {
+      ++total_actions;
+      for (const Action* a : {&st.first, st.second ? &*st.second : nullptr}) {
+        if (!a) continue;
+        max_stage = std::max(max_stage, a->stage);
+        if (takes_microbatch(a->kind)) max_mb = std::max(max_mb, a->microbatch);
+      }
+    }
+  if (spec.ranks > 0 && total_actions == 0 && !spec.named && errors_ == 0 &&
+      diags_.error_count() == errors_before)
+    error(spec.locs.schedule.valid() ? spec.locs.schedule : file_start(),
+          "the schedule has no actions");
+
+  Placement placement = read_placement(field("placement"), spec.ranks);
+  place_stages(field("stages"), field("placement"), placement, max_stage, spec);
+
+  bool mb_given = false;
+  if (const Entry* m = field("microbatches")) {
+    spec.locs.microbatches = loc(*m);
+    if (auto n = whole(*m, "microbatches", 1, kMaxMicrobatches)) {
+      spec.microbatches = static_cast<int32_t>(*n);
+      mb_given = true;
+    }
+  } else if (spec.named) {
+    error(spec.locs.schedule, fmt::format("schedule.name needs microbatches: the {} generator "
+                                          "takes the count from the spec",
+                                          spec.named->name));
+  } else {
+    spec.microbatches = std::max(1, max_mb + 1);
+    spec.locs.microbatches = spec.locs.schedule;
+  }
+  if (const Entry* pl = field("pipelines")) read_pipelines(*pl, spec);
+  if (spec.stages > 0) check_actions(spec, mb_given);
+
+  // The model: unit defaults, then whatever the spec gives.
+  if (spec.stages > 0) apply_unit_defaults(spec);
+  if (const Entry* c = field("costs")) read_costs(*c, spec);
+  if (const Entry* p = field("p2p")) read_p2p(*p, spec);
+  if (const Entry* m = field("memory")) read_memory(*m, spec);
+
+  if (errors_ > kMaxErrors)
+    diags_.note(file_start(), fmt::format("{} more errors are not shown", errors_ - kMaxErrors));
+  if (diags_.error_count() != errors_before) return std::nullopt;
+  return spec;
+}
+
+std::string stem_of(const std::string& path) {
+  std::string s = std::filesystem::path(path).stem().string();
+  return s.empty() ? path : s;
+}
+
+std::optional<PipelineSpec> parse_registered(int32_t file, const std::string& name,
+                                             const std::string& text, Diagnostics& diags) {
+  std::string dir = std::filesystem::path(name).parent_path().string();
+  Loader loader(file, text, dir, diags);
+  if (!loader.prescan()) return std::nullopt;
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {
+    diags.error(e.mark.is_null() ? SourceLoc{file, 1, 1} : loader.at(e.mark.line, e.mark.column),
+                "collections are nested too deeply");
+    return std::nullopt;
+  } catch (const YAML::Exception& e) {
+    diags.error(e.mark.is_null() ? SourceLoc{file, 1, 1} : loader.at(e.mark.line, e.mark.column),
+                fmt::format("invalid YAML: {}", printable(e.msg)));
+    return std::nullopt;
+  }
+  // yaml-cpp reads some broken text (a line starting with ',' or ']') as an empty document
+  // without an error; text that is more than comments cannot be an empty spec.
+  if (loader.has_content() && (!root.IsDefined() || root.IsNull())) {
+    YAML::Mark m = root.Mark();
+    SourceLoc l = m.is_null() ? SourceLoc{file, 1, 1} : loader.at(m.line, m.column);
+    std::string_view rest = source_line(file, l.line);
+    rest = rest.substr(std::min(rest.size(), static_cast<size_t>(l.col - 1)));
+    static constexpr std::string_view kNulls[] = {"~", "null", "Null", "NULL"};
+    bool spelled_null = false;
+    for (std::string_view n : kNulls)
+      if (rest.substr(0, n.size()) == n) spelled_null = true;
+    if (!spelled_null) {
+      diags.error(l, fmt::format("invalid YAML: unexpected '{}'",
+                                 printable(rest.empty() ? std::string_view("end of line") : rest.substr(0, 1))));
+      return std::nullopt;
+    }
+  }
+  try {
+    return loader.load(root, name, stem_of(name));
+  } catch (const YAML::Exception& e) {
+    diags.error(SourceLoc{file, 1, 1}, fmt::format("cannot read the spec: {}", printable(e.msg)));
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+std::optional<PipelineSpec> load_yaml_spec(const std::string& path, Diagnostics& diags) {
+  std::error_code ec;
+  std::string problem;
+  if (!std::filesystem::exists(path, ec))
+    problem = "no such file";
+  else if (std::filesystem::is_directory(path, ec))
+    problem = "it is a directory";
+  std::string text;
+  if (problem.empty()) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      problem = "cannot open it for reading";
+    } else {
+      std::stringstream ss;
+      ss << in.rdbuf();
+      text = ss.str();
+    }
+  }
+  int32_t file = register_source(path, problem.empty() ? text : std::string());
+  if (!problem.empty()) {
+    diags.error(SourceLoc{file, 1, 1}, fmt::format("cannot read the spec: {}", problem));
+    return std::nullopt;
+  }
+  return parse_registered(file, path, text, diags);
+}
+
+std::optional<PipelineSpec> parse_yaml_spec(const std::string& name, const std::string& text,
+                                            Diagnostics& diags) {
+  int32_t file = register_source(name, text);
+  return parse_registered(file, name, text, diags);
+}
+
+}  // namespace sc
