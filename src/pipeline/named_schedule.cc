@@ -37,7 +37,11 @@ bool resolve_named_schedule(PipelineSpec& spec, Diagnostics& diags) {
     diags.error(req.loc, why);
     return false;
   }
-  if (spec.placement_declared && spec.stage_to_rank != g->stage_to_rank) {
+  // A declared "loop" or "v" names a rule; the loader could only apply it for its default stage
+  // count, so compare names then; an explicit list must match entry for entry.
+  bool same_placement = spec.placement == "explicit" ? spec.stage_to_rank == g->stage_to_rank
+                                                     : spec.placement == g->placement;
+  if (spec.placement_declared && !same_placement) {
     diags.error(spec.locs.placement, fmt::format("{} places its {} stages '{}', which the declared placement "
                                                  "contradicts", req.name, g->stages, g->placement));
     return false;
