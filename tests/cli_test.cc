@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -244,4 +245,25 @@ TEST_CASE("gen writes PyTorch's own DualPipeV artifact and rejects shapes its re
   RunResult v = run_cli("verify '" + yaml + "' --format json", false);
   CHECK(v.exit_code == 0);
   CHECK(nlohmann::json::parse(v.out)["timing"]["span"].get<double>() == Approx(48));  // unit costs, 2 chunks
+}
+
+// ZB paper (arXiv 2401.10241) Table 5, 1.5B model, p = 8: bubble rates of 1F1B, ZB-H1, ZB-H2
+// from the profiled costs in specs/reference/zb-table5-1.5b-m*.yaml (FACTS §1).
+TEST_CASE("compare reproduces ZB Table 5 for the 1.5B model from the specs' costs", "[cli][compare]") {
+  struct Row {
+    int m;
+    double one_f_one_b, h1, h2;
+  };
+  const Row table[] = {{24, 0.2431, 0.1585, 0.1083}, {32, 0.1985, 0.1242, 0.0837}, {64, 0.1240, 0.0674, 0.0444}};
+  for (const Row& t : table) {
+    INFO("m = " << t.m);
+    RunResult r = run_cli("compare specs/reference/zb-table5-1.5b-m" + std::to_string(t.m) +
+                              ".yaml --schedules 1f1b,zb-h1,zb-h2 --format json", false);
+    REQUIRE(r.exit_code == 0);
+    auto rows = nlohmann::json::parse(r.out);
+    auto rounded = [&](size_t i) { return std::round(rows[i]["timing"]["bubble_rate"].get<double>() * 1e4) / 1e4; };
+    CHECK(rounded(0) == Approx(t.one_f_one_b).margin(1e-9));
+    CHECK(rounded(1) == Approx(t.h1).margin(1e-9));
+    CHECK(rounded(2) == Approx(t.h2).margin(1e-9));
+  }
 }
