@@ -104,16 +104,23 @@ std::vector<Finding> check_structure(const PipelineSpec& spec, size_t max_exampl
   Group no_b("(stage, microbatch) pairs with no backward (B, or I and W)", max_examples);
   Group no_w("I without its W (the weight gradient is never computed)", max_examples);
   Group no_i("W without its I", max_examples);
+  // A missing action is located at the end of its stage's rank list (where it would go).
+  auto where_missing = [&](int32_t s) {
+    int32_t r = spec.stage_to_rank[s];
+    if (r >= 0 && r < static_cast<int32_t>(spec.actions.size()) && !spec.actions[r].empty())
+      return spec.actions[r].back().loc;
+    return spec.locs.schedule;
+  };
   for (int32_t s = 0; s < S; ++s)
     for (int32_t m = 0; m < M; ++m) {
       const Counts& c = counts[static_cast<size_t>(s) * M + m];
-      if (c.f == 0) no_f.add(format_action({ActionKind::kF, s, m}), spec.stage_to_rank[s], spec.locs.schedule);
+      if (c.f == 0) no_f.add(format_action({ActionKind::kF, s, m}), spec.stage_to_rank[s], where_missing(s));
       if (c.b == 0 && c.i == 0 && c.w == 0)
-        no_b.add(format_action({ActionKind::kB, s, m}), spec.stage_to_rank[s], spec.locs.schedule);
+        no_b.add(format_action({ActionKind::kB, s, m}), spec.stage_to_rank[s], where_missing(s));
       else if (c.b == 0 && c.i > 0 && c.w == 0)
-        no_w.add(format_action({ActionKind::kW, s, m}), spec.stage_to_rank[s], spec.locs.schedule);
+        no_w.add(format_action({ActionKind::kW, s, m}), spec.stage_to_rank[s], where_missing(s));
       else if (c.b == 0 && c.w > 0 && c.i == 0)
-        no_i.add(format_action({ActionKind::kI, s, m}), spec.stage_to_rank[s], spec.locs.schedule);
+        no_i.add(format_action({ActionKind::kI, s, m}), spec.stage_to_rank[s], where_missing(s));
     }
   range.flush(out);
   placement.flush(out);
