@@ -44,5 +44,6 @@ Command add_verify(CLI::App& parent);
 Command add_lower(CLI::App& parent);
 Command add_gen(CLI::App& parent);
 Command add_compare(CLI::App& parent);
+Command add_synth(CLI::App& parent);
 
 }  // namespace sc::cli

@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "schedcheck 0.1.0");
   std::vector<sc::cli::Command> commands = {sc::cli::add_verify(app), sc::cli::add_lower(app), sc::cli::add_gen(app),
-                                            sc::cli::add_compare(app)};
+                                            sc::cli::add_compare(app), sc::cli::add_synth(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,563 @@
+// Schedule synthesis with Z3: start times, order booleans, pseudo-boolean memory, bound tightening.
+#include "solver/synth.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <z3++.h>
+
+#include "check/verify.h"
+#include "pipeline/generators.h"
+
+namespace sc {
+
+const char* synth_status_name(SynthStatus s) {
+  switch (s) {
+    case SynthStatus::kOptimal: return "optimal";
+    case SynthStatus::kFeasible: return "feasible";
+    case SynthStatus::kInfeasible: return "infeasible";
+    case SynthStatus::kUnknown: return "unknown";
+  }
+  return "unknown";
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Op kinds of the encoding: forward, backward for inputs (or the full backward B), and W.
+enum Kind { kF = 0, kBk = 1, kW = 2 };
+
+struct SOp {
+  Kind kind;
+  int32_t stage;
+  int32_t mb;
+  int32_t rank;
+  int64_t dur;  // time units
+};
+
+// The smallest power of ten (up to 1e6 units per second... down to 1 us) that makes every
+// duration whole, so the encoding is exact for decimal costs.
+double pick_time_unit(const std::vector<double>& values) {
+  for (double unit : {1.0, 0.1, 0.01, 1e-3, 1e-4, 1e-5, 1e-6}) {
+    bool whole = true;
+    for (double v : values) {
+      double q = v / unit;
+      if (std::fabs(q - std::round(q)) > 1e-6 * std::max(1.0, std::fabs(q))) whole = false;
+    }
+    if (whole) return unit;
+  }
+  return 1e-6;
+}
+
+// The encoding of one spec. The context is the first member and is never copied or moved.
+class Encoder {
+ public:
+  Encoder(const PipelineSpec& spec, const SynthOptions& opt) : solver_(ctx_), spec_(spec), opt_(opt) {}
+  Encoder(const Encoder&) = delete;
+  Encoder& operator=(const Encoder&) = delete;
+
+  SynthResult run();
+
+ private:
+  z3::context ctx_;
+  z3::solver solver_;
+  const PipelineSpec& spec_;
+  const SynthOptions& opt_;
+
+  bool split_ = true;
+  double unit_s_ = 1;
+  int32_t kinds_ = 3;
+  std::vector<SOp> ops_;
+  std::vector<int32_t> index_;  // (kind, stage, mb) -> op
+  std::vector<std::vector<int32_t>> rank_ops_;
+  std::vector<std::vector<uint64_t>> before_;  // static precedence closure, bitsets
+  std::vector<int64_t> est_;                   // earliest start (longest path), units
+  std::vector<z3::expr> start_;
+  std::vector<int64_t> fixed_start_;           // -1 when free
+  std::vector<z3::expr> rank_start_;
+  std::vector<z3::expr> objective_terms_;      // each must be <= objective
+  z3::expr objective_{ctx_};
+  std::vector<z3::expr> memory_lits_;
+  std::vector<std::string> memory_keys_;
+  std::vector<z3::expr> order_bools_;
+  std::map<std::pair<int32_t, int32_t>, int32_t> pair_var_;
+  int64_t constraints_ = 0;
+  int64_t limit_ = -1;
+
+  int32_t id(Kind k, int32_t s, int32_t j) const {
+    return index_[(static_cast<size_t>(k) * spec_.stages + s) * spec_.microbatches + j];
+  }
+  bool precedes(int32_t a, int32_t b) const { return (before_[b][a / 64] >> (a % 64)) & 1; }
+  int64_t comm_units(int32_t from_stage, int32_t to_stage) const;
+  z3::expr end(int32_t o) { return start_[o] + ctx_.int_val(static_cast<int64_t>(ops_[o].dur)); }
+  void add(const z3::expr& e) {
+    solver_.add(e);
+    ++constraints_;
+  }
+  // The literal "a runs (and ends) before b starts"; constant when the order is fixed.
+  z3::expr before(int32_t a, int32_t b);
+
+  std::string build(SynthResult& out);
+  void compute_static_order();
+  void add_memory_constraints();
+  void add_objective();
+  int64_t structural_lower_bound() const;
+  std::vector<std::vector<Step>> extract(const z3::model& m, int64_t* value);
+  int64_t value_of(const std::vector<std::vector<Step>>& actions, bool* fits, double* value_s);
+};
+
+int64_t Encoder::comm_units(int32_t from_stage, int32_t to_stage) const {
+  if (spec_.stage_to_rank[from_stage] == spec_.stage_to_rank[to_stage]) return 0;
+  double t = spec_.p2p.latency_s;
+  if (spec_.p2p.message_bytes > 0 && std::isfinite(spec_.p2p.bandwidth_bytes_per_s))
+    t += static_cast<double>(spec_.p2p.message_bytes) / spec_.p2p.bandwidth_bytes_per_s;
+  return static_cast<int64_t>(std::llround(t / unit_s_));
+}
+
+z3::expr Encoder::before(int32_t a, int32_t b) {
+  if (a == b) return ctx_.bool_val(false);
+  if (precedes(a, b)) return ctx_.bool_val(true);
+  if (precedes(b, a)) return ctx_.bool_val(false);
+  int32_t lo = std::min(a, b), hi = std::max(a, b);
+  auto it = pair_var_.find({lo, hi});
+  z3::expr v = order_bools_[it->second];  // v: lo before hi
+  return a == lo ? v : !v;
+}
+
+void Encoder::compute_static_order() {
+  size_t n = ops_.size(), words = (n + 63) / 64;
+  // Predecessors: dependencies and the symmetry-breaking chains.
+  std::vector<std::vector<std::pair<int32_t, int64_t>>> preds(n);  // (op, extra delay)
+  const int32_t S = spec_.stages, M = spec_.microbatches;
+  for (int32_t s = 0; s < S; ++s)
+    for (int32_t j = 0; j < M; ++j) {
+      int32_t f = id(kF, s, j), b = id(kBk, s, j);
+      if (!spec_.is_first_stage(s)) preds[f].push_back({id(kF, s - 1, j), comm_units(s - 1, s)});
+      if (spec_.is_last_stage(s))
+        preds[b].push_back({f, 0});
+      else {
+        preds[b].push_back({id(kBk, s + 1, j), comm_units(s + 1, s)});
+        preds[b].push_back({f, 0});
+      }
+      if (split_) preds[id(kW, s, j)].push_back({b, 0});
+      if (j > 0)
+        for (int32_t k = 0; k < kinds_; ++k)
+          preds[id(static_cast<Kind>(k), s, j)].push_back({id(static_cast<Kind>(k), s, j - 1), 0});
+    }
+  // Topological order: by (mb, kind, stage) is not always one (backward runs stages downwards),
+  // so use Kahn's algorithm.
+  std::vector<std::vector<int32_t>> succ(n);
+  std::vector<int32_t> indeg(n, 0);
+  for (size_t o = 0; o < n; ++o)
+    for (auto [p, d] : preds[o]) {
+      succ[p].push_back(static_cast<int32_t>(o));
+      ++indeg[o];
+    }
+  std::vector<int32_t> topo;
+  for (size_t o = 0; o < n; ++o)
+    if (indeg[o] == 0) topo.push_back(static_cast<int32_t>(o));
+  for (size_t i = 0; i < topo.size(); ++i)
+    for (int32_t s2 : succ[topo[i]])
+      if (--indeg[s2] == 0) topo.push_back(s2);
+  before_.assign(n, std::vector<uint64_t>(words, 0));
+  est_.assign(n, 0);
+  for (int32_t o : topo)
+    for (auto [p, d] : preds[o]) {
+      for (size_t w = 0; w < words; ++w) before_[o][w] |= before_[p][w];
+      before_[o][p / 64] |= uint64_t{1} << (p % 64);
+      est_[o] = std::max(est_[o], est_[p] + ops_[p].dur + d);
+    }
+  // Constraints: every predecessor edge (durations are positive, so the closure is implied).
+  for (size_t o = 0; o < n; ++o)
+    for (auto [p, d] : preds[o]) add(start_[o] >= end(p) + ctx_.int_val(static_cast<int64_t>(d)));
+}
+
+// Memory per rank at every F start: bytes of every F started at or before it, minus the
+// activations of every I/B ended before it, plus the weight gradients of those I's, minus those of
+// every W ended before it (verify's model: frees at a moment apply before allocations).
+void Encoder::add_memory_constraints() {
+  if (limit_ < 0) return;
+  const auto& act = spec_.memory.activation_bytes;
+  const auto& wg = spec_.memory.weight_grad_bytes;
+  bool wgrad_grows = false;
+  for (int32_t s = 0; s < spec_.stages; ++s)
+    if (split_ && wg[s] > act[s]) wgrad_grows = true;
+  // A common divisor keeps the coefficients small.
+  int64_t g = 0;
+  for (int32_t s = 0; s < spec_.stages; ++s) {
+    g = std::gcd(g, act[s]);
+    if (split_) g = std::gcd(g, wg[s]);
+  }
+  if (g <= 0) g = 1;
+  for (int32_t r = 0; r < spec_.ranks; ++r) {
+    int64_t static_bytes = 0;
+    for (int32_t s = 0; s < spec_.stages; ++s)
+      if (spec_.stage_to_rank[s] == r) static_bytes += spec_.memory.params_bytes[s];
+    z3::expr lit = ctx_.bool_const(fmt::format("memory_limit_rank_{}", r).c_str());
+    memory_lits_.push_back(lit);
+    memory_keys_.push_back(fmt::format("memory.limit_bytes (rank {})", r));
+    int64_t cap = limit_ - static_bytes;
+    if (cap < 0) {
+      add(z3::implies(lit, ctx_.bool_val(false)));
+      continue;
+    }
+    int64_t cap_units = cap / g;
+    for (int32_t at : rank_ops_[r]) {
+      bool at_f = ops_[at].kind == kF;
+      bool at_i = split_ && ops_[at].kind == kBk && wgrad_grows;
+      if (!at_f && !at_i) continue;
+      int64_t constant = 0;
+      z3::expr_vector terms(ctx_);
+      auto add_term = [&](const z3::expr& cond, int64_t coeff) {
+        if (coeff == 0) return;
+        if (cond.is_true()) constant += coeff;
+        else if (!cond.is_false()) terms.push_back(z3::ite(cond, ctx_.int_val(coeff), ctx_.int_val(0)));
+      };
+      for (int32_t x : rank_ops_[r]) {
+        const SOp& op = ops_[x];
+        int64_t a = act[op.stage] / g, w = split_ ? wg[op.stage] / g : 0;
+        if (op.kind == kF) {
+          // Live from its start: started at or before `at` (at an I end: not started after it).
+          z3::expr c = at_f ? (x == at ? ctx_.bool_val(true) : before(x, at)) : !before(at, x);
+          add_term(c, a);
+        } else if (op.kind == kBk) {
+          z3::expr c = at_f ? before(x, at) : (x == at ? ctx_.bool_val(true) : before(x, at));
+          add_term(c, w - a);
+        } else {
+          z3::expr c = at_f ? before(x, at) : (x == at ? ctx_.bool_val(false) : before(x, at));
+          add_term(c, -w);
+        }
+      }
+      if (terms.empty()) {
+        if (constant > cap_units) add(z3::implies(lit, ctx_.bool_val(false)));
+      } else {
+        add(z3::implies(lit, z3::sum(terms) <= ctx_.int_val(cap_units - constant)));
+      }
+    }
+  }
+}
+
+void Encoder::add_objective() {
+  objective_ = ctx_.int_const("objective");
+  for (int32_t r = 0; r < spec_.ranks; ++r) {
+    if (rank_ops_[r].empty()) continue;
+    // Ops of the rank with no static successor on it end last; ops with no static predecessor
+    // on it start first.
+    z3::expr first = ctx_.int_const(fmt::format("rank_start_{}", r).c_str());
+    std::vector<int32_t> roots;
+    for (int32_t a : rank_ops_[r]) {
+      bool root = true, leaf = true;
+      for (int32_t b : rank_ops_[r]) {
+        if (b == a) continue;
+        if (precedes(b, a)) root = false;
+        if (precedes(a, b)) leaf = false;
+      }
+      if (root) roots.push_back(a);
+      if (leaf) {
+        if (opt_.objective == SynthObjective::kSpan) add(end(a) - first <= objective_);
+        else add(end(a) <= objective_);
+      }
+    }
+    for (int32_t a : roots) add(first <= start_[a]);
+    rank_start_.push_back(first);
+  }
+}
+
+int64_t Encoder::structural_lower_bound() const {
+  int64_t lb = 0;
+  // Work per rank.
+  for (int32_t r = 0; r < spec_.ranks; ++r) {
+    int64_t w = 0;
+    for (int32_t o : rank_ops_[r]) w += ops_[o].dur;
+    lb = std::max(lb, w);
+  }
+  // The critical path: for the span, from a rank's earliest possible first start to each of
+  // its ops' earliest end; for the makespan, from time 0.
+  for (int32_t r = 0; r < spec_.ranks; ++r) {
+    int64_t first = INT64_MAX;
+    for (int32_t o : rank_ops_[r]) first = std::min(first, est_[o]);
+    for (int32_t o : rank_ops_[r]) {
+      int64_t e = est_[o] + ops_[o].dur;
+      lb = std::max(lb, opt_.objective == SynthObjective::kSpan ? e - first : e);
+    }
+  }
+  return lb;
+}
+
+std::string Encoder::build(SynthResult& out) {
+  const int32_t S = spec_.stages, M = spec_.microbatches;
+  if (S < 1 || M < 1 || spec_.ranks < 1) return "the spec has no stages or microbatches";
+  if (static_cast<int64_t>(S) * M > 4096) return fmt::format("{} stages x {} microbatches is too large to synthesise", S, M);
+  split_ = false;
+  for (int32_t s = 0; s < S; ++s)
+    if (spec_.costs.i_s[s] > 0 || spec_.costs.w_s[s] > 0) split_ = true;
+  kinds_ = split_ ? 3 : 2;
+  std::vector<double> values;
+  for (int32_t s = 0; s < S; ++s) {
+    values.push_back(spec_.costs.f_s[s]);
+    values.push_back(split_ ? spec_.costs.i_s[s] : spec_.costs.b_s[s]);
+    if (split_) values.push_back(spec_.costs.w_s[s]);
+  }
+  double comm = spec_.p2p.latency_s;
+  if (spec_.p2p.message_bytes > 0 && std::isfinite(spec_.p2p.bandwidth_bytes_per_s))
+    comm += static_cast<double>(spec_.p2p.message_bytes) / spec_.p2p.bandwidth_bytes_per_s;
+  values.push_back(comm);
+  for (double v : values)
+    if (v < 0 || !std::isfinite(v)) return "costs must be finite and not negative";
+  unit_s_ = pick_time_unit(values);
+  out.time_unit_s = unit_s_;
+  out.split_backward = split_;
+  index_.assign(static_cast<size_t>(kinds_) * S * M, -1);
+  rank_ops_.assign(spec_.ranks, {});
+  for (int32_t k = 0; k < kinds_; ++k)
+    for (int32_t s = 0; s < S; ++s)
+      for (int32_t j = 0; j < M; ++j) {
+        double c = k == kF ? spec_.costs.f_s[s] : k == kW ? spec_.costs.w_s[s] : split_ ? spec_.costs.i_s[s] : spec_.costs.b_s[s];
+        int64_t d = std::llround(c / unit_s_);
+        if (d <= 0) return fmt::format("stage {} has a zero {} cost; synthesis needs positive costs", s, k == kF ? "F" : k == kW ? "W" : split_ ? "I" : "B");
+        int32_t o = static_cast<int32_t>(ops_.size());
+        ops_.push_back({static_cast<Kind>(k), s, j, spec_.stage_to_rank[s], d});
+        index_[(static_cast<size_t>(k) * S + s) * M + j] = o;
+        rank_ops_[spec_.stage_to_rank[s]].push_back(o);
+        start_.push_back(ctx_.int_const(fmt::format("t_{}{}{}", s, "FIW"[split_ ? k : (k == kBk ? 1 : 0)], j).c_str()));
+      }
+  z3::params p(ctx_);
+  p.set("random_seed", static_cast<unsigned>(opt_.seed));
+  if (opt_.rlimit > 0) p.set("rlimit", static_cast<unsigned>(std::min<uint64_t>(opt_.rlimit, UINT32_MAX)));
+  solver_.set(p);
+
+  for (size_t o = 0; o < ops_.size(); ++o) add(start_[o] >= 0);
+  compute_static_order();
+  // Each rank root whose ancestors are all rank roots starts at its earliest time, as the
+  // as-soon-as-possible timeline of verify starts it; so verify's span never exceeds ours.
+  for (int32_t r = 0; r < spec_.ranks; ++r)
+    for (int32_t a : rank_ops_[r]) {
+      bool root = true;
+      for (int32_t b : rank_ops_[r])
+        if (b != a && precedes(b, a)) root = false;
+      if (!root) continue;
+      bool chain = true;
+      for (size_t x = 0; x < ops_.size(); ++x) {
+        if (!precedes(static_cast<int32_t>(x), a)) continue;
+        for (int32_t y : rank_ops_[ops_[x].rank])
+          if (y != static_cast<int32_t>(x) && precedes(y, static_cast<int32_t>(x))) chain = false;
+      }
+      if (chain) add(start_[a] == ctx_.int_val(static_cast<int64_t>(est_[a])));
+    }
+  // Order booleans for each pair of one rank's ops the precedence leaves open.
+  for (int32_t r = 0; r < spec_.ranks; ++r) {
+    const auto& ro = rank_ops_[r];
+    for (size_t x = 0; x < ro.size(); ++x)
+      for (size_t y = x + 1; y < ro.size(); ++y) {
+        int32_t a = std::min(ro[x], ro[y]), b = std::max(ro[x], ro[y]);
+        if (precedes(a, b) || precedes(b, a)) continue;
+        z3::expr v = ctx_.bool_const(fmt::format("o_{}_{}", a, b).c_str());
+        pair_var_[{a, b}] = static_cast<int32_t>(order_bools_.size());
+        order_bools_.push_back(v);
+        add(z3::implies(v, end(a) <= start_[b]));
+        add(z3::implies(!v, end(b) <= start_[a]));
+      }
+  }
+  add_memory_constraints();
+  add_objective();
+  out.order_booleans = static_cast<int64_t>(order_bools_.size());
+  out.variables = static_cast<int64_t>(ops_.size() + order_bools_.size() + rank_start_.size() + 1);
+  return "";
+}
+
+std::vector<std::vector<Step>> Encoder::extract(const z3::model& m, int64_t* value) {
+  std::vector<int64_t> t(ops_.size());
+  for (size_t o = 0; o < ops_.size(); ++o) t[o] = m.eval(start_[o], true).get_numeral_int64();
+  std::vector<std::vector<Step>> actions(spec_.ranks);
+  int64_t best = 0, global_first = INT64_MAX;
+  for (size_t o = 0; o < ops_.size(); ++o) global_first = std::min(global_first, t[o]);
+  for (int32_t r = 0; r < spec_.ranks; ++r) {
+    std::vector<int32_t> ro = rank_ops_[r];
+    std::sort(ro.begin(), ro.end(), [&](int32_t a, int32_t b) { return t[a] != t[b] ? t[a] < t[b] : a < b; });
+    int64_t first = INT64_MAX, last = 0;
+    for (int32_t o : ro) {
+      const SOp& op = ops_[o];
+      ActionKind k = op.kind == kF ? ActionKind::kF : op.kind == kW ? ActionKind::kW : split_ ? ActionKind::kI : ActionKind::kB;
+      Step st;
+      st.first = Action{k, op.stage, op.mb};
+      st.loc = spec_.locs.schedule;
+      actions[r].push_back(st);
+      first = std::min(first, t[o]);
+      last = std::max(last, t[o] + op.dur);
+    }
+    if (ro.empty()) continue;
+    best = std::max(best, opt_.objective == SynthObjective::kSpan ? last - first : last - global_first);
+  }
+  *value = best;
+  return actions;
+}
+
+// Runs verify on `actions`; returns the objective in units (rounded up) and whether the
+// schedule holds every property, the memory limit included.
+int64_t Encoder::value_of(const std::vector<std::vector<Step>>& actions, bool* fits, double* value_s) {
+  PipelineSpec s = spec_;
+  s.actions = actions;
+  s.named.reset();
+  s.memory.limit_bytes = limit_ >= 0 ? std::optional<int64_t>(limit_) : std::nullopt;
+  VerifyResult r = verify(s, VerifyOptions{});
+  *fits = r.exit_code == 0 && r.timeline.has_value();
+  if (!r.timeline) return INT64_MAX;
+  double v = opt_.objective == SynthObjective::kSpan ? r.timeline->span_s : r.timeline->makespan_s;
+  *value_s = v;
+  return static_cast<int64_t>(std::ceil(v / unit_s_ - 1e-6));
+}
+
+SynthResult Encoder::run() {
+  SynthResult out;
+  auto t0 = Clock::now();
+  limit_ = opt_.limit_bytes ? *opt_.limit_bytes : spec_.memory.limit_bytes.value_or(-1);
+  if (std::string why = build(out); !why.empty()) {
+    out.message = why;
+    return out;
+  }
+  int64_t lb = structural_lower_bound();
+  out.structural_lower_bound_s = static_cast<double>(lb) * unit_s_;
+  int64_t ub = INT64_MAX;
+
+  // Warm start: the best named schedule of this shape that fits, and the spec's own actions.
+  auto consider = [&](const std::vector<std::vector<Step>>& actions, const std::string& name) {
+    // Only schedules of the encoding's op kinds: with a full backward, no I or W (their costs
+    // are not the model's); overlapped pairs are not modelled.
+    for (const auto& row : actions)
+      for (const auto& st : row) {
+        if (st.is_overlap()) return;
+        ActionKind k = st.first.kind;
+        if (!is_compute(k) || (!split_ && (k == ActionKind::kI || k == ActionKind::kW))) return;
+      }
+    bool fits = false;
+    double v_s = 0;
+    int64_t v = value_of(actions, &fits, &v_s);
+    if (fits && v < ub) {
+      ub = v;
+      out.actions = actions;
+      out.has_schedule = true;
+      out.best_s = static_cast<double>(v) * unit_s_;
+      out.source = name;
+      out.warm_start = name;
+      out.warm_start_s = v_s;
+    }
+  };
+  if (opt_.warm_start) {
+    if (!spec_.actions.empty()) consider(spec_.actions, spec_.named ? spec_.named->name : spec_.name);
+    for (const auto& name : schedule_names()) {
+      GenOptions g_opt{name, spec_.ranks, spec_.microbatches, spec_.stages, std::nullopt, false};
+      std::optional<Generated> g = generate(g_opt);
+      if (!g || g->stage_to_rank != spec_.stage_to_rank || g->pipeline_starts != spec_.pipeline_starts ||
+          g->microbatches != spec_.microbatches)
+        continue;
+      consider(g->actions, name);
+    }
+  }
+
+  auto check = [&](std::optional<int64_t> bound) -> z3::check_result {
+    double left = opt_.time_limit_s - seconds_since(t0);
+    if (left <= 0) return z3::unknown;
+    z3::params p(ctx_);
+    p.set("timeout", static_cast<unsigned>(std::min(left * 1000.0, 4.0e9)));
+    solver_.set(p);
+    z3::expr_vector assumptions(ctx_);
+    for (const auto& l : memory_lits_) assumptions.push_back(l);
+    if (bound) {
+      z3::expr b = ctx_.bool_const(fmt::format("bound_{}", *bound).c_str());
+      add(z3::implies(b, objective_ <= ctx_.int_val(static_cast<int64_t>(*bound))));
+      assumptions.push_back(b);
+    }
+    auto c0 = Clock::now();
+    z3::check_result res = z3::unknown;
+    try {
+      res = solver_.check(assumptions);
+    } catch (const z3::exception& e) {
+      out.message = fmt::format("z3: {}", e.msg());
+      res = z3::unknown;
+    }
+    double dt = seconds_since(c0);
+    out.solver_seconds += dt;
+    out.probes.push_back({bound ? static_cast<double>(*bound) * unit_s_ : -1.0,
+                          res == z3::sat ? "sat" : res == z3::unsat ? "unsat" : "unknown", dt});
+    if (res == z3::unknown && out.message.empty()) out.message = "z3: " + solver_.reason_unknown();
+    return res;
+  };
+  auto take_model = [&]() {
+    int64_t v = 0;
+    auto actions = extract(solver_.get_model(), &v);
+    bool fits = false;
+    double v_s = 0;
+    int64_t verified = value_of(actions, &fits, &v_s);
+    if (!fits) {
+      out.message = "internal: a solver schedule fails verify";
+      return false;
+    }
+    v = std::min(v, verified);
+    if (v < ub) {
+      ub = v;
+      out.actions = actions;
+      out.has_schedule = true;
+      out.best_s = static_cast<double>(v) * unit_s_;
+      out.source = "solver";
+    }
+    return true;
+  };
+
+  bool stopped = false;
+  if (ub == INT64_MAX) {
+    // No named schedule fits: is there any schedule within the limit?
+    z3::check_result res = check(std::nullopt);
+    if (res == z3::unsat) {
+      z3::expr_vector core = solver_.unsat_core();
+      for (unsigned i = 0; i < core.size(); ++i)
+        for (size_t k = 0; k < memory_lits_.size(); ++k)
+          if (z3::eq(core[i], memory_lits_[k])) out.core.push_back(memory_keys_[k]);
+      out.status = SynthStatus::kInfeasible;
+      out.constraints = constraints_;
+      return out;
+    }
+    if (res == z3::unknown || !take_model()) stopped = true;
+  }
+  while (!stopped && ub > lb) {
+    int64_t target = ub - lb <= 4 ? ub - 1 : lb + (ub - lb) / 2;
+    z3::check_result res = check(target);
+    if (res == z3::sat) {
+      if (!take_model()) stopped = true;
+    } else if (res == z3::unsat) {
+      lb = target + 1;
+    } else {
+      stopped = true;
+    }
+  }
+  out.lower_bound_s = static_cast<double>(std::min(lb, ub)) * unit_s_;
+  out.constraints = constraints_;
+  if (!out.has_schedule) out.status = SynthStatus::kUnknown;
+  else if (ub <= lb) out.status = SynthStatus::kOptimal;
+  else out.status = stopped && ub == INT64_MAX ? SynthStatus::kUnknown : SynthStatus::kFeasible;
+  if (out.status == SynthStatus::kOptimal) out.message.clear();
+  return out;
+}
+
+}  // namespace
+
+SynthResult synthesize(const PipelineSpec& spec, const SynthOptions& options) {
+  try {
+    Encoder enc(spec, options);
+    return enc.run();
+  } catch (const z3::exception& e) {
+    SynthResult r;
+    r.message = fmt::format("z3: {}", e.msg());
+    return r;
+  }
+}
+
+}  // namespace sc
