@@ -10,6 +10,11 @@
 #include "report/report.h"
 
 namespace sc::cli {
+
+// MoE router specs (a top-level `router:` key) are checked by router_cmd.cc.
+bool is_router_spec_file(const std::string& path);
+int run_router_verify(const std::vector<std::string>& files, const std::string& format);
+
 namespace {
 
 struct VerifyArgs {
@@ -26,6 +31,7 @@ struct VerifyArgs {
 };
 
 int run_verify(const VerifyArgs& a) {
+  if (!a.files.empty() && is_router_spec_file(a.files.front())) return run_router_verify(a.files, a.format);
   VerifyOptions opt;
   if (a.semantics) {
     std::string why;

@@ -1,0 +1,33 @@
+// Z3 proofs of the MoE router properties: prefix causality, batch independence, train/inference
+// equivalence, drop-freedom and determinism, for every score assignment at the spec's bound.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "router/router_config.h"
+#include "router/router_result.h"
+
+namespace sc {
+
+struct RouterCheckOptions {
+  /// Z3 resource limit per solver check (repeatable, unlike a wall-clock timeout); an exhausted
+  /// limit makes the property inconclusive, never proven.
+  uint64_t rlimit = 400'000'000;
+  unsigned seed = 0;
+  /// Greedily make as many tokens as possible agree between the two inputs of a witness, so the
+  /// remaining ones are the cause.
+  bool minimize_witness = true;
+  /// Properties to check (names as in PropertyResult::name); empty means all.
+  std::vector<std::string> only;
+};
+
+/// Checks every property of `spec` (and its dispatch memory when given). Scores are symbolic
+/// integers: every routing decision compares scores only by order (top-k, ranking by score or best
+/// score, ties by a fixed index order), so integers in [0, 2·tokens·(E+1)] reach every order of
+/// real scores and lose no generality. Each violation's witness is replayed through route() and
+/// marked `replayed`. Z3 exceptions are caught and turn into an inconclusive result.
+RouterReport check_router(const RouterSpec& spec, const RouterCheckOptions& opt = {});
+
+}  // namespace sc
