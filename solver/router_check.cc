@@ -105,6 +105,14 @@ class RouterEncoder {
     return z3::mk_or(v);
   }
 
+  // Every input's scores are pairwise different.
+  void add_distinct(const std::vector<const SymInput*>& inputs) {
+    for (const SymInput* in : inputs) {
+      z3::expr_vector v(ctx_);
+      for (const auto& x : in->scores) v.push_back(x);
+      solver_.add(z3::distinct(v));
+    }
+  }
   void push() { solver_.push(); }
   void pop(unsigned n = 1) { solver_.pop(n); }
   void add(const z3::expr& e) { solver_.add(e); }
@@ -122,13 +130,8 @@ class RouterEncoder {
   // tie decides anything, so the witness reads plainly); keeps the first model when there is none.
   void prefer_distinct(const std::vector<const SymInput*>& inputs) {
     solver_.push();
-    for (const SymInput* in : inputs) {
-      z3::expr_vector v(ctx_);
-      for (const auto& x : in->scores) v.push_back(x);
-      solver_.add(z3::distinct(v));
-    }
-    std::optional<z3::model> kept = model_;
-    if (check() != Outcome::kSat) model_ = kept;
+    add_distinct(inputs);
+    check();  // on failure the model stays the previous one
     solver_.pop();
   }
 
@@ -301,25 +304,58 @@ std::string cause_list(const std::vector<int32_t>& causes, int32_t token, int32_
   return parts.empty() ? "nothing else" : fmt::format("{}", fmt::join(parts, ", "));
 }
 
-// Greedily asks tokens in `candidates` to agree between a and b while the query stays satisfiable,
-// so the tokens left differing are the cause; then prefers a model without tied scores.
-int32_t minimize(RouterEncoder& enc, const SymInput& a, const SymInput& b, const std::vector<int32_t>& candidates,
-                 int32_t* queries) {
-  unsigned pushed = 0;
+// Two inputs of the same router: b agrees with a on the tokens marked in `agree`, by using a's
+// variables there (shared terms, so the solver need not prove the copies equal token by token).
+struct Pair {
+  SymInput b;
+  SymDecisions db;
+};
+
+// Is there a pair of inputs agreeing on `agree` where some token of `targets` changes fate? On
+// sat, `*out` holds the second input and its decisions for the encoder's model. With `distinct`,
+// asks for all scores of each input to differ (a plainer witness).
+Outcome pair_query(RouterEncoder& enc, const RouterSpec& spec, const SymInput& a, const SymDecisions& da,
+                   const SymInput& b, const std::vector<char>& agree, const std::vector<int32_t>& targets,
+                   bool distinct, std::optional<Pair>* out) {
+  Pair p;
+  p.b = b;
+  for (size_t i = 0; i < agree.size(); ++i)
+    if (agree[i]) {
+      for (int32_t e = 0; e < spec.train.experts; ++e)
+        p.b.scores[i * spec.train.experts + e] = a.scores[i * spec.train.experts + e];
+      p.b.draws[i] = a.draws[i];
+    }
+  p.db = enc.encode(spec.train, spec.batch, spec.seq_len, p.b, TieOrder::kLowFirst);
+  std::vector<z3::expr> flips;
+  for (int32_t t : targets) flips.push_back(enc.differ(da, t, p.db, t));
+  enc.push();
+  enc.add(enc.any(flips));
+  if (distinct) enc.add_distinct({&a, &p.b});
+  Outcome o = enc.check();
+  enc.pop();
+  if (o == Outcome::kSat) *out = std::move(p);
+  return o;
+}
+
+// After a satisfiable pair query: greedily lets each token of `candidates` agree while the query
+// stays satisfiable, so the tokens left differing are the cause; then prefers a model without tied
+// scores. `*pair` and the encoder's model stay those of the last satisfiable query.
+void minimize(RouterEncoder& enc, const RouterSpec& spec, const SymInput& a, const SymDecisions& da,
+              const SymInput& b, std::vector<char>& agree, const std::vector<int32_t>& targets,
+              const std::vector<int32_t>& candidates, std::optional<Pair>* pair, int32_t* queries) {
   for (int32_t j : candidates) {
-    enc.push();
-    enc.add(enc.agree(a, b, j));
+    agree[static_cast<size_t>(j)] = 1;
     ++*queries;
-    if (enc.check() == Outcome::kSat)
-      ++pushed;
+    std::optional<Pair> next;
+    if (pair_query(enc, spec, a, da, b, agree, targets, false, &next) == Outcome::kSat)
+      *pair = std::move(next);
     else
-      enc.pop();
+      agree[static_cast<size_t>(j)] = 0;
   }
-  // The model kept is the last satisfying one (a failed check does not replace it).
+  // The model after a failed check is still the last satisfying one, and *pair matches it.
   ++*queries;
-  enc.prefer_distinct({&a, &b});
-  if (pushed) enc.pop(pushed);
-  return static_cast<int32_t>(pushed);
+  std::optional<Pair> plain;
+  if (pair_query(enc, spec, a, da, b, agree, targets, true, &plain) == Outcome::kSat) *pair = std::move(plain);
 }
 
 PropertyResult prefix_causality(const RouterSpec& spec, const RouterCheckOptions& opt) {
@@ -328,33 +364,29 @@ PropertyResult prefix_causality(const RouterSpec& spec, const RouterCheckOptions
   r.kind = "causality";
   r.loc = spec.locs.drop_policy.valid() ? spec.locs.drop_policy : spec.locs.router;
   if (spec.train.policy == RoutingPolicy::kExpertChoice && spec.locs.policy.valid()) r.loc = spec.locs.policy;
-  const int32_t B = spec.batch, T = spec.seq_len;
+  const int32_t B = spec.batch, T = spec.seq_len, n = B * T;
   RouterEncoder enc(spec, opt);
   SymInput a = enc.input("a"), b = enc.input("b");
   SymDecisions da = enc.encode(spec.train, B, T, a, TieOrder::kLowFirst);
-  SymDecisions db = enc.encode(spec.train, B, T, b, TieOrder::kLowFirst);
   bool unknown = false;
   for (int32_t t = 0; t < T; ++t)
     for (int32_t bb = 0; bb < B; ++bb) {
       const int32_t target = bb * T + t;
-      enc.push();
+      std::vector<char> agree(static_cast<size_t>(n), 0);
       std::vector<int32_t> later;
-      for (int32_t i = 0; i < B * T; ++i) {
-        if (i % T <= t) enc.add(enc.agree(a, b, i));
+      for (int32_t i = 0; i < n; ++i) {
+        if (i % T <= t) agree[static_cast<size_t>(i)] = 1;
         else later.push_back(i);
       }
-      enc.add(enc.differ(da, target, db, target));
       ++r.queries;
-      Outcome o = enc.check();
+      std::optional<Pair> pair;
+      Outcome o = pair_query(enc, spec, a, da, b, agree, {target}, false, &pair);
       if (o == Outcome::kUnknown) unknown = true;
-      if (o != Outcome::kSat) {
-        enc.pop();
-        continue;
-      }
-      minimize(enc, a, b, opt.minimize_witness ? later : std::vector<int32_t>{}, &r.queries);
-      RouterWitness w = make_witness(enc, spec, a, b, da, db, target, target, spec.train, TieOrder::kLowFirst,
-                                     spec.train, TieOrder::kLowFirst, false);
-      enc.pop();
+      if (o != Outcome::kSat) continue;
+      minimize(enc, spec, a, da, b, agree, {target}, opt.minimize_witness ? later : std::vector<int32_t>{}, &pair,
+               &r.queries);
+      RouterWitness w = make_witness(enc, spec, a, pair->b, da, pair->db, target, target, spec.train,
+                                     TieOrder::kLowFirst, spec.train, TieOrder::kLowFirst, false);
       w.explanation = fmt::format("inputs A and B agree on every token at positions <= {}; token {} changes fate "
                                   "because of {}",
                                   t, token_name(target, T), cause_list(w.causes, target, T));
@@ -378,7 +410,7 @@ PropertyResult batch_independence(const RouterSpec& spec, const RouterCheckOptio
   r.name = "batch_independence";
   r.kind = "causality";
   r.loc = spec.locs.scope.valid() ? spec.locs.scope : spec.locs.router;
-  const int32_t B = spec.batch, T = spec.seq_len;
+  const int32_t B = spec.batch, T = spec.seq_len, n = B * T;
   if (B == 1) {
     r.message = "the bound has one sequence (raise bound.batch to compare sequences)";
     return r;
@@ -386,38 +418,33 @@ PropertyResult batch_independence(const RouterSpec& spec, const RouterCheckOptio
   RouterEncoder enc(spec, opt);
   SymInput a = enc.input("a"), b = enc.input("b");
   SymDecisions da = enc.encode(spec.train, B, T, a, TieOrder::kLowFirst);
-  SymDecisions db = enc.encode(spec.train, B, T, b, TieOrder::kLowFirst);
   bool unknown = false;
   for (int32_t bb = 0; bb < B; ++bb) {
-    enc.push();
-    std::vector<int32_t> others;
-    std::vector<z3::expr> flips;
-    for (int32_t i = 0; i < B * T; ++i) {
+    std::vector<char> agree(static_cast<size_t>(n), 0);
+    std::vector<int32_t> others, targets;
+    for (int32_t i = 0; i < n; ++i) {
       if (i / T == bb) {
-        enc.add(enc.agree(a, b, i));
-        flips.push_back(enc.differ(da, i, db, i));
+        agree[static_cast<size_t>(i)] = 1;
+        targets.push_back(i);
       } else {
         others.push_back(i);
       }
     }
-    enc.add(enc.any(flips));
     ++r.queries;
-    Outcome o = enc.check();
+    std::optional<Pair> pair;
+    Outcome o = pair_query(enc, spec, a, da, b, agree, targets, false, &pair);
     if (o == Outcome::kUnknown) unknown = true;
-    if (o != Outcome::kSat) {
-      enc.pop();
-      continue;
-    }
-    minimize(enc, a, b, opt.minimize_witness ? others : std::vector<int32_t>{}, &r.queries);
-    int32_t target = bb * T;
-    for (int32_t t = 0; t < T; ++t)
-      if (enc.value(flips[static_cast<size_t>(t)])) {
-        target = bb * T + t;
+    if (o != Outcome::kSat) continue;
+    minimize(enc, spec, a, da, b, agree, targets, opt.minimize_witness ? others : std::vector<int32_t>{}, &pair,
+             &r.queries);
+    int32_t target = targets.front();
+    for (int32_t t : targets)
+      if (enc.value(enc.differ(da, t, pair->db, t))) {
+        target = t;
         break;
       }
-    RouterWitness w = make_witness(enc, spec, a, b, da, db, target, target, spec.train, TieOrder::kLowFirst,
-                                   spec.train, TieOrder::kLowFirst, false);
-    enc.pop();
+    RouterWitness w = make_witness(enc, spec, a, pair->b, da, pair->db, target, target, spec.train,
+                                   TieOrder::kLowFirst, spec.train, TieOrder::kLowFirst, false);
     w.explanation = fmt::format("inputs A and B agree on all of sequence {}; token {} changes fate because of {}", bb,
                                 token_name(target, T), cause_list(w.causes, target, T));
     r.status = PropertyStatus::kViolated;
