@@ -631,8 +631,9 @@ PropertyResult deterministic(const RouterSpec& spec, const RouterCheckOptions& o
   return r;
 }
 
-bool wanted(const RouterCheckOptions& opt, const std::string& name) {
-  return opt.only.empty() || std::find(opt.only.begin(), opt.only.end(), name) != opt.only.end();
+bool wanted(const RouterSpec& spec, const RouterCheckOptions& opt, const std::string& name) {
+  const std::vector<std::string>& only = opt.only.empty() ? spec.checks : opt.only;
+  return only.empty() || std::find(only.begin(), only.end(), name) != only.end();
 }
 
 }  // namespace
@@ -648,7 +649,7 @@ RouterReport check_router(const RouterSpec& spec, const RouterCheckOptions& opt)
                                               {"drop_free", drop_free},
                                               {"deterministic", deterministic}};
   for (const auto& [name, fn] : props) {
-    if (!wanted(opt, name)) continue;
+    if (!wanted(spec, opt, name)) continue;
     auto t = Clock::now();
     PropertyResult r;
     try {

@@ -19,7 +19,8 @@ struct RouterCheckOptions {
   /// Greedily make as many tokens as possible agree between the two inputs of a witness, so the
   /// remaining ones are the cause.
   bool minimize_witness = true;
-  /// Properties to check (names as in PropertyResult::name); empty means all.
+  /// Properties to check (names as in PropertyResult::name); empty means the spec's `check:` list,
+  /// or all when that is empty too.
   std::vector<std::string> only;
 };
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "support/source.h"
 
@@ -117,6 +118,10 @@ struct RouterSpec {
   int32_t batch = 2;    ///< bound: sequences
   int32_t seq_len = 4;  ///< bound: tokens per sequence
   DispatchSpec dispatch;
+  /// Properties to check (`check:`; names as in the report: prefix_causality, batch_independence,
+  /// train_inference, drop_free, deterministic); empty means all. Dispatch memory is checked
+  /// whenever `dispatch:` is given.
+  std::vector<std::string> checks;
   RouterLocs locs;
 };
 

@@ -22,7 +22,9 @@ const std::vector<std::string> kTopKeys = {"schedcheck", "name", "router"};
 const std::vector<std::string> kCoreKeys = {"experts",        "top_k",          "policy",      "capacity_factor",
                                             "dropless",       "min_capacity",   "drop_policy", "capacity_scope",
                                             "fill_order",     "tie_break",      "pad_to_capacity"};
-const std::vector<std::string> kFrameKeys = {"bound", "inference", "dispatch", "megatron", "deepspeed"};
+const std::vector<std::string> kFrameKeys = {"bound", "inference", "dispatch", "megatron", "deepspeed", "check"};
+const std::vector<std::string> kPropertyNames = {"prefix_causality", "batch_independence", "train_inference",
+                                                 "drop_free", "deterministic"};
 const std::vector<std::string> kInferenceKeys = {"top_k",       "policy",         "capacity_factor", "dropless",
                                                  "min_capacity", "drop_policy",   "capacity_scope",  "fill_order",
                                                  "tie_break",   "pad_to_capacity"};
@@ -458,6 +460,18 @@ std::optional<RouterSpec> RouterLoader::load(const YAML::Node& root, const std::
     }
   }
   if (auto it = f.find("dispatch"); it != f.end()) read_dispatch(it->second, spec);
+  if (auto it = f.find("check"); it != f.end()) {
+    const YAML::Node& v = it->second.value;
+    if (!v.IsSequence() || v.size() == 0) {
+      error(loc(it->second), fmt::format("router.check must be a list of properties ({}), got {}",
+                                         fmt::join(kPropertyNames, ", "), describe(v)));
+    } else {
+      for (const YAML::Node& item : v) {
+        Entry e{it->second.key, item};
+        if (auto name = choice(e, "router.check", kPropertyNames)) spec.checks.push_back(*name);
+      }
+    }
+  }
   if (spec.dispatch.given) {
     if (spec.dispatch.batch == 0) spec.dispatch.batch = spec.batch;
     if (spec.dispatch.seq_len == 0) spec.dispatch.seq_len = spec.seq_len;
