@@ -528,7 +528,9 @@ SynthResult Encoder::run() {
     if (res == z3::unknown || !take_model()) stopped = true;
   }
   while (!stopped && ub > lb) {
-    int64_t target = ub - lb <= 4 ? ub - 1 : lb + (ub - lb) / 2;
+    // Small steps down from the best value: a bound just below it is usually found quickly,
+    // while one far below it is hard to refute and hard to satisfy.
+    int64_t target = ub - lb <= 4 ? ub - 1 : ub - std::max<int64_t>(1, (ub - lb) / 8);
     z3::check_result res = check(target);
     if (res == z3::sat) {
       if (!take_model()) stopped = true;

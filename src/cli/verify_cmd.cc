@@ -8,6 +8,7 @@
 #include "check/verify.h"
 #include "cli/common.h"
 #include "report/report.h"
+#include "solver/smt_engine.h"
 
 namespace sc::cli {
 
@@ -28,6 +29,7 @@ struct VerifyArgs {
   std::optional<std::string> dot;
   bool min_cut = false;
   size_t timeline_ops = 400;
+  std::string engine = "graph";
 };
 
 int run_verify(const VerifyArgs& a) {
@@ -64,6 +66,11 @@ int run_verify(const VerifyArgs& a) {
   nlohmann::json all = nlohmann::json::array();
   for (size_t i = 0; i < specs.size(); ++i) {
     VerifyResult r = verify(specs[i], opt);
+    if (a.engine == "smt") {
+      std::string note;
+      r.exit_code = apply_smt_engine(r, &note);
+      std::cerr << note << "\n";
+    }
     if (exit == 0) exit = r.exit_code;
     else if (r.exit_code != 0 && r.exit_code != exit) exit = 10;
     if (a.format == "json") {
@@ -112,6 +119,8 @@ Command add_verify(CLI::App& parent) {
   cmd->add_flag("--memory-min-cut", a->min_cut,
                 "compute worst-case memory by minimum cut for every rank (skips the exact single-stream fast "
                 "path; for cross-checking)");
+  cmd->add_option("--engine", a->engine, "graph (default) or smt: deadlock and worst-case memory also by an independent Z3 encoding, which must agree")
+      ->check(CLI::IsMember({"graph", "smt"}));
   cmd->add_option("--timeline-ops", a->timeline_ops, "print the text timeline for schedules up to this many ops");
   return {cmd, [a] { return run_verify(*a); }};
 }

@@ -1,0 +1,240 @@
+// The SMT cross-check engine: deadlock-freedom and worst-case memory of a Program in Z3.
+#include "solver/smt_engine.h"
+
+#include <chrono>
+
+#include <fmt/format.h>
+#include <z3++.h>
+
+namespace sc {
+namespace {
+
+// One encoder per query family; the context is its first member, never copied or moved.
+class SmtEncoder {
+ public:
+  SmtEncoder(const Program& p, const SmtOptions& o) : p_(p), opt_(o) {}
+  SmtEncoder(const SmtEncoder&) = delete;
+  SmtEncoder& operator=(const SmtEncoder&) = delete;
+
+  // Returns false when Z3 answered unknown.
+  bool deadlock(SmtVerdict& v);
+  bool worst_case(SmtVerdict& v);
+
+ private:
+  z3::context ctx_;
+  const Program& p_;
+  const SmtOptions& opt_;
+
+  void configure(z3::solver& s) {
+    z3::params prm(ctx_);
+    prm.set("random_seed", static_cast<unsigned>(opt_.seed));
+    if (opt_.rlimit > 0) prm.set("rlimit", static_cast<unsigned>(std::min<uint64_t>(opt_.rlimit, UINT32_MAX)));
+    s.set(prm);
+  }
+  void configure(z3::optimize& s) {
+    z3::params prm(ctx_);
+    if (opt_.rlimit > 0) prm.set("rlimit", static_cast<unsigned>(std::min<uint64_t>(opt_.rlimit, UINT32_MAX)));
+    s.set(prm);
+  }
+  // The position of each op in its stream, and the previous op there (kNoOp at the head).
+  std::vector<OpId> stream_prev() const {
+    std::vector<OpId> prev(p_.ops.size(), kNoOp);
+    for (const auto& st : p_.streams)
+      for (size_t i = 1; i < st.ops.size(); ++i) prev[st.ops[i]] = st.ops[i - 1];
+    return prev;
+  }
+  // For a send: the recv whose completion frees its buffer slot under buffered:N (kNoOp when
+  // none is needed); `never` set when that recv does not exist.
+  OpId buffer_recv(OpId send, bool* never) const {
+    *never = false;
+    const Op& op = p_.ops[send];
+    if (p_.semantics.kind != Semantics::kBuffered || op.channel < 0) return kNoOp;
+    const Channel& ch = p_.channels[op.channel];
+    int64_t k = -1;
+    for (size_t i = 0; i < ch.sends.size(); ++i)
+      if (ch.sends[i] == send) k = static_cast<int64_t>(i);
+    int64_t j = k - p_.semantics.buffer;
+    if (j < 0) return kNoOp;
+    if (j >= static_cast<int64_t>(ch.recvs.size())) {
+      *never = true;
+      return kNoOp;
+    }
+    return ch.recvs[j];
+  }
+};
+
+bool SmtEncoder::deadlock(SmtVerdict& v) {
+  size_t n = p_.ops.size();
+  z3::expr_vector done(ctx_), t(ctx_);
+  for (size_t o = 0; o < n; ++o) {
+    done.push_back(ctx_.bool_const(fmt::format("done_{}", o).c_str()));
+    t.push_back(ctx_.int_const(fmt::format("t_{}", o).c_str()));
+  }
+  z3::expr_vector rules(ctx_);
+  auto after = [&](OpId a, OpId b) {  // b completes only after a
+    rules.push_back(z3::implies(done[b], done[a] && t[a] < t[b]));
+  };
+  std::vector<OpId> prev = stream_prev();
+  bool rendezvous = p_.semantics.kind == Semantics::kRendezvous;
+  for (size_t o = 0; o < n; ++o) {
+    OpId id = static_cast<OpId>(o);
+    const Op& op = p_.ops[o];
+    if (prev[o] != kNoOp) after(prev[o], id);
+    for (const Dep* d = p_.deps_begin(id); d != p_.deps_end(id); ++d) after(d->src, id);
+    if (op.kind == OpKind::kRecv) {
+      if (op.match == kNoOp) rules.push_back(!done[o]);
+      else if (rendezvous) rules.push_back(z3::implies(done[o], done[op.match] && t[op.match] == t[o]));
+      else after(op.match, id);
+    } else if (op.kind == OpKind::kSend) {
+      if (rendezvous) {
+        if (op.match == kNoOp) rules.push_back(!done[o]);
+        else rules.push_back(z3::implies(done[o], done[op.match] && t[op.match] == t[o]));
+      }
+      bool never = false;
+      OpId r = buffer_recv(id, &never);
+      if (never) rules.push_back(!done[o]);
+      else if (r != kNoOp) after(r, id);
+    }
+  }
+  z3::solver s(ctx_);
+  configure(s);
+  s.add(rules);
+  z3::expr_vector all(ctx_);
+  for (size_t o = 0; o < n; ++o) all.push_back(done[o]);
+  z3::check_result res = s.check(all);
+  if (res == z3::unknown) {
+    v.message = "z3: " + s.reason_unknown();
+    return false;
+  }
+  v.completes = res == z3::sat;
+  if (v.completes) {
+    v.completed_ops = static_cast<int64_t>(n);
+    return true;
+  }
+  // The most ops any execution completes.
+  z3::optimize opt(ctx_);
+  configure(opt);
+  opt.add(rules);
+  z3::expr_vector ones(ctx_);
+  for (size_t o = 0; o < n; ++o) ones.push_back(z3::ite(done[o], ctx_.int_val(1), ctx_.int_val(0)));
+  z3::expr count = n ? z3::sum(ones) : ctx_.int_val(0);
+  opt.maximize(count);
+  if (opt.check() != z3::sat) {
+    v.message = "z3: the optimiser gave no answer for the completed ops";
+    return false;
+  }
+  v.completed_ops = opt.get_model().eval(count, true).get_numeral_int64();
+  return true;
+}
+
+// The closure constraints "x_a <= x_b" form a network matrix, so the linear relaxation with
+// 0 <= x <= 1 has an integral optimum (total unimodularity; Picard 1976): the maximum over real
+// x is the maximum over sets, and Z3's simplex finds it without a Boolean search.
+bool SmtEncoder::worst_case(SmtVerdict& v) {
+  size_t n = p_.ops.size();
+  z3::expr_vector st(ctx_), en(ctx_);
+  z3::expr zero = ctx_.real_val(0), one = ctx_.real_val(1);
+  z3::expr_vector closed(ctx_);
+  for (size_t o = 0; o < n; ++o) {
+    st.push_back(ctx_.real_const(fmt::format("s_{}", o).c_str()));
+    en.push_back(ctx_.real_const(fmt::format("e_{}", o).c_str()));
+    closed.push_back(zero <= en[o] && en[o] <= st[o] && st[o] <= one);
+  }
+  // A moment is a set of events closed under "happens before": x_later <= x_earlier.
+  std::vector<OpId> prev = stream_prev();
+  bool rendezvous = p_.semantics.kind == Semantics::kRendezvous;
+  auto hb = [&](const z3::expr& earlier, const z3::expr& later) { closed.push_back(later <= earlier); };
+  for (size_t o = 0; o < n; ++o) {
+    OpId id = static_cast<OpId>(o);
+    const Op& op = p_.ops[o];
+    if (prev[o] != kNoOp) hb(en[prev[o]], st[o]);
+    for (const Dep* d = p_.deps_begin(id); d != p_.deps_end(id); ++d) hb(en[d->src], st[o]);
+    if (op.kind == OpKind::kRecv && op.match != kNoOp) hb(st[op.match], en[o]);
+    if (op.kind == OpKind::kSend) {
+      if (rendezvous && op.match != kNoOp) hb(st[op.match], en[o]);
+      bool never = false;
+      OpId r = buffer_recv(id, &never);
+      if (r != kNoOp) hb(en[r], en[o]);
+    }
+  }
+  v.worst_case_bytes_per_rank.assign(p_.num_ranks, 0);
+  for (int32_t rank = 0; rank < p_.num_ranks; ++rank) {
+    z3::expr_vector terms(ctx_);
+    for (size_t o = 0; o < n; ++o) {
+      if (p_.ops[o].rank != rank) continue;
+      for (const MemEffect* m = p_.mem_begin(static_cast<OpId>(o)); m != p_.mem_end(static_cast<OpId>(o)); ++m)
+        if (m->bytes != 0) terms.push_back((m->at_end ? en[o] : st[o]) * ctx_.real_val(static_cast<int64_t>(m->bytes)));
+    }
+    int64_t static_bytes = rank < static_cast<int32_t>(p_.static_bytes_per_rank.size()) ? p_.static_bytes_per_rank[rank] : 0;
+    if (terms.empty()) {
+      v.worst_case_bytes_per_rank[rank] = static_bytes;
+      continue;
+    }
+    z3::optimize opt(ctx_);
+    configure(opt);
+    opt.add(closed);
+    z3::expr live = z3::sum(terms);
+    opt.maximize(live);
+    if (opt.check() != z3::sat) {
+      v.message = fmt::format("z3: the optimiser gave no answer for rank {}", rank);
+      return false;
+    }
+    z3::expr best = opt.get_model().eval(live, true);
+    int64_t num = 0, den = 1;
+    if (!best.is_numeral_i64(num) && !(best.numerator().is_numeral_i64(num) && best.denominator().is_numeral_i64(den))) {
+      v.message = fmt::format("z3: the worst case of rank {} is not a whole number of bytes", rank);
+      return false;
+    }
+    if (den != 1) {
+      v.message = fmt::format("z3: the worst case of rank {} is fractional (not a closure)", rank);
+      return false;
+    }
+    v.worst_case_bytes_per_rank[rank] = static_bytes + num;
+  }
+  return true;
+}
+
+}  // namespace
+
+SmtVerdict smt_check(const Program& program, const SmtOptions& options) {
+  SmtVerdict v;
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    SmtEncoder enc(program, options);
+    if (!enc.deadlock(v)) v.inconclusive = true;
+    else if (v.completes && !enc.worst_case(v)) v.inconclusive = true;
+  } catch (const z3::exception& e) {
+    v.inconclusive = true;
+    v.message = fmt::format("z3: {}", e.msg());
+  }
+  v.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return v;
+}
+
+int apply_smt_engine(VerifyResult& r, std::string* note, const SmtOptions& options) {
+  SmtVerdict v = smt_check(r.program, options);
+  r.pass_times.push_back({"smt", v.seconds});
+  auto per_rank = [](const std::vector<int64_t>& b) {
+    std::string s;
+    for (int64_t x : b) s += (s.empty() ? "" : " ") + std::to_string(x);
+    return s;
+  };
+  if (v.inconclusive) {
+    if (note) *note = fmt::format("smt engine: inconclusive ({})", v.message);
+    return 5;
+  }
+  int64_t graph_done = 0;
+  for (uint8_t d : r.execution.done) graph_done += d;
+  bool agree = v.completes == r.execution.completed && v.completed_ops == graph_done;
+  if (agree && v.completes && r.worst_case) agree = v.worst_case_bytes_per_rank == r.worst_case->bytes_per_rank;
+  std::string what = v.completes ? fmt::format("deadlock-free; worst-case bytes per rank {}", per_rank(v.worst_case_bytes_per_rank))
+                                 : fmt::format("deadlock: at most {} of {} ops complete", v.completed_ops, r.program.ops.size());
+  if (note)
+    *note = fmt::format("smt engine: {} ({:.3f} s); {}", what, v.seconds,
+                        agree ? "agrees with the graph engine" : "DISAGREES with the graph engine");
+  if (!agree) return 70;
+  if (v.completes && r.worst_case) r.worst_case->bytes_per_rank = v.worst_case_bytes_per_rank;
+  return r.exit_code;
+}
+
+}  // namespace sc
