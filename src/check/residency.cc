@@ -1,4 +1,6 @@
 // Residency pass: UNSHARD/RESHARD balance, compute only on unsharded stages, REDUCE_GRAD last.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "check/passes.h"
@@ -20,6 +22,9 @@ std::vector<Finding> check_residency(const PipelineSpec& spec) {
   };
   for (int32_t r = 0; r < static_cast<int32_t>(spec.actions.size()); ++r) {
     const auto& row = spec.actions[r];
+    // Only ranks that unshard something are FSDP-managed; skip the rest without per-stage tables.
+    if (std::none_of(row.begin(), row.end(), [](const Step& st) { return st.first.kind == ActionKind::kUnshard; }))
+      continue;
     // Only stages this rank unshards are FSDP-managed here.
     std::vector<int8_t> managed(spec.stages, 0), unsharded(spec.stages, 0), reduced(spec.stages, 0);
     std::vector<const Step*> last_unshard(spec.stages, nullptr);

@@ -158,7 +158,7 @@ int run_compare(const CompareArgs& a) {
     }
   }
   if (a.format == "json")
-    std::cout << rows.dump(2) << "\n";
+    std::cout << rows.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   else
     std::cout << table.str();
   return exit;

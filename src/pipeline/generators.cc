@@ -449,6 +449,12 @@ std::optional<Generated> generate(const GenOptions& o, std::string* why) {
   if (m < 1) return reject(why, fmt::format("{} needs microbatches >= 1: got {}", name, m));
   if (o.megatron && name != "interleaved-1f1b")
     return reject(why, fmt::format("the megatron variant exists for interleaved-1f1b only, not {}", name));
+  // Bound the shape before anything is allocated (the same bound verify applies to specs).
+  constexpr int64_t kMaxPairs = 10'000'000;
+  const int64_t v_req = o.chunks ? *o.chunks : (o.stages ? *o.stages / std::max(p, 1) : 2);
+  if (p > 65536 || static_cast<int64_t>(p) * std::max<int64_t>(v_req, 1) * m > kMaxPairs)
+    return reject(why, fmt::format("{} ranks x {} stages per rank x {} microbatches is more than the {} (stage, "
+                                   "microbatch) pairs schedcheck supports", p, v_req, m, kMaxPairs));
   auto v_opt = resolve_chunks(o, *entry, why);
   if (!v_opt) return std::nullopt;
   const int32_t v = *v_opt, S = v * p;

@@ -85,7 +85,7 @@ std::string json_report(const VerifyResult& r) {
                 {"implicit_transfers", transfers},
                 {"seconds_per_pass", passes},
                 {"seconds", total}};
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace sc

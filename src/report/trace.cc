@@ -67,7 +67,7 @@ std::string chrome_trace(const VerifyResult& r) {
               {"displayTimeUnit", "ms"},
               {"distributedInfo", {{"backend", "schedcheck-prediction"}, {"world_size", p.num_ranks}}},
               {"otherData", {{"schedule", r.spec.name}, {"verdict", r.verdict()}, {"semantics", format_semantics(p.semantics)}}}};
-  return out.dump() + "\n";
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace sc

@@ -213,18 +213,21 @@ std::optional<CsvSchedule> parse_csv_schedule(const std::string& name, const std
     return std::nullopt;
   }
 
+  // A UTF-8 byte order mark (spreadsheet exports write one) is not part of the first cell.
+  std::string_view body = text;
+  if (body.substr(0, 3) == "\xEF\xBB\xBF") body.remove_prefix(3);
   // Binary junk: report the first offending byte once and stop; a binary file would otherwise
   // produce an error for every cell.
   int32_t line_no = 1;
   size_t line_start = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    unsigned char c = static_cast<unsigned char>(text[i]);
+  for (size_t i = 0; i < body.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(body[i]);
     if (c == '\n') {
       ++line_no;
       line_start = i + 1;
       continue;
     }
-    bool stray_cr = c == '\r' && i + 1 < text.size() && text[i + 1] != '\n';
+    bool stray_cr = c == '\r' && i + 1 < body.size() && body[i + 1] != '\n';
     if (is_binary_byte(c) || stray_cr) {
       SourceLoc at{out.file, line_no, static_cast<int32_t>(i - line_start + 1)};
       diags.error(at, fmt::format("unexpected byte 0x{:02x}: a schedule file is plain text", c));
@@ -234,13 +237,21 @@ std::optional<CsvSchedule> parse_csv_schedule(const std::string& name, const std
 
   FileErrors errors(diags);
   SourceLoc first_p2p;
-  std::string_view rest = text;
+  std::string_view rest = body;
+  // Trailing blank lines end the file; they are not ranks.
+  while (!rest.empty() && (rest.back() == '\n' || rest.back() == '\r')) rest.remove_suffix(1);
+  constexpr size_t kMaxRanks = 65536;  // as the YAML spec's ranks
   line_no = 1;
   while (!rest.empty()) {
     size_t nl = rest.find('\n');
     std::string_view line = rest.substr(0, nl);
     rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (out.actions.size() == kMaxRanks) {
+      diags.error(SourceLoc{out.file, line_no, 1}, fmt::format("more than {} rows: schedcheck supports at most {} ranks",
+                                                               kMaxRanks, kMaxRanks));
+      return std::nullopt;
+    }
     out.actions.emplace_back();
     if (!parse_row(line, out.file, line_no, out, out.actions.back(), errors, first_p2p)) break;
     ++line_no;
@@ -273,18 +284,13 @@ std::optional<CsvSchedule> parse_csv_schedule(const std::string& name, const std
 
 std::optional<CsvSchedule> read_csv_schedule(const std::string& path, Diagnostics& diags,
                                              std::optional<CsvFormat> expected, SourceLoc from) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    diags.error(from, fmt::format("cannot read '{}': {}", path, std::strerror(errno)));
+  std::string text, why;
+  if (!read_input_file(path, &text, &why)) {
+    SourceLoc at = from.valid() ? from : SourceLoc{register_source(path, ""), 0, 0};
+    diags.error(at, fmt::format("cannot read '{}': {}", path, why));
     return std::nullopt;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) {
-    diags.error(from, fmt::format("cannot read '{}'", path));
-    return std::nullopt;
-  }
-  return parse_csv_schedule(path, ss.str(), diags, expected);
+  return parse_csv_schedule(path, text, diags, expected);
 }
 
 std::string write_csv_schedule(const std::vector<std::vector<Step>>& actions) {

@@ -990,23 +990,10 @@ std::optional<PipelineSpec> parse_registered(int32_t file, const std::string& na
 }  // namespace
 
 std::optional<PipelineSpec> load_yaml_spec(const std::string& path, Diagnostics& diags) {
-  std::error_code ec;
   std::string problem;
-  if (!std::filesystem::exists(path, ec))
-    problem = "no such file";
-  else if (std::filesystem::is_directory(path, ec))
-    problem = "it is a directory";
   std::string text;
-  if (problem.empty()) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      problem = "cannot open it for reading";
-    } else {
-      std::stringstream ss;
-      ss << in.rdbuf();
-      text = ss.str();
-    }
-  }
+  if (!read_input_file(path, &text, &problem)) text.clear();
+  else problem.clear();
   int32_t file = register_source(path, problem.empty() ? text : std::string());
   if (!problem.empty()) {
     diags.error(SourceLoc{file, 1, 1}, fmt::format("cannot read the spec: {}", problem));

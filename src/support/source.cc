@@ -1,6 +1,11 @@
 #include "support/source.h"
 
+#include <cerrno>
+#include <cstring>
 #include <deque>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -49,8 +54,45 @@ std::string_view source_line(int32_t file, int32_t line) {
 
 std::string format_loc(const SourceLoc& loc) {
   if (!loc.valid()) return "<generated>";
+  if (loc.line <= 0) return source_name(loc.file);
   if (loc.col <= 0) return fmt::format("{}:{}", source_name(loc.file), loc.line);
   return fmt::format("{}:{}:{}", source_name(loc.file), loc.line, loc.col);
+}
+
+bool read_input_file(const std::string& path, std::string* contents, std::string* why) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) {
+    *why = ec && ec != std::errc::no_such_file_or_directory ? ec.message() : "no such file";
+    return false;
+  }
+  if (fs::is_directory(st)) {
+    *why = "it is a directory";
+    return false;
+  }
+  if (!fs::is_regular_file(st)) {
+    *why = "it is not a regular file";
+    return false;
+  }
+  uint64_t size = fs::file_size(path, ec);
+  if (!ec && size > kMaxInputBytes) {
+    *why = "it is larger than 256 MiB";
+    return false;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *why = std::strerror(errno);
+    return false;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) {
+    *why = "read error";
+    return false;
+  }
+  *contents = ss.str();
+  return true;
 }
 
 }  // namespace sc

@@ -26,7 +26,16 @@ const std::string& source_name(int32_t file);
 /// The text of 1-based `line` of `file`, without its newline; empty when out of range.
 std::string_view source_line(int32_t file, int32_t line);
 
-/// "file:line:col" (or "file:line" when col is 0, "<generated>" when invalid).
+/// "file:line:col" ("file:line" when col is 0, "file" when line is 0, "<generated>" when invalid).
 std::string format_loc(const SourceLoc& loc);
+
+/// Largest input file schedcheck reads, in bytes (256 MiB).
+inline constexpr uint64_t kMaxInputBytes = uint64_t{256} << 20;
+
+/// Reads a regular file of at most kMaxInputBytes into `*contents`. False with `*why` set
+/// ("no such file", "it is a directory", "it is not a regular file", "it is larger than 256
+/// MiB", or the system's reason) otherwise; devices, FIFOs and directories are refused before
+/// any read, so /dev/zero cannot make it read forever.
+bool read_input_file(const std::string& path, std::string* contents, std::string* why);
 
 }  // namespace sc
