@@ -1,5 +1,9 @@
 #include "cli/common.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -34,6 +38,32 @@ std::optional<PipelineSpec> load_spec(const std::string& path, const std::option
     if (spec && !diags.has_errors()) resolve_named_schedule(*spec, diags);
   }
   if (!spec || diags.has_errors()) return std::nullopt;
+  // Memory and time are summed along the schedule: keep the sums exact and finite.
+  std::vector<long double> bytes(static_cast<size_t>(std::max(spec->ranks, 1)), 0.0L);
+  long double seconds = 0;
+  for (int32_t s = 0; s < spec->stages && s < static_cast<int32_t>(spec->stage_to_rank.size()); ++s) {
+    int32_t r = std::clamp(spec->stage_to_rank[s], 0, std::max(spec->ranks - 1, 0));
+    auto at = [&](const auto& v) { return s < static_cast<int32_t>(v.size()) ? static_cast<long double>(v[s]) : 0.0L; };
+    bytes[r] += at(spec->memory.params_bytes) +
+                spec->microbatches * (at(spec->memory.activation_bytes) + at(spec->memory.weight_grad_bytes));
+    seconds += spec->microbatches * (at(spec->costs.f_s) + at(spec->costs.i_s) + at(spec->costs.w_s) + at(spec->costs.b_s));
+  }
+  long double link = spec->p2p.latency_s;
+  if (spec->p2p.bandwidth_bytes_per_s > 0 && spec->p2p.bandwidth_bytes_per_s < 1e300)
+    link += spec->p2p.message_bytes / static_cast<long double>(spec->p2p.bandwidth_bytes_per_s);
+  size_t steps = 0;
+  for (const auto& row : spec->actions) steps += row.size();
+  seconds += link * 2.0L * static_cast<long double>(steps);
+  if (*std::max_element(bytes.begin(), bytes.end()) > static_cast<long double>(int64_t{1} << 62)) {
+    diags.error(spec->locs.file, "the memory values add up to more than 2^62 bytes on one rank; schedcheck's sums "
+                                 "would overflow");
+    return std::nullopt;
+  }
+  if (!(seconds <= 1e12L)) {
+    diags.error(spec->locs.file, "the costs and link times add up to more than 10^12 s; the timeline would lose its "
+                                 "precision");
+    return std::nullopt;
+  }
   if (static_cast<int64_t>(spec->stages) * spec->microbatches > kMaxStageMicrobatchPairs) {
     diags.error(spec->locs.stages.valid() ? spec->locs.stages : spec->locs.file,
                 fmt::format("{} stages x {} microbatches is more than the {} (stage, microbatch) pairs schedcheck "
@@ -67,8 +97,9 @@ bool write_output(const std::optional<std::string>& path, const std::string& tex
   std::error_code ec;
   if (ok) std::filesystem::rename(tmp, *path, ec);
   if (!ok || ec) {
+    std::string reason = ec ? ec.message() : std::strerror(errno);
     std::filesystem::remove(tmp, ec);
-    std::cerr << "schedcheck: error: cannot write " << *path << "\n";
+    std::cerr << "schedcheck: error: cannot write " << *path << ": " << reason << "\n";
     return false;
   }
   return true;
@@ -86,6 +117,24 @@ std::string yaml_spec_text(const PipelineSpec& spec, const std::vector<std::vect
     for (size_t i = 0; i < spec.pipeline_starts.size(); ++i) out += fmt::format("{}{}", i ? ", " : "", spec.pipeline_starts[i]);
     out += "]\n";
   }
+  // The model, per stage, in base units (seconds, bytes), so the file verifies as the input did.
+  auto list = [](const auto& v, bool integral) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i)
+      s += (i ? ", " : "") + (integral ? fmt::format("{}", v[i]) : fmt::format("{}", static_cast<double>(v[i])));
+    return s + "]";
+  };
+  out += fmt::format("costs: {{F: {}, I: {}, W: {}, B: {}}}\n", list(spec.costs.f_s, false), list(spec.costs.i_s, false),
+                     list(spec.costs.w_s, false), list(spec.costs.b_s, false));
+  out += fmt::format("p2p: {{latency: {}, message_bytes: {}, semantics: {}", spec.p2p.latency_s,
+                     spec.p2p.message_bytes, format_semantics(spec.p2p.semantics));
+  if (std::isfinite(spec.p2p.bandwidth_bytes_per_s))
+    out += fmt::format(", bandwidth: {}", spec.p2p.bandwidth_bytes_per_s);
+  out += "}\nmemory:\n";
+  if (spec.memory.limit_bytes) out += fmt::format("  limit_bytes: {}\n", *spec.memory.limit_bytes);
+  out += fmt::format("  params_bytes: {}\n  activation_bytes: {}\n  weight_grad_bytes: {}\n",
+                     list(spec.memory.params_bytes, true), list(spec.memory.activation_bytes, true),
+                     list(spec.memory.weight_grad_bytes, true));
   out += "schedule:\n  actions:\n";
   for (size_t r = 0; r < lists.size(); ++r) {
     out += fmt::format("    {}: \"", r);
@@ -93,6 +142,19 @@ std::string yaml_spec_text(const PipelineSpec& spec, const std::vector<std::vect
     out += "\"\n";
   }
   return out;
+}
+
+std::string check_output_path(const std::string& option, const std::string& path,
+                              const std::vector<std::string>& inputs) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const auto& in : inputs)
+    if (fs::equivalent(path, in, ec) || fs::weakly_canonical(path, ec) == fs::weakly_canonical(in, ec))
+      return fmt::format("{} {} would overwrite the input file", option, path);
+  fs::path parent = fs::path(path).parent_path();
+  if (parent.empty()) parent = ".";
+  if (!fs::is_directory(parent, ec)) return fmt::format("{} {}: no such directory {}", option, path, parent.string());
+  return {};
 }
 
 }  // namespace sc::cli

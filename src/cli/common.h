@@ -31,6 +31,11 @@ int report_spec_errors(const Diagnostics& diags);
 /// output when `path` is empty. False (with a message on standard error) when it cannot.
 bool write_output(const std::optional<std::string>& path, const std::string& text);
 
+/// Checks an output path given with `option` before any work is done: not one of `inputs`, in
+/// an existing folder. Returns the problem, or empty.
+std::string check_output_path(const std::string& option, const std::string& path,
+                              const std::vector<std::string>& inputs);
+
 /// Spec v1 YAML of `spec` with its action lists (`actions` replaces spec.actions when given).
 std::string yaml_spec_text(const PipelineSpec& spec, const std::vector<std::vector<Step>>* actions = nullptr);
 

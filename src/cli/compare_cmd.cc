@@ -59,8 +59,17 @@ PipelineSpec with_schedule(const PipelineSpec& base, const std::vector<RankShare
   s.pipeline_starts = g.pipeline_starts;
   s.actions = g.actions;
   s.named.reset();
+  // Stages per rank within one pipeline: DualPipe's two pipelines each hold a full 1/p of the
+  // model on every rank (its parameters are held twice), so each of its stages gets the whole
+  // share; interleaved and V schedules split the rank's share over their v stages.
   std::vector<int32_t> per_rank(g.ranks, 0);
-  for (int32_t r : g.stage_to_rank) ++per_rank[r];
+  for (size_t k = 0; k < g.pipeline_starts.size(); ++k) {
+    int32_t from = g.pipeline_starts[k];
+    int32_t to = k + 1 < g.pipeline_starts.size() ? g.pipeline_starts[k + 1] : g.stages;
+    std::vector<int32_t> count(g.ranks, 0);
+    for (int32_t st = from; st < to; ++st) ++count[g.stage_to_rank[st]];
+    for (int32_t r = 0; r < g.ranks; ++r) per_rank[r] = std::max(per_rank[r], count[r]);
+  }
   size_t n = static_cast<size_t>(g.stages);
   s.costs = Costs{std::vector<double>(n), std::vector<double>(n), std::vector<double>(n), std::vector<double>(n)};
   s.memory.params_bytes.assign(n, 0);
@@ -74,9 +83,12 @@ PipelineSpec with_schedule(const PipelineSpec& base, const std::vector<RankShare
     s.costs.i_s[st] = sh.i / v;
     s.costs.w_s[st] = sh.w / v;
     s.costs.b_s[st] = sh.b / v;
-    s.memory.params_bytes[st] = sh.params / per_rank[r];
-    s.memory.activation_bytes[st] = sh.act / per_rank[r];
-    s.memory.weight_grad_bytes[st] = sh.wgrad / per_rank[r];
+    // Whole bytes: a share that does not divide rounds half up (give memory in units divisible
+    // by the chunk count for exact figures).
+    auto split = [&](int64_t bytes) { return (bytes + per_rank[r] / 2) / per_rank[r]; };
+    s.memory.params_bytes[st] = split(sh.params);
+    s.memory.activation_bytes[st] = split(sh.act);
+    s.memory.weight_grad_bytes[st] = split(sh.wgrad);
   }
   for (auto& row : s.actions)
     for (auto& st : row) st.loc = base.locs.schedule;
@@ -121,6 +133,14 @@ int run_compare(const CompareArgs& a) {
   if (a.lower) opt.lower = *a.lower == "deferred" ? LowerPolicy::kDeferred : LowerPolicy::kPyTorch;
   std::vector<RankShare> shares = rank_shares(*base);
   std::vector<std::string> names = a.schedules.empty() ? schedule_names() : a.schedules;
+  const std::vector<std::string> known = schedule_names();
+  for (const auto& name : names)
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string near = closest_match(name, known);
+      std::cerr << fmt::format("schedcheck: error: --schedules: unknown schedule '{}'{}\n", name,
+                               near.empty() ? "" : fmt::format("; did you mean '{}'?", near));
+      return kExitUsage;
+    }
 
   nlohmann::json rows = nlohmann::json::array();
   std::ostringstream table;
@@ -175,7 +195,8 @@ Command add_compare(CLI::App& parent) {
                  "  schedcheck compare model.yaml --schedules 1f1b,zb-h1,zb-h2,interleaved-1f1b");
   cmd->add_option("spec", a->file, "YAML spec giving ranks, microbatches, costs, p2p and memory")->required();
   cmd->add_option("--schedules", a->schedules, "comma-separated schedule names (default: all)")->delimiter(',');
-  cmd->add_option("--chunks", a->chunks, "stages per rank for the interleaved schedules (default 2)");
+  cmd->add_option("--chunks", a->chunks, "stages per rank for the interleaved schedules (default 2)")
+      ->check(CLI::Range(1, 1024));
   cmd->add_option("--format", a->format, "text (a table) or json (a list of verify objects)")
       ->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("--semantics", a->semantics, "P2P semantics for every schedule (eager, rendezvous, buffered:N)");

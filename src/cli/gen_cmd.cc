@@ -3,6 +3,7 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/common.h"
 #include "pipeline/generators.h"
@@ -43,6 +44,10 @@ int run_gen(const GenArgs& a) {
     }
     actions = std::move(*lowered);
   }
+  if (a.format == "csv" && g->pipeline_starts.size() > 1)
+    std::cerr << fmt::format("schedcheck gen: note: {} runs {} pipelines (first stages {}); a CSV cannot record "
+                             "that, so verify the YAML form (--format yaml), which keeps it as 'pipelines'\n",
+                             g->name, g->pipeline_starts.size(), fmt::join(g->pipeline_starts, ", "));
   std::string text;
   if (a.format == "yaml") {
     PipelineSpec spec = to_pipeline_spec(*g);
@@ -69,8 +74,8 @@ Command add_gen(CLI::App& parent) {
              "  schedcheck gen zb-v --ranks 4 --microbatches 8 --format yaml -o zbv.yaml\n"
              "Schedules: " + names);
   cmd->add_option("name", a->name, "schedule name")->required();
-  cmd->add_option("--ranks", a->ranks, "pipeline ranks p")->required()->check(CLI::PositiveNumber);
-  cmd->add_option("--microbatches", a->microbatches, "microbatches m")->required()->check(CLI::PositiveNumber);
+  cmd->add_option("--ranks", a->ranks, "pipeline ranks p")->required()->check(CLI::Range(1, 65536));
+  cmd->add_option("--microbatches", a->microbatches, "microbatches m")->required()->check(CLI::Range(1, 10'000'000));
   auto* stages = cmd->add_option("--stages", a->stages, "stages in all (a multiple of the ranks)");
   cmd->add_option("--chunks", a->chunks, "stages per rank v (interleaved schedules)")->excludes(stages);
   cmd->add_flag("--megatron", a->megatron, "interleaved-1f1b: Megatron-LM's variant instead of PyTorch's");

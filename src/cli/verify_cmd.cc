@@ -50,6 +50,14 @@ int run_verify(const VerifyArgs& a) {
     std::cerr << "schedcheck: error: --trace and --dot take one input file\n";
     return kExitUsage;
   }
+  for (const auto& [option, path] : {std::pair{"--trace", a.trace}, std::pair{"--dot", a.dot}}) {
+    if (!path) continue;
+    std::string problem = check_output_path(option, *path, a.files);
+    if (!problem.empty()) {
+      std::cerr << "schedcheck: error: " << problem << "\n";
+      return kExitUsage;
+    }
+  }
   // Load everything first: a spec error stops the run before any report is written.
   std::vector<PipelineSpec> specs;
   Diagnostics diags;
@@ -83,7 +91,7 @@ int run_verify(const VerifyArgs& a) {
     if (a.trace && !write_output(*a.trace, chrome_trace(r))) return kExitUsage;
     if (a.dot && !write_output(*a.dot, dot_graph(r))) return kExitUsage;
   }
-  if (a.format == "json" && specs.size() > 1) std::cout << all.dump(2) << "\n";
+  if (a.format == "json" && specs.size() > 1) std::cout << all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   return exit;
 }
 

@@ -43,7 +43,11 @@ std::string dot_graph(const VerifyResult& r) {
     for (OpId id : st.ops) {
       if (!shown[id]) continue;
       bool stuck = !e.done.empty() && !e.done[id];
-      out += fmt::format("    op{} [label={}{}];\n", id, quote(p.label(id) + "\\n" + format_loc(p.ops[id].loc)),
+      // Two lines: the op and its location (a DOT "\n" escape between the quoted parts).
+      std::string label = quote(p.label(id));
+      label.pop_back();
+      label += "\\n" + quote(format_loc(p.ops[id].loc)).substr(1);
+      out += fmt::format("    op{} [label={}{}];\n", id, label,
                          stuck ? ", color=red, penwidth=2" : "");
       if (prev != kNoOp) out += fmt::format("    op{} -> op{};\n", prev, id);
       prev = id;
