@@ -267,3 +267,48 @@ TEST_CASE("compare reproduces ZB Table 5 for the 1.5B model from the specs' cost
     CHECK(rounded(2) == Approx(t.h2).margin(1e-9));
   }
 }
+
+TEST_CASE("inputs that cannot be read sensibly are refused before any work", "[cli]") {
+  RunResult dev = run_cli("verify /dev/zero");
+  CHECK(dev.exit_code == 2);
+  CHECK(dev.out.find("/dev/zero:1:1: error: cannot read the spec: it is not a regular file") != std::string::npos);
+  // Memory values whose sum would overflow, and costs whose sum loses all precision.
+  std::string big = temp_path("overflow.yaml");
+  std::ofstream(big) << "schedcheck: 1\nranks: 1\nmicrobatches: 2\nmemory: {activation_bytes: 5000PiB}\n"
+                        "schedule: {name: gpipe}\n";
+  RunResult mem = run_cli("verify '" + big + "'");
+  CHECK(mem.exit_code == 2);
+  CHECK(mem.out.find("add up to more than 2^62 bytes") != std::string::npos);
+  // An output file that would overwrite the input, or sits in a missing folder: usage errors.
+  std::string self = temp_path("self.yaml");
+  std::filesystem::copy_file(sc::test::source_path("examples/interleaved-parity-fix.yaml"), self,
+                             std::filesystem::copy_options::overwrite_existing);
+  RunResult over = run_cli("verify '" + self + "' --trace '" + self + "'");
+  CHECK(over.exit_code == 1);
+  CHECK(over.out.find("would overwrite the input file") != std::string::npos);
+  CHECK(sc::test::read_file(self).rfind("# yaml-language-server", 0) == 0);
+  CHECK(run_cli("verify '" + self + "' --dot /no/such/dir/x.dot").exit_code == 1);
+}
+
+TEST_CASE("a CSV with a byte order mark and trailing blank lines reads as written", "[cli][csv]") {
+  std::string path = temp_path("bom.csv");
+  std::ofstream(path, std::ios::binary) << "\xEF\xBB\xBF" "0F0,0B0\n1F0,1B0\n\n\n";
+  RunResult r = run_cli("verify '" + path + "' --format json", false);
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["schedule"]["ranks"] == 2);
+  CHECK(j["timing"]["bubble_rate"].get<double>() == Approx(1 - 6.0 / (2 * 6)));  // span 6 s: 0F0 1F0 1B0 0B0
+}
+
+TEST_CASE("compare rejects unknown schedule names and charges DualPipe a whole stage per direction", "[cli][compare]") {
+  RunResult bad = run_cli("compare examples/compare-p4-m8.yaml --schedules zbh1");
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.out.find("unknown schedule 'zbh1'; did you mean 'zb-h1'?") != std::string::npos);
+  RunResult dp = run_cli("compare examples/compare-p4-m8.yaml --schedules dualpipe --format json", false);
+  REQUIRE(dp.exit_code == 0);
+  auto j = nlohmann::json::parse(dp.out)[0];
+  // Each rank runs m/2 = 4 microbatches in each direction on a full 1/p stage: 2 x 4 x 3 s.
+  for (const auto& b : j["timing"]["busy_per_rank"]) CHECK(b.get<double>() == Approx(24));
+  // FACTS §1: DualPipe holds PP + 1 = 5 chunk units of activations, 2 GiB each.
+  CHECK(j["memory"]["peak_bytes_per_rank"][0].get<double>() == Approx(10.0 * (1 << 30)));
+}
