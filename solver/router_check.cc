@@ -35,8 +35,11 @@ class RouterEncoder {
  public:
   RouterEncoder(const RouterSpec& spec, const RouterCheckOptions& opt)
       : solver_(ctx_), experts_(spec.train.experts), tokens_(spec.batch * spec.seq_len) {
+    rlimit_ = static_cast<unsigned>(std::min<uint64_t>(opt.rlimit, 4'000'000'000u));
+    plain_rlimit_ = static_cast<unsigned>(std::min<uint64_t>(opt.plain_witness_rlimit, 4'000'000'000u));
+    plain_witness_ = opt.plain_witness;
     z3::params p(ctx_);
-    p.set("rlimit", static_cast<unsigned>(std::min<uint64_t>(opt.rlimit, 4'000'000'000u)));
+    p.set("rlimit", rlimit_);
     p.set("random_seed", opt.seed);
     solver_.set(p);
     max_score_ = std::max(9, 2 * tokens_ * (experts_ + 1));
@@ -113,6 +116,9 @@ class RouterEncoder {
       solver_.add(z3::distinct(v));
     }
   }
+  bool plain_witness() const { return plain_witness_; }
+  // Switches to the smaller budget of the optional plain-witness queries and back.
+  void use_plain_rlimit(bool on) { solver_.set("rlimit", on ? plain_rlimit_ : rlimit_); }
   void push() { solver_.push(); }
   void pop(unsigned n = 1) { solver_.pop(n); }
   void add(const z3::expr& e) { solver_.add(e); }
@@ -129,9 +135,12 @@ class RouterEncoder {
   // After a satisfiable check: looks for a model where each input's scores are all different (no
   // tie decides anything, so the witness reads plainly); keeps the first model when there is none.
   void prefer_distinct(const std::vector<const SymInput*>& inputs) {
+    if (!plain_witness_) return;
     solver_.push();
     add_distinct(inputs);
+    solver_.set("rlimit", plain_rlimit_);
     check();  // on failure the model stays the previous one
+    solver_.set("rlimit", rlimit_);
     solver_.pop();
   }
 
@@ -175,6 +184,9 @@ class RouterEncoder {
   int32_t experts_;
   int32_t tokens_;
   int max_score_ = 0;
+  unsigned rlimit_ = 0;
+  unsigned plain_rlimit_ = 0;
+  bool plain_witness_ = true;
 };
 
 SymDecisions RouterEncoder::encode(const RouterConfig& c, int32_t batch, int32_t seq_len, const SymInput& in,
@@ -313,10 +325,12 @@ struct Pair {
 
 // Is there a pair of inputs agreeing on `agree` where some token of `targets` changes fate? On
 // sat, `*out` holds the second input and its decisions for the encoder's model. With `distinct`,
-// asks for all scores of each input to differ (a plainer witness).
+// asks for all scores of each input to differ (a plainer witness). `polish` marks a query that
+// only improves a witness: it runs under the smaller witness budget.
 Outcome pair_query(RouterEncoder& enc, const RouterSpec& spec, const SymInput& a, const SymDecisions& da,
                    const SymInput& b, const std::vector<char>& agree, const std::vector<int32_t>& targets,
-                   bool distinct, std::optional<Pair>* out) {
+                   bool distinct, bool polish, std::optional<Pair>* out) {
+  if (distinct && !enc.plain_witness()) return Outcome::kUnknown;
   Pair p;
   p.b = b;
   for (size_t i = 0; i < agree.size(); ++i)
@@ -331,7 +345,9 @@ Outcome pair_query(RouterEncoder& enc, const RouterSpec& spec, const SymInput& a
   enc.push();
   enc.add(enc.any(flips));
   if (distinct) enc.add_distinct({&a, &p.b});
+  if (polish) enc.use_plain_rlimit(true);
   Outcome o = enc.check();
+  if (polish) enc.use_plain_rlimit(false);
   enc.pop();
   if (o == Outcome::kSat) *out = std::move(p);
   return o;
@@ -347,7 +363,7 @@ void minimize(RouterEncoder& enc, const RouterSpec& spec, const SymInput& a, con
     agree[static_cast<size_t>(j)] = 1;
     ++*queries;
     std::optional<Pair> next;
-    if (pair_query(enc, spec, a, da, b, agree, targets, false, &next) == Outcome::kSat)
+    if (pair_query(enc, spec, a, da, b, agree, targets, false, true, &next) == Outcome::kSat)
       *pair = std::move(next);
     else
       agree[static_cast<size_t>(j)] = 0;
@@ -355,7 +371,7 @@ void minimize(RouterEncoder& enc, const RouterSpec& spec, const SymInput& a, con
   // The model after a failed check is still the last satisfying one, and *pair matches it.
   ++*queries;
   std::optional<Pair> plain;
-  if (pair_query(enc, spec, a, da, b, agree, targets, true, &plain) == Outcome::kSat) *pair = std::move(plain);
+  if (pair_query(enc, spec, a, da, b, agree, targets, true, true, &plain) == Outcome::kSat) *pair = std::move(plain);
 }
 
 PropertyResult prefix_causality(const RouterSpec& spec, const RouterCheckOptions& opt) {
@@ -380,7 +396,7 @@ PropertyResult prefix_causality(const RouterSpec& spec, const RouterCheckOptions
       }
       ++r.queries;
       std::optional<Pair> pair;
-      Outcome o = pair_query(enc, spec, a, da, b, agree, {target}, false, &pair);
+      Outcome o = pair_query(enc, spec, a, da, b, agree, {target}, false, false, &pair);
       if (o == Outcome::kUnknown) unknown = true;
       if (o != Outcome::kSat) continue;
       minimize(enc, spec, a, da, b, agree, {target}, opt.minimize_witness ? later : std::vector<int32_t>{}, &pair,
@@ -432,7 +448,7 @@ PropertyResult batch_independence(const RouterSpec& spec, const RouterCheckOptio
     }
     ++r.queries;
     std::optional<Pair> pair;
-    Outcome o = pair_query(enc, spec, a, da, b, agree, targets, false, &pair);
+    Outcome o = pair_query(enc, spec, a, da, b, agree, targets, false, false, &pair);
     if (o == Outcome::kUnknown) unknown = true;
     if (o != Outcome::kSat) continue;
     minimize(enc, spec, a, da, b, agree, targets, opt.minimize_witness ? others : std::vector<int32_t>{}, &pair,

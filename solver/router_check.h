@@ -19,6 +19,12 @@ struct RouterCheckOptions {
   /// Greedily make as many tokens as possible agree between the two inputs of a witness, so the
   /// remaining ones are the cause.
   bool minimize_witness = true;
+  /// Ask for a witness whose scores are all different (no tie decides anything, so it reads
+  /// plainly); the first witness is kept when that fails.
+  bool plain_witness = true;
+  /// Resource limit of each query that only polishes a witness (minimising its cause, plain
+  /// scores); one that runs out leaves the witness as it was, it never changes a verdict.
+  uint64_t plain_witness_rlimit = 30'000'000;
   /// Properties to check (names as in PropertyResult::name); empty means the spec's `check:` list,
   /// or all when that is empty too.
   std::vector<std::string> only;
