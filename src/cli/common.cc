@@ -32,8 +32,9 @@ std::optional<PipelineSpec> load_spec(const std::string& path, const std::option
     spec = spec_from_csv(path, diags, placement);
   } else {
     if (placement)
-      diags.error({}, fmt::format("--placement applies to a CSV schedule; {} declares its placement with the "
-                                  "'placement' key", path));
+      diags.error(SourceLoc{register_source("--placement", ""), 0, 0},
+                  fmt::format("--placement applies to a CSV schedule; a YAML spec such as {} gives its placement "
+                              "with the 'placement' key", path));
     spec = load_yaml_spec(path, diags);
     if (spec && !diags.has_errors()) resolve_named_schedule(*spec, diags);
   }
