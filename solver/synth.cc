@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include <fmt/format.h>
 #include <z3++.h>
@@ -112,6 +114,7 @@ class Encoder {
   void add_objective();
   int64_t structural_lower_bound() const;
   std::vector<std::vector<Step>> extract(const z3::model& m, int64_t* value);
+  std::optional<std::vector<std::vector<Step>>> greedy(int32_t max_live, bool forward_first, bool fit_w, int32_t max_pending_w);
   int64_t value_of(const std::vector<std::vector<Step>>& actions, bool* fits, double* value_s);
 };
 
@@ -401,6 +404,127 @@ std::vector<std::vector<Step>> Encoder::extract(const z3::model& m, int64_t* val
   return actions;
 }
 
+// A list schedule in the spirit of the ZB paper's heuristic: each rank, when free, runs a ready
+// I (B), else a ready F when memory and the warm-up cap `max_live` (live activations per stage)
+// allow, else a pending W; `forward_first` prefers a ready F over a ready I; `fit_w` runs a W only
+// where it ends before the rank's next I (B) can start at the earliest (it fills a bubble), but
+// always once a stage has `max_pending_w` W's waiting (the steady F, I, W rhythm). Times are the
+// encoding's; verify judges the result. nullopt when it gets stuck (the limit is too tight).
+std::optional<std::vector<std::vector<Step>>> Encoder::greedy(int32_t max_live, bool forward_first, bool fit_w, int32_t max_pending_w) {
+  const int32_t S = spec_.stages, M = spec_.microbatches;
+  std::vector<int64_t> end_t(ops_.size(), -1), free_at(spec_.ranks, 0), live(spec_.ranks, 0);
+  std::vector<int32_t> nf(S, 0), nb(S, 0), nw(S, 0);
+  std::vector<std::vector<Step>> actions(spec_.ranks);
+  std::vector<int64_t> static_bytes(spec_.ranks, 0);
+  for (int32_t st = 0; st < S; ++st) static_bytes[spec_.stage_to_rank[st]] += spec_.memory.params_bytes[st];
+  size_t placed = 0;
+  auto ready_time = [&](int32_t o) -> int64_t {  // -1 while a predecessor is unplaced
+    const SOp& op = ops_[o];
+    int64_t t = 0;
+    auto need = [&](int32_t pred, int64_t delay) {
+      if (t < 0) return;
+      if (end_t[pred] < 0) t = -1;
+      else t = std::max(t, end_t[pred] + delay);
+    };
+    if (op.kind == kF) {
+      if (!spec_.is_first_stage(op.stage)) need(id(kF, op.stage - 1, op.mb), comm_units(op.stage - 1, op.stage));
+    } else if (op.kind == kBk) {
+      need(id(kF, op.stage, op.mb), 0);
+      if (!spec_.is_last_stage(op.stage)) need(id(kBk, op.stage + 1, op.mb), comm_units(op.stage + 1, op.stage));
+    } else {
+      need(id(kBk, op.stage, op.mb), 0);
+    }
+    return t;
+  };
+  // Event order: always place the op that can start earliest over all ranks (ties: priority,
+  // then rank), so no later placement could have offered this rank an earlier op.
+  int64_t now = 0;
+  // Earliest start of an unplaced op given what is placed (unplaced ops start at `now` or later).
+  std::function<int64_t(int32_t)> earliest = [&](int32_t o) -> int64_t {
+    const SOp& op = ops_[o];
+    int64_t t = now;
+    auto need = [&](int32_t pred, int64_t delay) {
+      int64_t e = end_t[pred] >= 0 ? end_t[pred] : earliest(pred) + ops_[pred].dur;
+      t = std::max(t, e + delay);
+    };
+    if (op.kind == kF) {
+      if (!spec_.is_first_stage(op.stage)) need(id(kF, op.stage - 1, op.mb), comm_units(op.stage - 1, op.stage));
+    } else if (op.kind == kBk) {
+      need(id(kF, op.stage, op.mb), 0);
+      if (!spec_.is_last_stage(op.stage)) need(id(kBk, op.stage + 1, op.mb), comm_units(op.stage + 1, op.stage));
+    } else {
+      need(id(kBk, op.stage, op.mb), 0);
+    }
+    return t;
+  };
+  bool relax_w = false;
+  while (placed < ops_.size()) {
+    int32_t best = -1, best_r = -1;
+    int64_t best_t = INT64_MAX;
+    int best_rank = 9;
+    for (int32_t r = 0; r < spec_.ranks; ++r)
+      for (int32_t st = 0; st < S; ++st) {
+        if (spec_.stage_to_rank[st] != r) continue;
+        auto offer = [&](int32_t o, int prio) {
+          int64_t t = ready_time(o);
+          if (t < 0) return;
+          t = std::max(t, free_at[r]);
+          if (t < best_t || (t == best_t && prio < best_rank)) {
+            best = o;
+            best_r = r;
+            best_t = t;
+            best_rank = prio;
+          }
+        };
+        if (nb[st] < M) offer(id(kBk, st, nb[st]), forward_first ? 1 : 0);
+        if (nf[st] < M && nf[st] - nb[st] < max_live) {
+          int64_t need = live[r] + spec_.memory.activation_bytes[st] + static_bytes[r];
+          if (limit_ < 0 || need <= limit_) offer(id(kF, st, nf[st]), forward_first ? 0 : 1);
+        }
+        if (split_ && nw[st] < nb[st]) {
+          int32_t w = id(kW, st, nw[st]);
+          bool fits = true;
+          if (fit_w && !relax_w) {
+            int64_t t = std::max(free_at[r], end_t[id(kBk, st, nw[st])]);
+            for (int32_t st2 = 0; st2 < S; ++st2)
+              if (spec_.stage_to_rank[st2] == r && nb[st2] < M && t + ops_[w].dur > earliest(id(kBk, st2, nb[st2])))
+                fits = false;
+          }
+          if (fits || nb[st] - nw[st] >= max_pending_w) offer(w, nb[st] - nw[st] >= max_pending_w ? -1 : 2);
+        }
+      }
+    if (best < 0 && fit_w && !relax_w) {
+      relax_w = true;  // nothing else can run: a W that does not fit a bubble is still progress
+      continue;
+    }
+    relax_w = false;
+    if (best < 0) return std::nullopt;
+    now = best_t;
+    const int32_t r = best_r;
+    const SOp& op = ops_[best];
+    end_t[best] = best_t + op.dur;
+    free_at[r] = end_t[best];
+    int64_t a = spec_.memory.activation_bytes[op.stage], w = split_ ? spec_.memory.weight_grad_bytes[op.stage] : 0;
+    if (op.kind == kF) {
+      live[r] += a;
+      ++nf[op.stage];
+    } else if (op.kind == kBk) {
+      live[r] += w - a;
+      ++nb[op.stage];
+    } else {
+      live[r] -= w;
+      ++nw[op.stage];
+    }
+    ActionKind k = op.kind == kF ? ActionKind::kF : op.kind == kW ? ActionKind::kW : split_ ? ActionKind::kI : ActionKind::kB;
+    Step step;
+    step.first = Action{k, op.stage, op.mb};
+    step.loc = spec_.locs.schedule;
+    actions[r].push_back(step);
+    ++placed;
+  }
+  return actions;
+}
+
 // Runs verify on `actions`; returns the objective in units (rounded up) and whether the
 // schedule holds every property, the memory limit included.
 int64_t Encoder::value_of(const std::vector<std::vector<Step>>& actions, bool* fits, double* value_s) {
@@ -461,11 +585,23 @@ SynthResult Encoder::run() {
         continue;
       consider(g->actions, name);
     }
+    for (bool fit_w : {false, true})
+      for (int32_t pending : {1, 2, 3, spec_.microbatches + 1})
+        for (bool forward_first : {false, true})
+          for (int32_t cap = 1; cap <= 2 * spec_.stages + 1 && cap <= spec_.microbatches; ++cap) {
+            if (!fit_w && pending <= spec_.microbatches) continue;
+            if (auto g = greedy(cap, forward_first, fit_w, pending))
+              consider(*g, fmt::format("greedy (warm-up cap {}{}{})", cap,
+                                       fit_w ? fmt::format(", W in bubbles or after {} pending", pending) : "",
+                                       forward_first ? ", forward first" : ""));
+          }
   }
 
-  auto check = [&](std::optional<int64_t> bound) -> z3::check_result {
+  // `share`: give this probe a quarter of the time left, so a hard bound leaves time for easier ones.
+  auto check = [&](std::optional<int64_t> bound, bool share = false) -> z3::check_result {
     double left = opt_.time_limit_s - seconds_since(t0);
     if (left <= 0) return z3::unknown;
+    if (share) left = std::max(std::min(left, 5.0), left / 4);
     z3::params p(ctx_);
     p.set("timeout", static_cast<unsigned>(std::min(left * 1000.0, 4.0e9)));
     solver_.set(p);
@@ -527,17 +663,22 @@ SynthResult Encoder::run() {
     }
     if (res == z3::unknown || !take_model()) stopped = true;
   }
+  // Small steps down from the best value: a bound just below it is usually found quickly,
+  // while one far below it is hard to refute and hard to satisfy. An unknown answer shrinks the
+  // step; an unknown at the smallest step ends the search.
+  int64_t step = std::max<int64_t>(1, (ub - lb) / 8);
   while (!stopped && ub > lb) {
-    // Small steps down from the best value: a bound just below it is usually found quickly,
-    // while one far below it is hard to refute and hard to satisfy.
-    int64_t target = ub - lb <= 4 ? ub - 1 : ub - std::max<int64_t>(1, (ub - lb) / 8);
-    z3::check_result res = check(target);
+    int64_t target = ub - lb <= 4 ? ub - 1 : ub - std::min(step, ub - lb);
+    bool last_try = target == ub - 1;
+    z3::check_result res = check(target, !last_try);
     if (res == z3::sat) {
       if (!take_model()) stopped = true;
     } else if (res == z3::unsat) {
       lb = target + 1;
-    } else {
+    } else if (last_try || seconds_since(t0) >= opt_.time_limit_s) {
       stopped = true;
+    } else {
+      step = std::max<int64_t>(1, step / 4);
     }
   }
   out.lower_bound_s = static_cast<double>(std::min(lb, ub)) * unit_s_;

@@ -244,7 +244,8 @@ TEST_CASE("synth never claims optimality when the resource limit stops it; it ke
   sc::SynthResult r = sc::synthesize(spec, o);
   CHECK(r.status == sc::SynthStatus::kFeasible);
   REQUIRE(r.has_schedule);
-  CHECK(r.best_s == Approx(27));
+  CHECK(r.best_s >= 26);  // the optimum (FACTS §1); the warm starts reach 26 or 27
+  CHECK(r.best_s <= 27);
   CHECK(r.lower_bound_s == Approx(24));
   CHECK(r.probes.back().answer == "unknown");
 }

@@ -1,0 +1,96 @@
+// Synthesis and SMT-engine benchmarks (not tests); figures go to the README.
+//   synth_bench targets                 p = 4, m = 8, unit costs, limits 8, 10, 12, 14 (FACTS §1)
+//   synth_bench zb [SECONDS]            p = 8, m = 24, ZB 1.5B costs, limits 2p·M_B and p·M_B
+//   synth_bench shape P M LIMIT [SECONDS]  unit costs, M_B = 2, M_W = 1
+//   synth_bench differential N [SEED]   N mutated schedules through both verify engines
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "check/verify.h"
+#include "solver/smt_differential.h"
+#include "solver/synth.h"
+
+namespace {
+
+sc::PipelineSpec make(int32_t p, int32_t m, double f, double i, double w, double latency_s) {
+  sc::PipelineSpec s;
+  s.name = fmt::format("p{}-m{}", p, m);
+  s.path = "<bench>";
+  s.ranks = p;
+  s.stages = p;
+  s.microbatches = m;
+  s.stage_to_rank = sc::loop_placement(p, p);
+  s.placement = "loop";
+  s.placement_declared = true;
+  s.costs.f_s.assign(p, f);
+  s.costs.i_s.assign(p, i);
+  s.costs.w_s.assign(p, w);
+  s.costs.b_s.assign(p, i + w);
+  s.p2p.latency_s = latency_s;
+  s.memory.params_bytes.assign(p, 0);
+  s.memory.activation_bytes.assign(p, 2);
+  s.memory.weight_grad_bytes.assign(p, 1);
+  return s;
+}
+
+void run(const sc::PipelineSpec& spec, int64_t limit, double seconds) {
+  sc::SynthOptions o;
+  o.limit_bytes = limit;
+  o.time_limit_s = seconds;
+  auto t0 = std::chrono::steady_clock::now();
+  sc::SynthResult r = sc::synthesize(spec, o);
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double bubble = -1;
+  if (r.has_schedule) {
+    sc::PipelineSpec s = spec;
+    s.actions = r.actions;
+    s.memory.limit_bytes = limit;
+    sc::VerifyResult v = sc::verify(s, sc::VerifyOptions{});
+    if (v.timeline) bubble = v.timeline->bubble_rate;
+    if (!v.findings.empty()) std::printf("  verify FAILED: %s\n", v.findings.front().message.c_str());
+  }
+  std::printf("%-10s limit %3lld  %-10s best %-10.6g lower bound %-10.6g bubble %.4f  warm start %s %.6g  "
+              "%lld order booleans, %zu probes, solver %.2f s, wall %.2f s\n",
+              spec.name.c_str(), static_cast<long long>(limit), sc::synth_status_name(r.status), r.best_s,
+              r.lower_bound_s, bubble, r.warm_start.empty() ? "-" : r.warm_start.c_str(), r.warm_start_s,
+              static_cast<long long>(r.order_booleans), r.probes.size(), r.solver_seconds, wall);
+  for (const auto& p : r.probes) std::printf("    <= %.6g: %s (%.2f s)\n", p.bound_s, p.answer.c_str(), p.seconds);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "targets";
+  if (mode == "targets") {
+    for (int64_t limit : {8, 10, 12, 14}) run(make(4, 8, 1, 1, 1, 0), limit, 120);
+  } else if (mode == "zb") {
+    double seconds = argc > 2 ? std::atof(argv[2]) : 120;
+    // ZB paper (arXiv 2401.10241) appendix, 1.5B model, m = 24 (FACTS §1).
+    sc::PipelineSpec s = make(8, 24, 18.522e-3, 18.086e-3, 9.337e-3, 0.601e-3);
+    s.name = "zb-1.5b";
+    for (int64_t limit : {32, 16}) run(s, limit, seconds);
+  } else if (mode == "shape" && argc >= 5) {
+    double seconds = argc > 5 ? std::atof(argv[5]) : 120;
+    run(make(std::atoi(argv[2]), std::atoi(argv[3]), 1, 1, 1, 0), std::atoll(argv[4]), seconds);
+  } else if (mode == "differential") {
+    int64_t n = argc > 2 ? std::atoll(argv[2]) : 5000;
+    uint32_t seed = argc > 3 ? static_cast<uint32_t>(std::atoll(argv[3])) : 1;
+    auto t0 = std::chrono::steady_clock::now();
+    sc::DifferentialTally t = sc::run_mutation_differential(
+        n, seed, sc::SmtOptions{}, [](const std::string& m) { std::printf("%s\n", m.c_str()); });
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("differential: %lld cases, %lld deadlocked, %lld disagreements, smt %.2f s, wall %.2f s\n",
+                static_cast<long long>(t.cases), static_cast<long long>(t.deadlocks),
+                static_cast<long long>(t.disagreements), t.smt_seconds, wall);
+    return t.disagreements == 0 ? 0 : 1;
+  } else {
+    std::fprintf(stderr, "usage: synth_bench targets | zb [SECONDS] | shape P M LIMIT [SECONDS] | differential N [SEED]\n");
+    return 1;
+  }
+  return 0;
+}
