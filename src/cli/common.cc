@@ -145,6 +145,19 @@ std::string yaml_spec_text(const PipelineSpec& spec, const std::vector<std::vect
   return out;
 }
 
+void add_semantics_option(CLI::App* cmd, std::optional<std::string>& value) {
+  cmd->add_option("--semantics", value,
+                  "P2P semantics: eager (sends never block), rendezvous (a send completes with its receive; "
+                  "NCCL's behaviour for large messages; the default), buffered:N (N messages in flight per "
+                  "channel); overrides the spec's")
+      ->check(CLI::Validator(
+          [](const std::string& text) {
+            std::string why;
+            return parse_semantics(text, &why) ? std::string() : why;
+          },
+          "SEMANTICS"));
+}
+
 std::string check_output_path(const std::string& option, const std::string& path,
                               const std::vector<std::string>& inputs) {
   namespace fs = std::filesystem;

@@ -39,6 +39,10 @@ std::string check_output_path(const std::string& option, const std::string& path
 /// Spec v1 YAML of `spec` with its action lists (`actions` replaces spec.actions when given).
 std::string yaml_spec_text(const PipelineSpec& spec, const std::vector<std::vector<Step>>* actions = nullptr);
 
+/// Adds `--semantics eager|rendezvous|buffered:N` to `cmd`, validated while parsing (a bad value is
+/// a usage error, exit 1), so a stored value always parses with parse_semantics.
+void add_semantics_option(CLI::App* cmd, std::optional<std::string>& value);
+
 /// One subcommand: its CLI11 app and what runs it after parsing.
 struct Command {
   CLI::App* app = nullptr;

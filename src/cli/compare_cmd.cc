@@ -122,14 +122,7 @@ int run_compare(const CompareArgs& a) {
   auto base = load_spec(a.file, std::nullopt, diags);
   if (!base) return report_spec_errors(diags);
   VerifyOptions opt;
-  if (a.semantics) {
-    std::string why;
-    opt.semantics = parse_semantics(*a.semantics, &why);
-    if (!opt.semantics) {
-      std::cerr << "schedcheck: error: --semantics: " << why << "\n";
-      return kExitUsage;
-    }
-  }
+  if (a.semantics) opt.semantics = parse_semantics(*a.semantics);  // validated by the option
   if (a.lower) opt.lower = *a.lower == "deferred" ? LowerPolicy::kDeferred : LowerPolicy::kPyTorch;
   std::vector<RankShare> shares = rank_shares(*base);
   std::vector<std::string> names = a.schedules.empty() ? schedule_names() : a.schedules;
@@ -199,7 +192,7 @@ Command add_compare(CLI::App& parent) {
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--format", a->format, "text (a table) or json (a list of verify objects)")
       ->check(CLI::IsMember({"text", "json"}));
-  cmd->add_option("--semantics", a->semantics, "P2P semantics for every schedule (eager, rendezvous, buffered:N)");
+  add_semantics_option(cmd, a->semantics);
   cmd->add_option("--lower", a->lower, "add SEND/RECV to every schedule first: pytorch or deferred")
       ->check(CLI::IsMember({"pytorch", "deferred"}));
   return {cmd, [a] { return run_compare(*a); }};

@@ -35,14 +35,7 @@ struct VerifyArgs {
 int run_verify(const VerifyArgs& a) {
   if (!a.files.empty() && is_router_spec_file(a.files.front())) return run_router_verify(a.files, a.format);
   VerifyOptions opt;
-  if (a.semantics) {
-    std::string why;
-    opt.semantics = parse_semantics(*a.semantics, &why);
-    if (!opt.semantics) {
-      std::cerr << "schedcheck: error: --semantics: " << why << "\n";
-      return kExitUsage;
-    }
-  }
+  if (a.semantics) opt.semantics = parse_semantics(*a.semantics);  // validated by the option
   opt.blocking = a.blocking == "whole-rank" ? BlockingModel::kWholeRank : BlockingModel::kCommStream;
   if (a.lower) opt.lower = *a.lower == "deferred" ? LowerPolicy::kDeferred : LowerPolicy::kPyTorch;
   opt.force_min_cut = a.min_cut;
@@ -119,9 +112,7 @@ Command add_verify(CLI::App& parent) {
   cmd->add_option("files", a->files, "YAML specs (.yaml) or PyTorch schedule CSVs (.csv)")->required();
   cmd->add_option("--format", a->format, "text (for people) or json (one object per file, a list for several)")
       ->check(CLI::IsMember({"text", "json"}));
-  cmd->add_option("--semantics", a->semantics,
-                  "P2P semantics: eager (sends never block), rendezvous (a send completes with its receive; "
-                  "NCCL's behaviour for large messages; the default), buffered:N; overrides the spec's");
+  add_semantics_option(cmd, a->semantics);
   cmd->add_option("--placement", a->placement,
                   "stage-to-rank placement of a CSV: loop, v, or ranks per stage as 0,1,1,0 (default: inferred "
                   "from the rows and reported)");
