@@ -1,8 +1,14 @@
 // Synthesis: optimal spans against an exhaustive search over every order, and verify on the output.
+#include <sys/wait.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
+
+#include <nlohmann/json.hpp>
 
 #include "catch.h"
 #include "check/verify.h"
@@ -265,4 +271,48 @@ TEST_CASE("synth minimises the makespan when asked and verify confirms it", "[so
   CHECK(v.timeline->makespan_s <= r.best_s + 1e-9);
   // The last rank starts after two forwards and has 9 s of work.
   CHECK(r.best_s >= 2 + 9);
+}
+
+namespace {
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;
+};
+
+CliRun run_schedcheck(const std::string& args) {
+  std::string cmd = "cd '" + std::string(SCHEDCHECK_SOURCE_DIR) + "' && '" + SCHEDCHECK_BINARY + "' " + args + " 2>&1";
+  CliRun r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
+  int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("synth on the bundled example prints optimal span 27 and writes a spec that verify accepts", "[solver]") {
+  std::string out = (std::filesystem::temp_directory_path() / "schedcheck_synth_p4m8.yaml").string();
+  CliRun r = run_schedcheck("synth examples/synth-p4-m8.yaml --seed 3 --rlimit 50000000 -o " + out);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("optimal span 27 s: no schedule within the limit does better (proven)") != std::string::npos);
+  CHECK(r.out.find("probe: span <= 26 s? unsat") != std::string::npos);
+  CliRun v = run_schedcheck("verify " + out + " --engine smt");
+  CHECK(v.exit_code == 0);
+  CHECK(v.out.find("agrees with the graph engine") != std::string::npos);
+  std::filesystem::remove(out);
+}
+
+TEST_CASE("synth exits 13 with the core when no order fits the limit, and the JSON names the status", "[solver]") {
+  CliRun r = run_schedcheck("synth examples/synth-p4-m8.yaml --memory-limit 1 --format json --rlimit 50000000");
+  CHECK(r.exit_code == 13);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["status"] == "infeasible");
+  REQUIRE(j["core"].size() >= 1);
+  CHECK(j["core"][0].get<std::string>().rfind("memory.limit_bytes (rank ", 0) == 0);
+  CHECK(j["best"].is_null());
 }

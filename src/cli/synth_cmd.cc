@@ -37,7 +37,9 @@ struct SynthArgs {
 std::string synth_yaml(const PipelineSpec& spec, const SynthResult& r, const std::optional<int64_t>& limit) {
   PipelineSpec s = spec;
   s.name = spec.name + "-synth";
+  s.memory.limit_bytes = limit;
   std::string out = yaml_spec_text(s, &r.actions);
+  if (out.find("\ncosts:") != std::string::npos) return out;  // the writer already gives the model
   auto list = [](const auto& v, auto fmt_one) {
     std::string t = "[";
     for (size_t i = 0; i < v.size(); ++i) t += (i ? ", " : "") + fmt_one(v[i]);
