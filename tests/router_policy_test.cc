@@ -214,3 +214,29 @@ TEST_CASE("a query at batch 2, sequence length 8, E = 8, top-2 finishes well ins
   CHECK(prop(r, "prefix_causality").status == PropertyStatus::kHolds);
   CHECK(prop(r, "batch_independence").status == PropertyStatus::kHolds);
 }
+
+TEST_CASE("a solver that runs out of resources makes the result inconclusive, never proven", "[router]") {
+  RouterSpec s = spec_from(kRows[4].body);  // needs a search either way
+  RouterCheckOptions opt;
+  opt.rlimit = 1;
+  opt.only = {"prefix_causality", "drop_free"};
+  RouterReport r = check_router(s, opt);
+  CHECK(prop(r, "prefix_causality").status == PropertyStatus::kInconclusive);
+  CHECK(prop(r, "drop_free").status == PropertyStatus::kInconclusive);
+  CHECK(r.exit_code == kRouterExitInconclusive);
+  CHECK(r.verdict() == "inconclusive");
+  // A violation found elsewhere still wins over an inconclusive property.
+  std::vector<PropertyResult> props(2);
+  props[0].status = PropertyStatus::kInconclusive;
+  props[1].status = PropertyStatus::kViolated;
+  props[1].kind = "causality";
+  CHECK(router_exit_code(props, std::nullopt) == kRouterExitCausality);
+}
+
+TEST_CASE("the spec's check list limits the properties checked", "[router]") {
+  RouterSpec s = spec_from(std::string(kRows[4].body) + "  check: [drop_free]\n");
+  RouterReport r = check_router(s);
+  REQUIRE(r.properties.size() == 1);
+  CHECK(r.properties[0].name == "drop_free");
+  CHECK(r.exit_code == kRouterExitDrop);
+}

@@ -188,3 +188,12 @@ TEST_CASE("the plain router drops by position, probability and fill order as spe
   CHECK(d.fate(0, 0) == Fate::kDropped);
   CHECK(d.describe(0) == "e0 dropped");
 }
+
+TEST_CASE("a check list names known properties only", "[router]") {
+  std::string errors;
+  CHECK_FALSE(parse("schedcheck: 1\nrouter:\n  experts: 4\n  top_k: 1\n  dropless: true\n"
+                    "  check: [prefix_causality, drop_fre]\n",
+                    &errors));
+  CHECK(errors.find("r.yaml:6:29: error: router.check must be one of") != std::string::npos);
+  CHECK(errors.find("did you mean 'drop_free'?") != std::string::npos);
+}
