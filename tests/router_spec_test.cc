@@ -197,3 +197,14 @@ TEST_CASE("a check list names known properties only", "[router]") {
   CHECK(errors.find("r.yaml:6:29: error: router.check must be one of") != std::string::npos);
   CHECK(errors.find("did you mean 'drop_free'?") != std::string::npos);
 }
+
+TEST_CASE("a bound too large for the proofs is a located spec error", "[router]") {
+  std::string errors;
+  CHECK_FALSE(parse("schedcheck: 1\nrouter:\n  experts: 256\n  top_k: 8\n  dropless: true\n"
+                    "  bound: {batch: 4, seq_len: 16}\n",
+                    &errors));
+  CHECK(errors.find("r.yaml:6:10: error: 64 tokens x 256 experts squared is more than") != std::string::npos);
+  // DeepSeek-V3's 256 experts fit at a small bound.
+  CHECK(parse("schedcheck: 1\nrouter:\n  experts: 256\n  top_k: 8\n  dropless: true\n"
+              "  bound: {batch: 2, seq_len: 4}\n"));
+}

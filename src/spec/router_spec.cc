@@ -460,6 +460,13 @@ std::optional<RouterSpec> RouterLoader::load(const YAML::Node& root, const std::
     }
   }
   if (auto it = f.find("dispatch"); it != f.end()) read_dispatch(it->second, spec);
+  // The encoding compares every pair of a token's experts: keep it to a size Z3 answers quickly.
+  const int64_t pairs = int64_t{spec.train.experts} * spec.train.experts * spec.batch * spec.seq_len;
+  if (pairs > kMaxRouterExpertPairs)
+    error(spec.locs.bound.valid() ? spec.locs.bound : spec.locs.router,
+          fmt::format("{} tokens x {} experts squared is more than the {} expert comparisons the proofs take; "
+                      "lower router.bound",
+                      spec.batch * spec.seq_len, spec.train.experts, kMaxRouterExpertPairs));
   if (auto it = f.find("check"); it != f.end()) {
     const YAML::Node& v = it->second.value;
     if (!v.IsSequence() || v.size() == 0) {

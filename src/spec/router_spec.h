@@ -14,6 +14,8 @@ inline constexpr int32_t kMaxRouterBatch = 8;
 inline constexpr int32_t kMaxRouterSeqLen = 64;
 inline constexpr int32_t kMaxRouterTokens = 64;
 inline constexpr int32_t kMaxRouterExperts = 256;
+/// Largest tokens x experts^2 at the bound (the size of the top-k encoding).
+inline constexpr int64_t kMaxRouterExpertPairs = int64_t{1} << 20;
 
 /// True when `path` is a YAML file whose top level has a `router:` key (also when the YAML is
 /// broken but a line starts with `router:`, so its errors come from the router loader).
