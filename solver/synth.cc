@@ -675,6 +675,7 @@ SynthResult Encoder::run() {
       if (!take_model()) stopped = true;
     } else if (res == z3::unsat) {
       lb = target + 1;
+      step = std::max<int64_t>(1, (ub - lb) / 2);  // then bisect the remaining gap
     } else if (last_try || seconds_since(t0) >= opt_.time_limit_s) {
       stopped = true;
     } else {
