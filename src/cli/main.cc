@@ -11,8 +11,9 @@ int main(int argc, char** argv) {
       "It reads a pipeline schedule (a YAML spec, or a CSV from torch.distributed.pipelining) and proves or\n"
       "refutes deadlock-freedom, causality, channel agreement and memory limits, and predicts span, makespan,\n"
       "bubbles and peak memory per rank. `schedcheck COMMAND --help` explains each command.\n\n"
-      "Exit codes: 0 holds; 1 usage error; 2 spec error; 10 violations of several kinds; 11 deadlock;\n"
-      "12 structure or causality; 13 memory limit exceeded; 14 channel mismatch; 70 internal error.",
+      "Exit codes: 0 holds; 1 usage error; 2 spec error; 5 inconclusive (solver limit); 10 violations of\n"
+      "several kinds; 11 deadlock; 12 structure or causality; 13 memory limit exceeded; 14 channel mismatch;\n"
+      "15 router drops tokens; 16 router not deterministic; 70 internal error.",
       "schedcheck"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "schedcheck 0.1.0");
