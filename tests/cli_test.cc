@@ -12,28 +12,16 @@
 #include <nlohmann/json.hpp>
 
 #include "catch.h"
+#include "cli_util.h"
 #include "test_util.h"
 
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out;  // stdout and stderr together
-};
+using RunResult = sc::test::CliRun;
 
 // Runs schedcheck with `args` from the source folder (so paths in the output are relative).
 RunResult run_cli(const std::string& args, bool merge_stderr = true) {
-  std::string cmd = "cd '" + std::string(SCHEDCHECK_SOURCE_DIR) + "' && '" + SCHEDCHECK_BINARY + "' " + args +
-                    (merge_stderr ? " 2>&1" : " 2>/dev/null");
-  RunResult r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return sc::test::run_schedcheck(args, merge_stderr);
 }
 
 void check_golden(const std::string& name, const std::string& actual) {

@@ -12,27 +12,14 @@
 #include <nlohmann/json.hpp>
 
 #include "catch.h"
+#include "cli_util.h"
 #include "test_util.h"
 
 namespace {
 
-struct CliResult {
-  int exit_code = -1;
-  std::string out;
-};
-
+using CliResult = sc::test::CliRun;
 CliResult run_router_cli(const std::string& args, bool merge_stderr = true) {
-  std::string cmd = "cd '" + std::string(SCHEDCHECK_SOURCE_DIR) + "' && '" + SCHEDCHECK_BINARY + "' " + args +
-                    (merge_stderr ? " 2>&1" : " 2>/dev/null");
-  CliResult r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return sc::test::run_schedcheck(args, merge_stderr);
 }
 
 // The text report without wall-clock seconds.

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "catch.h"
+#include "cli_util.h"
 #include "check/verify.h"
 #include "fixtures.h"
 #include "solver/synth.h"
@@ -273,27 +274,8 @@ TEST_CASE("synth minimises the makespan when asked and verify confirms it", "[so
   CHECK(r.best_s >= 2 + 9);
 }
 
-namespace {
-
-struct CliRun {
-  int exit_code = -1;
-  std::string out;
-};
-
-CliRun run_schedcheck(const std::string& args) {
-  std::string cmd = "cd '" + std::string(SCHEDCHECK_SOURCE_DIR) + "' && '" + SCHEDCHECK_BINARY + "' " + args + " 2>&1";
-  CliRun r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-  int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-}  // namespace
+using sc::test::CliRun;
+using sc::test::run_schedcheck;
 
 TEST_CASE("synth on the bundled example prints optimal span 27 and writes a spec that verify accepts", "[solver]") {
   std::string out = (std::filesystem::temp_directory_path() / "schedcheck_synth_p4m8.yaml").string();
