@@ -13,6 +13,8 @@
 #include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
+#include "spec/yaml_util.h"
+
 #include "support/units.h"
 
 namespace sc {
@@ -35,20 +37,10 @@ const std::vector<std::string> kMegatronKeys = {"num_moe_experts", "moe_router_t
 const std::vector<std::string> kDeepSpeedKeys = {"num_experts",  "k",          "capacity_factor", "eval_capacity_factor",
                                                  "min_capacity", "drop_tokens", "use_rts"};
 
-struct Entry {
-  YAML::Node key;
-  YAML::Node value;
-};
-using Fields = std::map<std::string, Entry>;
+using yaml_util::Entry;
+using yaml_util::Fields;
+using yaml_util::describe;
 
-std::string describe(const YAML::Node& n) {
-  if (n.IsMap()) return "a map";
-  if (n.IsSequence()) return "a list";
-  if (!n.IsDefined() || n.IsNull()) return "nothing";
-  std::string s = n.Scalar();
-  if (s.size() > 40) s = s.substr(0, 37) + "...";
-  return fmt::format("'{}'", s);
-}
 
 class RouterLoader {
  public:

@@ -14,6 +14,8 @@
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
+#include "spec/yaml_util.h"
+
 #include "spec/csv_schedule.h"
 #include "support/units.h"
 
@@ -47,22 +49,9 @@ const std::vector<std::pair<std::string, const std::vector<std::string>*>> kSect
     {"", &kTopKeys},       {"costs", &kCostKeys},   {"p2p", &kP2PKeys},
     {"memory", &kMemoryKeys}, {"schedule", &kScheduleKeys}};
 
-// One key of a map with its value.
-struct Entry {
-  YAML::Node key;
-  YAML::Node value;
-};
-using Fields = std::map<std::string, Entry>;
-
-// "a map", "a list", "nothing" or the quoted scalar, for "got ..." in messages.
-std::string describe(const YAML::Node& n) {
-  if (n.IsMap()) return "a map";
-  if (n.IsSequence()) return "a list";
-  if (!n.IsDefined() || n.IsNull()) return "nothing";
-  std::string s = n.Scalar();
-  if (s.size() > 40) s = s.substr(0, 37) + "...";
-  return fmt::format("'{}'", s);
-}
+using yaml_util::Entry;
+using yaml_util::Fields;
+using yaml_util::describe;
 
 // Text from yaml-cpp's messages, with control bytes shown as \xNN so junk input prints safely.
 std::string printable(std::string_view s) {
