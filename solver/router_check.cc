@@ -374,6 +374,60 @@ void minimize(RouterEncoder& enc, const RouterSpec& spec, const SymInput& a, con
   if (pair_query(enc, spec, a, da, b, agree, targets, true, true, &plain) == Outcome::kSat) *pair = std::move(plain);
 }
 
+// One two-copy query of a noninterference property: inputs A and B agree on the tokens marked
+// in `agree`; the decisions of `targets` must not differ. `free` are the tokens a witness may be
+// minimised over; `agreed` says in words what the inputs share.
+struct AgreementCase {
+  std::vector<char> agree;
+  std::vector<int32_t> targets, free;
+  std::string agreed;
+};
+
+// Runs the cases in order on the training configuration. The first satisfiable one becomes the
+// violation: its witness minimised, the first target whose fate flips named, and `violation`
+// (given that token and its causes) as the message. Otherwise the property holds with
+// `holds`, or is inconclusive when a query came back unknown.
+template <typename MakeCase, typename Violation>
+void run_agreement_cases(const RouterSpec& spec, const RouterCheckOptions& opt, size_t count, MakeCase make_case,
+                         Violation violation, const std::string& holds, PropertyResult& r) {
+  const int32_t T = spec.seq_len;
+  RouterEncoder enc(spec, opt);
+  SymInput a = enc.input("a"), b = enc.input("b");
+  SymDecisions da = enc.encode(spec.train, spec.batch, T, a, TieOrder::kLowFirst);
+  bool unknown = false;
+  for (size_t k = 0; k < count; ++k) {
+    AgreementCase q = make_case(k);
+    ++r.queries;
+    std::optional<Pair> pair;
+    Outcome o = pair_query(enc, spec, a, da, b, q.agree, q.targets, false, false, &pair);
+    if (o == Outcome::kUnknown) unknown = true;
+    if (o != Outcome::kSat) continue;
+    minimize(enc, spec, a, da, b, q.agree, q.targets, opt.minimize_witness ? q.free : std::vector<int32_t>{}, &pair,
+             &r.queries);
+    int32_t target = q.targets.front();
+    for (int32_t t : q.targets)
+      if (enc.value(enc.differ(da, t, pair->db, t))) {
+        target = t;
+        break;
+      }
+    RouterWitness w = make_witness(enc, spec, a, pair->b, da, pair->db, target, target, spec.train,
+                                   TieOrder::kLowFirst, spec.train, TieOrder::kLowFirst, false);
+    std::string causes = cause_list(w.causes, target, T);
+    w.explanation = fmt::format("inputs A and B agree on {}; token {} changes fate because of {}", q.agreed,
+                                token_name(target, T), causes);
+    r.status = PropertyStatus::kViolated;
+    r.message = violation(q, target, causes);
+    r.witness = std::move(w);
+    return;
+  }
+  if (unknown) {
+    r.status = PropertyStatus::kInconclusive;
+    r.message = fmt::format("the solver gave up ({}); not proven", enc.reason_unknown());
+  } else {
+    r.message = holds;
+  }
+}
+
 PropertyResult prefix_causality(const RouterSpec& spec, const RouterCheckOptions& opt) {
   PropertyResult r;
   r.name = "prefix_causality";
@@ -381,43 +435,25 @@ PropertyResult prefix_causality(const RouterSpec& spec, const RouterCheckOptions
   r.loc = spec.locs.drop_policy.valid() ? spec.locs.drop_policy : spec.locs.router;
   if (spec.train.policy == RoutingPolicy::kExpertChoice && spec.locs.policy.valid()) r.loc = spec.locs.policy;
   const int32_t B = spec.batch, T = spec.seq_len, n = B * T;
-  RouterEncoder enc(spec, opt);
-  SymInput a = enc.input("a"), b = enc.input("b");
-  SymDecisions da = enc.encode(spec.train, B, T, a, TieOrder::kLowFirst);
-  bool unknown = false;
-  for (int32_t t = 0; t < T; ++t)
-    for (int32_t bb = 0; bb < B; ++bb) {
-      const int32_t target = bb * T + t;
-      std::vector<char> agree(static_cast<size_t>(n), 0);
-      std::vector<int32_t> later;
-      for (int32_t i = 0; i < n; ++i) {
-        if (i % T <= t) agree[static_cast<size_t>(i)] = 1;
-        else later.push_back(i);
-      }
-      ++r.queries;
-      std::optional<Pair> pair;
-      Outcome o = pair_query(enc, spec, a, da, b, agree, {target}, false, false, &pair);
-      if (o == Outcome::kUnknown) unknown = true;
-      if (o != Outcome::kSat) continue;
-      minimize(enc, spec, a, da, b, agree, {target}, opt.minimize_witness ? later : std::vector<int32_t>{}, &pair,
-               &r.queries);
-      RouterWitness w = make_witness(enc, spec, a, pair->b, da, pair->db, target, target, spec.train,
-                                     TieOrder::kLowFirst, spec.train, TieOrder::kLowFirst, false);
-      w.explanation = fmt::format("inputs A and B agree on every token at positions <= {}; token {} changes fate "
-                                  "because of {}",
-                                  t, token_name(target, T), cause_list(w.causes, target, T));
-      r.status = PropertyStatus::kViolated;
-      r.message = fmt::format("token {}'s routing depends on later tokens: {}", token_name(target, T),
-                              cause_list(w.causes, target, T));
-      r.witness = std::move(w);
-      return r;
+  // Case k: token (k % B, k / B) against inputs that agree on every position <= its own.
+  auto make_case = [&](size_t k) {
+    const int32_t t = static_cast<int32_t>(k) / B, bb = static_cast<int32_t>(k) % B;
+    AgreementCase q;
+    q.agree.assign(static_cast<size_t>(n), 0);
+    q.targets = {bb * T + t};
+    for (int32_t i = 0; i < n; ++i) {
+      if (i % T <= t) q.agree[static_cast<size_t>(i)] = 1;
+      else q.free.push_back(i);
     }
-  if (unknown) {
-    r.status = PropertyStatus::kInconclusive;
-    r.message = fmt::format("the solver gave up ({}); not proven", enc.reason_unknown());
-  } else {
-    r.message = "no token's experts, gates or drop status depend on a later position";
-  }
+    q.agreed = fmt::format("every token at positions <= {}", t);
+    return q;
+  };
+  run_agreement_cases(
+      spec, opt, static_cast<size_t>(n), make_case,
+      [&](const AgreementCase&, int32_t target, const std::string& causes) {
+        return fmt::format("token {}'s routing depends on later tokens: {}", token_name(target, T), causes);
+      },
+      "no token's experts, gates or drop status depend on a later position", r);
   return r;
 }
 
@@ -431,50 +467,29 @@ PropertyResult batch_independence(const RouterSpec& spec, const RouterCheckOptio
     r.message = "the bound has one sequence (raise bound.batch to compare sequences)";
     return r;
   }
-  RouterEncoder enc(spec, opt);
-  SymInput a = enc.input("a"), b = enc.input("b");
-  SymDecisions da = enc.encode(spec.train, B, T, a, TieOrder::kLowFirst);
-  bool unknown = false;
-  for (int32_t bb = 0; bb < B; ++bb) {
-    std::vector<char> agree(static_cast<size_t>(n), 0);
-    std::vector<int32_t> others, targets;
+  // Case bb: the tokens of sequence bb against inputs that agree on all of that sequence.
+  auto make_case = [&](size_t k) {
+    const int32_t bb = static_cast<int32_t>(k);
+    AgreementCase q;
+    q.agree.assign(static_cast<size_t>(n), 0);
     for (int32_t i = 0; i < n; ++i) {
       if (i / T == bb) {
-        agree[static_cast<size_t>(i)] = 1;
-        targets.push_back(i);
+        q.agree[static_cast<size_t>(i)] = 1;
+        q.targets.push_back(i);
       } else {
-        others.push_back(i);
+        q.free.push_back(i);
       }
     }
-    ++r.queries;
-    std::optional<Pair> pair;
-    Outcome o = pair_query(enc, spec, a, da, b, agree, targets, false, false, &pair);
-    if (o == Outcome::kUnknown) unknown = true;
-    if (o != Outcome::kSat) continue;
-    minimize(enc, spec, a, da, b, agree, targets, opt.minimize_witness ? others : std::vector<int32_t>{}, &pair,
-             &r.queries);
-    int32_t target = targets.front();
-    for (int32_t t : targets)
-      if (enc.value(enc.differ(da, t, pair->db, t))) {
-        target = t;
-        break;
-      }
-    RouterWitness w = make_witness(enc, spec, a, pair->b, da, pair->db, target, target, spec.train,
-                                   TieOrder::kLowFirst, spec.train, TieOrder::kLowFirst, false);
-    w.explanation = fmt::format("inputs A and B agree on all of sequence {}; token {} changes fate because of {}", bb,
-                                token_name(target, T), cause_list(w.causes, target, T));
-    r.status = PropertyStatus::kViolated;
-    r.message = fmt::format("sequence {}'s routing depends on other sequences: token {} flips with {}", bb,
-                            token_name(target, T), cause_list(w.causes, target, T));
-    r.witness = std::move(w);
-    return r;
-  }
-  if (unknown) {
-    r.status = PropertyStatus::kInconclusive;
-    r.message = fmt::format("the solver gave up ({}); not proven", enc.reason_unknown());
-  } else {
-    r.message = "no sequence's routing depends on another sequence";
-  }
+    q.agreed = fmt::format("all of sequence {}", bb);
+    return q;
+  };
+  run_agreement_cases(
+      spec, opt, static_cast<size_t>(B), make_case,
+      [&](const AgreementCase& q, int32_t target, const std::string& causes) {
+        return fmt::format("sequence {}'s routing depends on other sequences: token {} flips with {}",
+                           q.targets.front() / T, token_name(target, T), causes);
+      },
+      "no sequence's routing depends on another sequence", r);
   return r;
 }
 
