@@ -100,6 +100,20 @@ class Encoder {
   }
   bool precedes(int32_t a, int32_t b) const { return (before_[b][a / 64] >> (a % 64)) & 1; }
   int64_t comm_units(int32_t from_stage, int32_t to_stage) const;
+  /// Calls f(pred, delay) for each input of op `o` (ZB dependencies, FACTS §1): F after the
+  /// previous stage's F + T_comm; I/B after its own F and the next stage's I/B + T_comm; W after I.
+  template <typename F>
+  void for_each_input(int32_t o, F f) const {
+    const SOp& op = ops_[o];
+    if (op.kind == kF) {
+      if (!spec_.is_first_stage(op.stage)) f(id(kF, op.stage - 1, op.mb), comm_units(op.stage - 1, op.stage));
+    } else if (op.kind == kBk) {
+      if (!spec_.is_last_stage(op.stage)) f(id(kBk, op.stage + 1, op.mb), comm_units(op.stage + 1, op.stage));
+      f(id(kF, op.stage, op.mb), int64_t{0});
+    } else {
+      f(id(kBk, op.stage, op.mb), int64_t{0});
+    }
+  }
   z3::expr end(int32_t o) { return start_[o] + ctx_.int_val(static_cast<int64_t>(ops_[o].dur)); }
   void add(const z3::expr& e) {
     solver_.add(e);
@@ -143,15 +157,10 @@ void Encoder::compute_static_order() {
   const int32_t S = spec_.stages, M = spec_.microbatches;
   for (int32_t s = 0; s < S; ++s)
     for (int32_t j = 0; j < M; ++j) {
-      int32_t f = id(kF, s, j), b = id(kBk, s, j);
-      if (!spec_.is_first_stage(s)) preds[f].push_back({id(kF, s - 1, j), comm_units(s - 1, s)});
-      if (spec_.is_last_stage(s))
-        preds[b].push_back({f, 0});
-      else {
-        preds[b].push_back({id(kBk, s + 1, j), comm_units(s + 1, s)});
-        preds[b].push_back({f, 0});
+      for (int32_t k = 0; k < kinds_; ++k) {
+        int32_t o = id(static_cast<Kind>(k), s, j);
+        for_each_input(o, [&](int32_t pred, int64_t delay) { preds[o].push_back({pred, delay}); });
       }
-      if (split_) preds[id(kW, s, j)].push_back({b, 0});
       if (j > 0)
         for (int32_t k = 0; k < kinds_; ++k)
           preds[id(static_cast<Kind>(k), s, j)].push_back({id(static_cast<Kind>(k), s, j - 1), 0});
@@ -419,21 +428,12 @@ std::optional<std::vector<std::vector<Step>>> Encoder::greedy(int32_t max_live, 
   for (int32_t st = 0; st < S; ++st) static_bytes[spec_.stage_to_rank[st]] += spec_.memory.params_bytes[st];
   size_t placed = 0;
   auto ready_time = [&](int32_t o) -> int64_t {  // -1 while a predecessor is unplaced
-    const SOp& op = ops_[o];
     int64_t t = 0;
-    auto need = [&](int32_t pred, int64_t delay) {
+    for_each_input(o, [&](int32_t pred, int64_t delay) {
       if (t < 0) return;
       if (end_t[pred] < 0) t = -1;
       else t = std::max(t, end_t[pred] + delay);
-    };
-    if (op.kind == kF) {
-      if (!spec_.is_first_stage(op.stage)) need(id(kF, op.stage - 1, op.mb), comm_units(op.stage - 1, op.stage));
-    } else if (op.kind == kBk) {
-      need(id(kF, op.stage, op.mb), 0);
-      if (!spec_.is_last_stage(op.stage)) need(id(kBk, op.stage + 1, op.mb), comm_units(op.stage + 1, op.stage));
-    } else {
-      need(id(kBk, op.stage, op.mb), 0);
-    }
+    });
     return t;
   };
   // Event order: always place the op that can start earliest over all ranks (ties: priority,
@@ -441,20 +441,11 @@ std::optional<std::vector<std::vector<Step>>> Encoder::greedy(int32_t max_live, 
   int64_t now = 0;
   // Earliest start of an unplaced op given what is placed (unplaced ops start at `now` or later).
   std::function<int64_t(int32_t)> earliest = [&](int32_t o) -> int64_t {
-    const SOp& op = ops_[o];
     int64_t t = now;
-    auto need = [&](int32_t pred, int64_t delay) {
+    for_each_input(o, [&](int32_t pred, int64_t delay) {
       int64_t e = end_t[pred] >= 0 ? end_t[pred] : earliest(pred) + ops_[pred].dur;
       t = std::max(t, e + delay);
-    };
-    if (op.kind == kF) {
-      if (!spec_.is_first_stage(op.stage)) need(id(kF, op.stage - 1, op.mb), comm_units(op.stage - 1, op.stage));
-    } else if (op.kind == kBk) {
-      need(id(kF, op.stage, op.mb), 0);
-      if (!spec_.is_last_stage(op.stage)) need(id(kBk, op.stage + 1, op.mb), comm_units(op.stage + 1, op.stage));
-    } else {
-      need(id(kBk, op.stage, op.mb), 0);
-    }
+    });
     return t;
   };
   bool relax_w = false;
