@@ -1,5 +1,6 @@
 #include "ir/program.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -13,11 +14,34 @@ double LinkModel::transfer_s(int64_t n) const {
   return t;
 }
 
+const char* collective_name(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::kAllGather: return "all-gather";
+    case CollectiveKind::kReduceScatter: return "reduce-scatter";
+    case CollectiveKind::kAllReduce: return "all-reduce";
+  }
+  return "?";
+}
+
+int32_t Communicator::member_index(int32_t rank) const {
+  auto it = std::lower_bound(ranks.begin(), ranks.end(), rank);
+  return it != ranks.end() && *it == rank ? static_cast<int32_t>(it - ranks.begin()) : -1;
+}
+
 OpId Program::add_op(const Op& op) {
   OpId id = static_cast<OpId>(ops.size());
   Op o = op;
   o.dep_begin = o.dep_end = static_cast<uint32_t>(deps.size());
   o.mem_begin = o.mem_end = static_cast<uint32_t>(mem.size());
+  o.use_begin = o.use_end = static_cast<uint32_t>(uses.size());
+  if (o.kind == OpKind::kCollective && o.comm >= 0) {
+    Communicator& c = comms[o.comm];
+    int32_t m = c.member_index(o.rank);
+    if (m >= 0) {
+      o.seq = static_cast<int32_t>(c.ops[m].size());
+      c.ops[m].push_back(id);
+    }
+  }
   ops.push_back(o);
   streams[o.stream].ops.push_back(id);
   return id;
@@ -31,6 +55,37 @@ void Program::add_dep(OpId dst, Dep dep) {
 void Program::add_mem(OpId op, MemEffect effect) {
   mem.push_back(effect);
   ops[op].mem_end = static_cast<uint32_t>(mem.size());
+}
+
+void Program::add_use(OpId op, int32_t buffer) {
+  uses.push_back(buffer);
+  ops[op].use_end = static_cast<uint32_t>(uses.size());
+}
+
+int32_t Program::add_communicator(std::string name, std::vector<int32_t> members) {
+  std::sort(members.begin(), members.end());
+  members.erase(std::unique(members.begin(), members.end()), members.end());
+  Communicator c;
+  c.name = std::move(name);
+  c.ops.resize(members.size());
+  c.ranks = std::move(members);
+  comms.push_back(std::move(c));
+  return static_cast<int32_t>(comms.size() - 1);
+}
+
+int32_t Program::add_name(std::string label) {
+  names.push_back(std::move(label));
+  return static_cast<int32_t>(names.size() - 1);
+}
+
+std::vector<OpId> Program::instance(OpId id) const {
+  const Op& o = ops[id];
+  std::vector<OpId> out;
+  if (o.kind != OpKind::kCollective || o.comm < 0 || o.seq < 0) return out;
+  const Communicator& c = comms[o.comm];
+  out.reserve(c.ranks.size());
+  for (const auto& seqs : c.ops) out.push_back(o.seq < static_cast<int32_t>(seqs.size()) ? seqs[o.seq] : kNoOp);
+  return out;
 }
 
 int32_t Program::add_stream(int32_t rank, const char* name) {
@@ -62,6 +117,7 @@ void Program::match_channels() {
 
 std::string Program::label(OpId id) const {
   const Op& o = ops[id];
+  if (o.name >= 0 && o.name < static_cast<int32_t>(names.size())) return names[o.name];
   if (o.num_actions == 2)
     return fmt::format("({};{})OVERLAP_F_B", format_action(o.actions[0]), format_action(o.actions[1]));
   if (o.num_actions == 1) return format_action(o.actions[0]);
@@ -88,6 +144,16 @@ std::string Program::validate() const {
       if (d->src < 0 || d->src >= static_cast<OpId>(ops.size())) return fmt::format("op {} has a bad dep", i);
     const Op& o = ops[i];
     if (o.match != kNoOp && ops[o.match].match != static_cast<OpId>(i)) return fmt::format("op {} match not symmetric", i);
+    for (const int32_t* u = uses_begin(i); u != uses_end(i); ++u)
+      if (*u < 0 || *u >= static_cast<int32_t>(buffers.size())) return fmt::format("op {} uses a bad buffer", i);
+    if (o.kind == OpKind::kCollective && o.comm >= 0) {
+      if (o.comm >= static_cast<int32_t>(comms.size())) return fmt::format("op {} names a bad communicator", i);
+      int32_t m = comms[o.comm].member_index(o.rank);
+      if (m < 0) return fmt::format("op {} is on a communicator without its rank", i);
+      const auto& seqs = comms[o.comm].ops[m];
+      if (o.seq < 0 || o.seq >= static_cast<int32_t>(seqs.size()) || seqs[o.seq] != static_cast<OpId>(i))
+        return fmt::format("op {} has a bad sequence number", i);
+    }
   }
   for (const auto& ch : channels) {
     for (OpId s : ch.sends)

@@ -29,6 +29,13 @@ enum class OpKind : uint8_t { kCompute, kSend, kRecv, kCollective, kMarker };
 /// schedule; it costs the link time of the program's LinkModel for `message_bytes`.
 enum class DepKind : uint8_t { kLocal, kTransfer };
 
+/// What a kCollective op computes (NCCL's names). Bytes are per rank: for kAllGather the
+/// gathered output, for kReduceScatter the unreduced input, for kAllReduce the buffer.
+enum class CollectiveKind : uint8_t { kAllGather, kReduceScatter, kAllReduce };
+
+/// "all-gather", "reduce-scatter", "all-reduce".
+const char* collective_name(CollectiveKind k);
+
 /// `dst` may start only after op `src` has completed.
 struct Dep {
   OpId src = kNoOp;
@@ -44,12 +51,15 @@ struct MemEffect {
 };
 
 /// A named allocation on a rank. For pipelines: kind "act" or "wgrad" of (stage, microbatch).
+/// For FSDP: kind "param", "ag-buffer", "grad", "rs-input", ... with `name` (Program::names)
+/// naming the instance ("param layer.7 it0 fwd").
 struct Buffer {
   int32_t rank = 0;
   int32_t stage = -1;
   int32_t microbatch = -1;
   const char* kind = "";  ///< static string: "act", "wgrad", ...
   int64_t bytes = 0;
+  int32_t name = -1;  ///< Program::names index, or -1
 };
 
 /// One operation. `actions` holds the pipeline actions it stands for: one, or two for an
@@ -69,8 +79,15 @@ struct Op {
   int32_t channel = -1;   ///< Program::channels index
   int64_t bytes = 0;      ///< message size
   OpId match = kNoOp;     ///< the matched send/recv (FIFO per channel), kNoOp if unmatched
+  // Collective only
+  int32_t comm = -1;      ///< Program::comms index
+  int32_t seq = -1;       ///< position in its rank's sequence on `comm` (set by add_op)
+  CollectiveKind collective = CollectiveKind::kAllGather;
+  const char* dtype = ""; ///< static string: "bf16", "fp32", ...
+  int32_t name = -1;      ///< Program::names index: the label of a non-pipeline op ("AG layer.7")
   uint32_t dep_begin = 0, dep_end = 0;
   uint32_t mem_begin = 0, mem_end = 0;
+  uint32_t use_begin = 0, use_end = 0;  ///< Program::uses: buffers the op reads or writes
   SourceLoc loc;
 };
 
@@ -87,6 +104,19 @@ struct Channel {
   int32_t dst = 0;
   std::vector<OpId> sends;  ///< in the sender's stream order
   std::vector<OpId> recvs;  ///< in the receiver's stream order
+};
+
+/// A communicator (an NCCL process group): its member ranks and, per member, the collectives
+/// that rank issues on it in issue order. The k-th collective of every member forms one
+/// instance; it completes only when every member has reached its k-th collective, and a rank's
+/// k-th collective starts only after its (k-1)-th on the same communicator (NCCL runs one
+/// communicator's collectives one after another).
+struct Communicator {
+  std::string name;                     ///< "shard 0", "replicate 3", ...
+  std::vector<int32_t> ranks;           ///< members, ascending
+  std::vector<std::vector<OpId>> ops;   ///< per member (index into `ranks`), in issue order
+  /// Index of `rank` in `ranks`, or -1.
+  int32_t member_index(int32_t rank) const;
 };
 
 /// Link cost: a transfer of n bytes takes latency_s + n / bandwidth_bytes_per_s.
@@ -109,19 +139,34 @@ struct Program {
   std::vector<Stream> streams;
   std::vector<std::vector<int32_t>> rank_streams;  ///< per rank, its stream indices
   std::vector<Channel> channels;
+  std::vector<Communicator> comms;
+  std::vector<int32_t> uses;                       ///< buffer indices, ranges in Op::use_*
+  std::vector<std::string> names;                  ///< op labels of non-pipeline ops
   std::vector<int64_t> static_bytes_per_rank;      ///< resident for the whole step (params)
   LinkModel link;
   Semantics semantics;
   BlockingModel blocking = BlockingModel::kCommStream;
   bool explicit_comms = false;  ///< built from a schedule with SEND/RECV actions
 
-  /// Appends an op (deps and memory effects are added with add_dep / add_mem right after, in
-  /// order) and puts it at the end of `stream`. Returns its id.
+  /// Appends an op (deps, memory effects and uses are added with add_dep / add_mem / add_use
+  /// right after, in order) and puts it at the end of `stream`. A kCollective op with `comm`
+  /// set is appended to its rank's sequence on that communicator and gets its `seq` (so the
+  /// order of add_op calls per rank is the issue order). Returns its id.
   OpId add_op(const Op& op);
   /// Adds a dependency to the op added last (must be `dst`).
   void add_dep(OpId dst, Dep dep);
   /// Adds a memory effect to the op added last (must be `op`).
   void add_mem(OpId op, MemEffect effect);
+  /// Records that the op added last (must be `op`) reads or writes `buffer` (for the
+  /// residency check: the buffer must be allocated before and freed after the op).
+  void add_use(OpId op, int32_t buffer);
+  /// Creates a communicator over `ranks` (any order; stored ascending); returns its index.
+  int32_t add_communicator(std::string name, std::vector<int32_t> ranks);
+  /// Adds a label to Program::names; returns its index (for Op::name).
+  int32_t add_name(std::string label);
+  /// For a collective op: the ops of its instance (the same seq on every member), kNoOp for a
+  /// member that never issues that many collectives on the communicator.
+  std::vector<OpId> instance(OpId collective) const;
   /// Creates a stream on `rank`; returns its global index.
   int32_t add_stream(int32_t rank, const char* name);
   /// Returns the channel index for (src, dst), creating it.
@@ -133,6 +178,8 @@ struct Program {
   const Dep* deps_end(OpId id) const { return deps.data() + ops[id].dep_end; }
   const MemEffect* mem_begin(OpId id) const { return mem.data() + ops[id].mem_begin; }
   const MemEffect* mem_end(OpId id) const { return mem.data() + ops[id].mem_end; }
+  const int32_t* uses_begin(OpId id) const { return uses.data() + ops[id].use_begin; }
+  const int32_t* uses_end(OpId id) const { return uses.data() + ops[id].use_end; }
 
   /// "0F3", "(0F7;7B3)OVERLAP_F_B", "2SEND_B1" — the op as the user wrote it.
   std::string label(OpId id) const;
