@@ -1,0 +1,814 @@
+#include "fsdp/lower_fsdp.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace sc {
+
+const char* fsdp_op_kind_name(FsdpOpKind k) {
+  switch (k) {
+    case FsdpOpKind::kCopyIn: return "copy-in";
+    case FsdpOpKind::kAllGather: return "all-gather";
+    case FsdpOpKind::kWait: return "wait";
+    case FsdpOpKind::kForward: return "forward";
+    case FsdpOpKind::kBackward: return "backward";
+    case FsdpOpKind::kReshard: return "reshard";
+    case FsdpOpKind::kRsCopyIn: return "rs-copy-in";
+    case FsdpOpKind::kReduceScatter: return "reduce-scatter";
+    case FsdpOpKind::kAllReduce: return "all-reduce";
+    case FsdpOpKind::kWaitReduce: return "wait-reduce";
+    case FsdpOpKind::kOptimizer: return "optimizer";
+  }
+  return "?";
+}
+
+double collective_time_s(const FsdpSpec& spec, CollectiveKind kind, int64_t bytes, int group_size) {
+  if (group_size <= 1) return 0;
+  const double n = group_size;
+  const double a = spec.latency_s;
+  const double w = spec.bandwidth_bytes_per_s;
+  const double transfer = w > 0 ? (n - 1) / n * static_cast<double>(bytes) / w : 0.0;
+  const bool all_reduce = kind == CollectiveKind::kAllReduce;
+  if (spec.collective_model == CollectiveModel::kAlphaBeta) return a + (all_reduce ? 2 * transfer : transfer);
+  const double one = (n - 1) * a + transfer;
+  return all_reduce ? 2 * one : one;
+}
+
+namespace {
+
+/// A static string for a dtype name (Op::dtype must outlive the Program); "other" when the
+/// name is not a known dtype.
+const char* static_dtype_name(const std::string& name) {
+  static const char* const kNames[] = {"bf16",     "fp16",    "fp32",    "fp64",          "fp8",
+                                       "bfloat16", "float16", "float32", "float64",       "e4m3",
+                                       "e5m2",     "int8",    "uint8",   "float8_e4m3fn", "float8_e5m2"};
+  for (const char* n : kNames)
+    if (name == n) return n;
+  return "other";
+}
+
+/// A static string for a stream name (Stream::name must outlive the Program): the default
+/// names as literals, others copied once into a process-lifetime table.
+const char* static_stream_name(const std::string& name) {
+  static const char* const kNames[] = {"compute", "ag_copy_in", "all_gather", "reduce_scatter", "all_reduce"};
+  for (const char* n : kNames)
+    if (name == n) return n;
+  static std::mutex mu;
+  static std::set<std::string> table;
+  std::lock_guard<std::mutex> lock(mu);
+  return table.insert(name).first->c_str();
+}
+
+/// Ranks per shard group: shard_size, or ranks / replicate_size when unset.
+int shard_size_of(const FsdpSpec& spec) {
+  if (spec.shard_size > 0) return spec.shard_size;
+  return std::max(1, spec.ranks / std::max(1, spec.replicate_size));
+}
+
+/// Parameters of unit `u` (params_bytes / param dtype bytes).
+int64_t unit_params(const FsdpSpec& spec, int32_t u) {
+  return spec.units[u].params_bytes / std::max(1, spec.param_dtype.bytes);
+}
+
+/// Per-rank bytes of unit `u`'s unsharded gradient in the reduce dtype (reduce-scatter input).
+int64_t reduce_bytes(const FsdpSpec& spec, int32_t u) {
+  return spec.units[u].params_bytes * spec.reduce_dtype.bytes / std::max(1, spec.param_dtype.bytes);
+}
+
+/// The parameter shard of a rank: sum of params_bytes / N.
+int64_t static_param_bytes(const FsdpSpec& spec) {
+  int64_t sum = 0;
+  for (const FsdpUnit& u : spec.units) sum += u.params_bytes;
+  return sum / shard_size_of(spec);
+}
+
+/// Optimizer state per rank: sum of P/p/N parameters times the state bytes per parameter.
+int64_t optimizer_state_bytes(const FsdpSpec& spec) {
+  double params = 0;
+  for (int32_t u = 0; u < static_cast<int32_t>(spec.units.size()); ++u)
+    params += static_cast<double>(unit_params(spec, u));
+  return std::llround(params / shard_size_of(spec) * spec.optimizer_state_bytes_per_param);
+}
+
+/// Creates "shard g" and (with replicate_size > 1) "replicate j" communicators and records
+/// each rank's in `out`.
+void add_communicators(const FsdpSpec& spec, FsdpProgram& out) {
+  const int n = shard_size_of(spec);
+  out.shard_comm.assign(spec.ranks, -1);
+  out.replicate_comm.assign(spec.ranks, -1);
+  for (int g = 0; g * n < spec.ranks; ++g) {
+    std::vector<int32_t> members;
+    for (int r = g * n; r < std::min((g + 1) * n, spec.ranks); ++r) members.push_back(r);
+    int32_t c = out.program.add_communicator(fmt::format("shard {}", g), members);
+    for (int32_t r : members) out.shard_comm[r] = c;
+  }
+  if (spec.replicate_size <= 1) return;
+  for (int j = 0; j < n && j < spec.ranks; ++j) {
+    std::vector<int32_t> members;
+    for (int r = j; r < spec.ranks; r += n) members.push_back(r);
+    int32_t c = out.program.add_communicator(fmt::format("replicate {}", j), members);
+    for (int32_t r : members) out.replicate_comm[r] = c;
+  }
+}
+
+/// Adds ops and buffers to an FsdpProgram, keeping FsdpProgram::info in step with the ops.
+/// Deps, memory effects and uses apply to the op added last.
+class Builder {
+ public:
+  Builder(const FsdpSpec& spec, FsdpProgram& out) : spec_(spec), out_(out), steps_(spec.ranks, 0) {}
+
+  Program& program() { return out_.program; }
+  const FsdpSpec& spec() const { return spec_; }
+
+  /// Adds a buffer of `rank` named `name`; returns its index.
+  int32_t buffer(int32_t rank, const char* kind, int64_t bytes, int32_t unit, int32_t mb, std::string name) {
+    Buffer b;
+    b.rank = rank;
+    b.stage = unit;
+    b.microbatch = mb;
+    b.kind = kind;
+    b.bytes = bytes;
+    b.name = out_.program.add_name(std::move(name));
+    out_.program.buffers.push_back(b);
+    return static_cast<int32_t>(out_.program.buffers.size() - 1);
+  }
+
+  /// Adds `op` (its step is the rank's issue index) labelled `label`; returns its id.
+  OpId add(Op op, const FsdpOpInfo& info, std::string label) {
+    op.step = steps_[op.rank]++;
+    op.name = out_.program.add_name(std::move(label));
+    last_ = out_.program.add_op(op);
+    out_.info.push_back(info);
+    return last_;
+  }
+  /// The last op waits for `src` (nothing for kNoOp).
+  void dep(OpId src) {
+    if (src != kNoOp) out_.program.add_dep(last_, Dep{src, DepKind::kLocal});
+  }
+  /// The last op allocates buffer `b` (nothing for -1 or an empty buffer).
+  void alloc(int32_t b, bool at_end) { effect(b, 1, at_end); }
+  /// The last op frees buffer `b` (nothing for -1 or an empty buffer).
+  void free(int32_t b, bool at_end) { effect(b, -1, at_end); }
+  /// The last op reads or writes buffer `b` (nothing for -1).
+  void use(int32_t b) {
+    if (b >= 0) out_.program.add_use(last_, b);
+  }
+
+  /// A marker (zero-time bookkeeping op) of `rank` on `stream`.
+  static Op marker(int32_t rank, int32_t stream, SourceLoc loc) {
+    Op op;
+    op.kind = OpKind::kMarker;
+    op.rank = rank;
+    op.stream = stream;
+    op.loc = loc;
+    return op;
+  }
+  /// A compute op of `duration_s` seconds.
+  static Op compute(int32_t rank, int32_t stream, double duration_s, SourceLoc loc) {
+    Op op = marker(rank, stream, loc);
+    op.kind = OpKind::kCompute;
+    op.duration_s = duration_s;
+    return op;
+  }
+  /// A collective on communicator `comm` moving `bytes` per rank, timed by the cost model.
+  Op collective(int32_t rank, int32_t stream, int32_t comm, CollectiveKind kind, int64_t bytes, const DType& dtype,
+                SourceLoc loc) const {
+    Op op = marker(rank, stream, loc);
+    op.kind = OpKind::kCollective;
+    op.comm = comm;
+    op.collective = kind;
+    op.bytes = bytes;
+    op.dtype = static_dtype_name(dtype.name);
+    const int n = comm >= 0 ? static_cast<int>(out_.program.comms[comm].ranks.size()) : 1;
+    op.duration_s = collective_time_s(spec_, kind, bytes, n);
+    return op;
+  }
+
+ private:
+  void effect(int32_t b, int sign, bool at_end) {
+    if (b < 0 || out_.program.buffers[b].bytes == 0) return;
+    out_.program.add_mem(last_, MemEffect{b, sign * out_.program.buffers[b].bytes, at_end});
+  }
+
+  const FsdpSpec& spec_;
+  FsdpProgram& out_;
+  std::vector<int32_t> steps_;
+  OpId last_ = kNoOp;
+};
+
+/// One entry of a rank's forward order: a unit and which of its runs (0, or 1 for a repeat).
+struct Slot {
+  int32_t unit = 0;
+  int32_t run = 0;
+};
+
+/// The rank's override, or null.
+const FsdpRankOverride* override_of(const FsdpSpec& spec, int rank) {
+  auto it = spec.overrides.find(rank);
+  return it == spec.overrides.end() ? nullptr : &it->second;
+}
+
+bool contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+/// The rank's forward order: skipped units left out, repeated units twice in a row.
+std::vector<Slot> rank_slots(const FsdpSpec& spec, int rank) {
+  const FsdpRankOverride* o = override_of(spec, rank);
+  std::vector<Slot> slots;
+  for (int32_t u = 0; u < static_cast<int32_t>(spec.units.size()); ++u) {
+    const std::string& name = spec.units[u].name;
+    if (o && contains(o->skip_units, name)) continue;
+    slots.push_back(Slot{u, 0});
+    if (o && contains(o->repeat_units, name)) slots.push_back(Slot{u, 1});
+  }
+  return slots;
+}
+
+/// The rank's microbatches per step (its override, else the spec's).
+int rank_microbatches(const FsdpSpec& spec, int rank) {
+  const FsdpRankOverride* o = override_of(spec, rank);
+  return o && o->microbatches ? *o->microbatches : spec.microbatches;
+}
+
+/// Index of the unit named `name`, or -1.
+int32_t unit_index(const FsdpSpec& spec, const std::string& name) {
+  for (int32_t u = 0; u < static_cast<int32_t>(spec.units.size()); ++u)
+    if (spec.units[u].name == name) return u;
+  return -1;
+}
+
+/// Generates one rank's ops in CPU issue order under the spec's gather/free policy.
+class RankGen {
+ public:
+  RankGen(Builder& b, int32_t rank, int32_t shard_comm, int32_t replicate_comm)
+      : b_(b), spec_(b.spec()), rank_(rank), shard_comm_(shard_comm), replicate_comm_(replicate_comm),
+        slots_(rank_slots(spec_, rank)), microbatches_(rank_microbatches(spec_, rank)) {
+    Program& p = b_.program();
+    compute_ = p.add_stream(rank, "compute");
+    if (fsdp2()) copy_in_ = p.add_stream(rank, "ag_copy_in");
+    all_gather_ = p.add_stream(rank, "all_gather");
+    reduce_scatter_ = p.add_stream(rank, "reduce_scatter");
+    if (replicate_comm_ >= 0) all_reduce_ = p.add_stream(rank, "all_reduce");
+    gather_.resize(slots_.size());
+    act_.assign(slots_.size(), -1);
+    grad_.assign(slots_.size(), -1);
+    backward_op_.assign(slots_.size(), kNoOp);
+  }
+
+  /// Every step: each microbatch's forward and backward, then the optimizer step.
+  void run() {
+    for (it_ = 0; it_ < spec_.iterations; ++it_) {
+      grad_shard_.assign(spec_.units.size(), -1);
+      last_rs_ = last_ar_ = kNoOp;
+      for (mb_ = 0; mb_ < microbatches_; ++mb_) {
+        backward_ = false;
+        for (int32_t s = 0; s < num_slots(); ++s) forward_slot(s);
+        backward_ = true;
+        for (int32_t s = num_slots() - 1; s >= 0; --s) backward_slot(s);
+      }
+      finish_step();
+    }
+  }
+
+ private:
+  /// One gather of a slot, as the CPU sees it: its param buffer (-1 when not gathered), its
+  /// all-gather and the compute stream's wait for it (kNoOp until issued).
+  struct Gather {
+    int32_t param = -1;
+    OpId all_gather = kNoOp;
+    OpId wait = kNoOp;
+  };
+  /// A live FSDP2 gather buffer; `wait` is its unit's wait marker once issued.
+  struct AgBuffer {
+    int32_t buffer = -1;
+    int32_t slot = -1;
+    OpId wait = kNoOp;
+  };
+
+  bool fsdp2() const { return spec_.implementation == FsdpImplementation::kFsdp2; }
+  bool fsdp1() const { return spec_.implementation == FsdpImplementation::kFsdp1; }
+  bool zero3() const { return spec_.implementation == FsdpImplementation::kZero3; }
+  int32_t num_slots() const { return static_cast<int32_t>(slots_.size()); }
+  bool gathered(int32_t s) const { return gather_[s].param >= 0; }
+  const FsdpUnit& unit(int32_t s) const { return spec_.units[slots_[s].unit]; }
+
+  // ---- labels -------------------------------------------------------------------------------
+
+  /// "layer.7", or "layer.7#2" for the second run of a repeated unit.
+  std::string unit_name(int32_t s) const {
+    return slots_[s].run == 0 ? unit(s).name : fmt::format("{}#{}", unit(s).name, slots_[s].run + 1);
+  }
+  /// The step and microbatch: "it1 mb0".
+  std::string mb_tag() const { return fmt::format("it{} mb{}", it_, mb_); }
+  /// The step (and microbatch when there are several) and phase: "it1 fwd", "it1 mb2 bwd".
+  std::string phase_tag() const {
+    const char* phase = backward_ ? "bwd" : "fwd";
+    return microbatches_ > 1 ? fmt::format("it{} mb{} {}", it_, mb_, phase) : fmt::format("it{} {}", it_, phase);
+  }
+  FsdpOpInfo info(FsdpOpKind kind, int32_t s) const {
+    return FsdpOpInfo{kind, s >= 0 ? slots_[s].unit : -1, static_cast<int16_t>(it_), static_cast<int16_t>(mb_),
+                      backward_};
+  }
+  /// Adds an op and tracks the compute stream's last op.
+  OpId add(const Op& op, FsdpOpKind kind, int32_t s, std::string label) {
+    OpId id = b_.add(op, info(kind, s), std::move(label));
+    if (op.stream == compute_) last_compute_ = id;
+    return id;
+  }
+
+  // ---- per-unit phases ----------------------------------------------------------------------
+
+  void forward_slot(int32_t s) {
+    if (zero3()) {
+      hook(s, +1);
+    } else if (!gathered(s)) {
+      unshard(s);
+    }
+    wait(s);
+    if (fsdp2()) prefetch_fsdp2(s);
+    if (fsdp1() && spec_.forward_prefetch_fsdp1) prefetch_one(s + 1);
+    forward_compute(s);
+    if (spec_.reshard_after_forward != 0) reshard(s);
+  }
+
+  void backward_slot(int32_t s) {
+    if (zero3()) {
+      hook(s, -1);
+    } else if (!gathered(s)) {
+      unshard(s);
+    }
+    wait(s);
+    if (fsdp2()) prefetch_fsdp2(s);
+    if (fsdp1() && spec_.backward_prefetch_fsdp1 == BackwardPrefetch::kPre) prefetch_one(s - 1);
+    backward_compute(s);
+    reshard(s);
+    if (fsdp1() && spec_.backward_prefetch_fsdp1 == BackwardPrefetch::kPost) prefetch_one(s - 1);
+    reduce(s);
+  }
+
+  /// ZeRO-3 pre-forward / pre-backward hook: gather `s` if needed, then prefetch the following
+  /// slots in direction `dir` while the bucket and live-parameter bounds allow; every gather of
+  /// the hook waits for the compute op issued before it.
+  void hook(int32_t s, int dir) {
+    hook_dep_ = last_compute_;
+    if (!gathered(s)) unshard(s);
+    int64_t bucket = 0;
+    for (int32_t t = s + dir; t >= 0 && t < num_slots(); t += dir) {
+      if (gathered(t)) continue;
+      const int64_t n = unit_params(spec_, slots_[t].unit);
+      if (bucket + n > spec_.prefetch_bucket_size || live_params_ + n > spec_.max_live_parameters) break;
+      bucket += n;
+      unshard(t);
+    }
+    hook_dep_ = kNoOp;
+  }
+
+  /// Gathers slot `t` if it exists and is not gathered (FSDP1 prefetch).
+  void prefetch_one(int32_t t) {
+    if (t >= 0 && t < num_slots() && !gathered(t)) unshard(t);
+  }
+
+  /// FSDP2 prefetch from slot `s`: the explicit list for its unit, else the next depth slots in
+  /// the phase's order.
+  void prefetch_fsdp2(int32_t s) {
+    const int dir = backward_ ? -1 : 1;
+    const auto& lists = backward_ ? spec_.backward_prefetch : spec_.forward_prefetch;
+    auto it = lists.find(unit(s).name);
+    if (it != lists.end()) {
+      for (const std::string& name : it->second) prefetch_one(next_slot_of(s, dir, unit_index(spec_, name)));
+      return;
+    }
+    const int depth = backward_ ? spec_.backward_prefetch_depth : spec_.forward_prefetch_depth;
+    for (int k = 1; k <= depth; ++k) prefetch_one(s + k * dir);
+  }
+
+  /// The first slot after `s` in direction `dir` that runs unit `u`, or -1.
+  int32_t next_slot_of(int32_t s, int dir, int32_t u) const {
+    for (int32_t t = s + dir; t >= 0 && t < num_slots(); t += dir)
+      if (slots_[t].unit == u) return t;
+    return -1;
+  }
+
+  // ---- gathers and frees --------------------------------------------------------------------
+
+  /// Issues slot `s`'s all-gather (FSDP2: after its copy-in) and records its param buffer.
+  void unshard(int32_t s) {
+    const int32_t u = slots_[s].unit;
+    const FsdpUnit& un = unit(s);
+    OpId copy_in = kNoOp;
+    int32_t ag_buffer = -1;
+    if (fsdp2()) {
+      ag_buffer = b_.buffer(rank_, "ag-buffer", un.params_bytes, u, -1,
+                            fmt::format("ag-buffer {} {}", unit_name(s), phase_tag()));
+      copy_in = add(Builder::marker(rank_, copy_in_, un.loc), FsdpOpKind::kCopyIn, s,
+                    fmt::format("copy-in {} ({})", unit_name(s), phase_tag()));
+      free_waited_ag_buffers();
+      b_.alloc(ag_buffer, false);
+      ag_buffers_.push_back(AgBuffer{ag_buffer, s, kNoOp});
+    }
+    const int32_t param =
+        b_.buffer(rank_, "param", un.params_bytes, u, -1, fmt::format("param {} {}", unit_name(s), phase_tag()));
+    Op op = b_.collective(rank_, all_gather_, shard_comm_, CollectiveKind::kAllGather, un.params_bytes,
+                          spec_.param_dtype, un.loc);
+    OpId ag = add(op, FsdpOpKind::kAllGather, s, fmt::format("AG {} ({})", unit_name(s), phase_tag()));
+    b_.dep(copy_in);
+    b_.dep(limiter_dep());
+    b_.dep(hook_dep_);
+    b_.alloc(param, fsdp2());  // FSDP2: copy-out at the all-gather's end; others: at its start
+    gather_[s] = Gather{param, ag, kNoOp};
+    live_params_ += unit_params(spec_, u);
+  }
+
+  /// FSDP2 copy-in (the op added last): frees every earlier gather buffer whose unit's wait is
+  /// issued, after that wait.
+  void free_waited_ag_buffers() {
+    auto keep = ag_buffers_.begin();
+    for (auto& a : ag_buffers_) {
+      if (a.wait == kNoOp) {
+        *keep++ = a;
+        continue;
+      }
+      b_.dep(a.wait);
+      b_.free(a.buffer, false);
+    }
+    ag_buffers_.erase(keep, ag_buffers_.end());
+  }
+
+  /// FSDP1 limit_all_gathers: the j-th all-gather waits for the (j-2)-th reshard, when issued.
+  OpId limiter_dep() {
+    if (!fsdp1()) return kNoOp;
+    const size_t j = all_gathers_++;
+    if (!spec_.limit_all_gathers || j < 2 || j - 2 >= reshards_.size()) return kNoOp;
+    return reshards_[j - 2];
+  }
+
+  /// The compute stream waits for slot `s`'s all-gather (once per gather).
+  void wait(int32_t s) {
+    if (gather_[s].wait != kNoOp) return;
+    OpId id = add(Builder::marker(rank_, compute_, unit(s).loc), FsdpOpKind::kWait, s,
+                  fmt::format("wait AG {} ({})", unit_name(s), phase_tag()));
+    b_.dep(gather_[s].all_gather);
+    gather_[s].wait = id;
+    for (AgBuffer& a : ag_buffers_)
+      if (a.slot == s && a.wait == kNoOp) a.wait = id;
+  }
+
+  /// Frees slot `s`'s unsharded parameters on the compute stream.
+  void reshard(int32_t s) {
+    OpId id = add(Builder::marker(rank_, compute_, unit(s).loc), FsdpOpKind::kReshard, s,
+                  fmt::format("reshard {} ({})", unit_name(s), phase_tag()));
+    b_.free(gather_[s].param, false);
+    reshards_.push_back(id);
+    live_params_ -= unit_params(spec_, slots_[s].unit);
+    gather_[s] = Gather{};
+  }
+
+  // ---- compute ------------------------------------------------------------------------------
+
+  void forward_compute(int32_t s) {
+    const FsdpUnit& un = unit(s);
+    act_[s] = b_.buffer(rank_, "act", un.activation_bytes, slots_[s].unit, mb_,
+                        fmt::format("act {} {}", unit_name(s), mb_tag()));
+    add(Builder::compute(rank_, compute_, un.forward_s, un.loc), FsdpOpKind::kForward, s,
+        fmt::format("F {} ({})", unit_name(s), mb_tag()));
+    b_.alloc(act_[s], false);
+    b_.use(gather_[s].param);
+  }
+
+  void backward_compute(int32_t s) {
+    const FsdpUnit& un = unit(s);
+    grad_[s] = b_.buffer(rank_, "grad", un.params_bytes, slots_[s].unit, mb_,
+                         fmt::format("grad {} {}", unit_name(s), mb_tag()));
+    backward_op_[s] = add(Builder::compute(rank_, compute_, un.backward_s, un.loc), FsdpOpKind::kBackward, s,
+                          fmt::format("B {} ({})", unit_name(s), mb_tag()));
+    b_.alloc(grad_[s], false);
+    b_.free(act_[s], true);
+    b_.use(gather_[s].param);
+    act_[s] = -1;
+  }
+
+  // ---- reductions ---------------------------------------------------------------------------
+
+  /// Post-backward of slot `s`: (FSDP2 copy-in,) reduce-scatter, and the HSDP all-reduce.
+  void reduce(int32_t s) {
+    const int32_t u = slots_[s].unit;
+    const int64_t rs_bytes = reduce_bytes(spec_, u);
+    if (fsdp2()) rs_copy_in(s, rs_bytes);
+    Op op = b_.collective(rank_, reduce_scatter_, shard_comm_, CollectiveKind::kReduceScatter, rs_bytes,
+                          spec_.reduce_dtype, unit(s).loc);
+    last_rs_ = add(op, FsdpOpKind::kReduceScatter, s, fmt::format("RS {} ({})", unit_name(s), mb_tag()));
+    if (!fsdp2()) {
+      b_.dep(backward_op_[s]);
+      b_.free(grad_[s], true);  // the gradient is the reduce-scatter's input
+    }
+    if (grad_shard_[u] < 0) {
+      const int64_t shard = rs_bytes / shard_size_of(spec_);
+      grad_shard_[u] = b_.buffer(rank_, "grad-shard", shard, u, -1,
+                                 fmt::format("grad-shard {} it{}", spec_.units[u].name, it_));
+      b_.alloc(grad_shard_[u], true);
+      grad_shards_.push_back(grad_shard_[u]);
+    }
+    grad_[s] = -1;
+    if (replicate_comm_ >= 0) all_reduce(s, rs_bytes / shard_size_of(spec_));
+  }
+
+  /// FSDP2 reduce-scatter copy-in: allocates the input, frees the previous unit's input and,
+  /// at its end, the unsharded gradient.
+  void rs_copy_in(int32_t s, int64_t rs_bytes) {
+    const int32_t input = b_.buffer(rank_, "rs-input", rs_bytes, slots_[s].unit, mb_,
+                                    fmt::format("rs-input {} {}", unit_name(s), mb_tag()));
+    add(Builder::marker(rank_, reduce_scatter_, unit(s).loc), FsdpOpKind::kRsCopyIn, s,
+        fmt::format("rs copy-in {} ({})", unit_name(s), mb_tag()));
+    b_.dep(backward_op_[s]);
+    b_.free(pending_rs_input_, false);
+    b_.alloc(input, false);
+    b_.free(grad_[s], true);
+    pending_rs_input_ = input;
+  }
+
+  /// HSDP all-reduce of slot `s`'s gradient shard on the replicate group.
+  void all_reduce(int32_t s, int64_t bytes) {
+    Op op = b_.collective(rank_, all_reduce_, replicate_comm_, CollectiveKind::kAllReduce, bytes, spec_.reduce_dtype,
+                          unit(s).loc);
+    last_ar_ = add(op, FsdpOpKind::kAllReduce, s, fmt::format("AR {} ({})", unit_name(s), mb_tag()));
+    b_.dep(last_rs_);
+  }
+
+  /// After the last microbatch: wait for the reductions, then the optimizer step (optimizer
+  /// state from step 0 on; gradient shards freed at its end, zero_grad(set_to_none=True)).
+  void finish_step() {
+    const SourceLoc loc = spec_.locs.fsdp;
+    add(Builder::marker(rank_, compute_, loc), FsdpOpKind::kWaitReduce, -1, fmt::format("wait reduce (it{})", it_));
+    b_.dep(last_rs_);
+    b_.dep(last_ar_);
+    b_.free(pending_rs_input_, false);
+    pending_rs_input_ = -1;
+    const int32_t state =
+        it_ == 0 ? b_.buffer(rank_, "optimizer-state", optimizer_state_bytes(spec_), -1, -1, "optimizer-state") : -1;
+    add(Builder::compute(rank_, compute_, spec_.optimizer_step_s, loc), FsdpOpKind::kOptimizer, -1,
+        fmt::format("optimizer (it{})", it_));
+    b_.alloc(state, false);
+    for (int32_t g : grad_shards_) b_.free(g, true);
+    grad_shards_.clear();
+  }
+
+  Builder& b_;
+  const FsdpSpec& spec_;
+  const int32_t rank_, shard_comm_, replicate_comm_;
+  const std::vector<Slot> slots_;
+  const int microbatches_;
+  int32_t compute_ = -1, copy_in_ = -1, all_gather_ = -1, reduce_scatter_ = -1, all_reduce_ = -1;
+  int it_ = 0, mb_ = 0;
+  bool backward_ = false;
+  std::vector<Gather> gather_;          // per slot
+  std::vector<int32_t> act_, grad_;     // per slot: this microbatch's buffers, -1 when none
+  std::vector<OpId> backward_op_;       // per slot: its latest backward
+  std::vector<AgBuffer> ag_buffers_;    // FSDP2 gather buffers not yet freed, oldest first
+  std::vector<int32_t> grad_shard_;     // per unit: this step's gradient shard, -1 before its first RS
+  std::vector<int32_t> grad_shards_;    // this step's gradient shards, in allocation order
+  int32_t pending_rs_input_ = -1;       // FSDP2: the reduce-scatter input still alive
+  std::vector<OpId> reshards_;          // every reshard, in issue order (FSDP1 limiter)
+  size_t all_gathers_ = 0;              // all-gathers issued (FSDP1 limiter)
+  int64_t live_params_ = 0;             // gathered parameters in the CPU's view (ZeRO-3)
+  OpId hook_dep_ = kNoOp;               // ZeRO-3: dep of the current hook's all-gathers
+  OpId last_compute_ = kNoOp;           // the compute stream's last op
+  OpId last_rs_ = kNoOp, last_ar_ = kNoOp;
+};
+
+// ---- explicit programs -----------------------------------------------------------------------
+
+/// Translates one rank's explicit program op by op, tracking the live instances of each unit's
+/// parameters, activations and gradients, and reporting static problems.
+class ExplicitRank {
+ public:
+  ExplicitRank(Builder& b, int32_t rank, int32_t shard_comm, int32_t replicate_comm, std::vector<Finding>& findings)
+      : b_(b), spec_(b.spec()), rank_(rank), shard_comm_(shard_comm), replicate_comm_(replicate_comm),
+        findings_(findings), params_(spec_.units.size()), acts_(spec_.units.size()), grads_(spec_.units.size()),
+        gathers_(spec_.units.size(), 0) {}
+
+  void run(const std::vector<FsdpProgramOp>& ops) {
+    for (size_t i = 0; i < ops.size(); ++i) lower(ops[i], i);
+  }
+
+ private:
+  /// What an op kind lowers to: its FsdpOpKind, label prefix and default stream.
+  struct KindInfo {
+    const char* kind;
+    FsdpOpKind op;
+    const char* prefix;
+    const char* stream;
+  };
+  static const KindInfo* kind_info(const std::string& kind) {
+    static const KindInfo kKinds[] = {
+        {"all_gather", FsdpOpKind::kAllGather, "AG", "all_gather"},
+        {"forward", FsdpOpKind::kForward, "F", "compute"},
+        {"backward", FsdpOpKind::kBackward, "B", "compute"},
+        {"free", FsdpOpKind::kReshard, "free", "compute"},
+        {"reduce_scatter", FsdpOpKind::kReduceScatter, "RS", "reduce_scatter"},
+        {"all_reduce", FsdpOpKind::kAllReduce, "AR", "all_reduce"},
+        {"optimizer", FsdpOpKind::kOptimizer, "optimizer", "compute"},
+    };
+    for (const KindInfo& k : kKinds)
+      if (kind == k.kind) return &k;
+    return nullptr;
+  }
+
+  void lower(const FsdpProgramOp& op, size_t index) {
+    const KindInfo* k = kind_info(op.kind);
+    const int32_t u = op.kind == "optimizer" ? -1 : unit_index(spec_, op.unit);
+    if (!k || (u < 0 && op.kind != "optimizer")) {
+      report(FindingKind::kStructure,
+             k ? fmt::format("rank {} program names unknown unit '{}'", rank_, op.unit)
+               : fmt::format("rank {} program has unknown op kind '{}'", rank_, op.kind),
+             op, op.kind);
+      return;
+    }
+    std::string label = op_label(*k, op, index);
+    const int32_t stream = stream_for(op.stream.empty() ? std::string(k->stream) : op.stream);
+    FsdpOpInfo info{k->op, u, 0, 0, k->op == FsdpOpKind::kBackward || k->op == FsdpOpKind::kReduceScatter ||
+                                         k->op == FsdpOpKind::kAllReduce};
+    OpId id = kNoOp;
+    switch (k->op) {
+      case FsdpOpKind::kAllGather: id = all_gather(op, u, stream, info, label); break;
+      case FsdpOpKind::kForward:
+      case FsdpOpKind::kBackward: id = compute(op, u, stream, info, label); break;
+      case FsdpOpKind::kReshard: id = free_params(op, u, stream, info, label); break;
+      case FsdpOpKind::kReduceScatter: id = reduce_scatter(op, u, stream, info, label); break;
+      case FsdpOpKind::kAllReduce: id = all_reduce(op, u, stream, info, label); break;
+      default:
+        id = b_.add(Builder::compute(rank_, stream, spec_.optimizer_step_s, op.loc), info, label);
+        add_deps(op, label);
+        break;
+    }
+    if (!op.id.empty()) ids_[op.id] = id;
+  }
+
+  /// "F layer.0 (f0)" with the op's id, else its position: "F layer.0 (#3)".
+  static std::string op_label(const KindInfo& k, const FsdpProgramOp& op, size_t index) {
+    std::string what = op.unit.empty() ? std::string(k.prefix) : fmt::format("{} {}", k.prefix, op.unit);
+    return op.id.empty() ? fmt::format("{} (#{})", what, index) : fmt::format("{} ({})", what, op.id);
+  }
+
+  /// The rank's stream named `name`, created on first use.
+  int32_t stream_for(const std::string& name) {
+    auto it = streams_.find(name);
+    if (it != streams_.end()) return it->second;
+    int32_t s = b_.program().add_stream(rank_, static_stream_name(name));
+    streams_.emplace(name, s);
+    return s;
+  }
+
+  /// Deps of the op added last on the ops its `after` names.
+  void add_deps(const FsdpProgramOp& op, const std::string& label) {
+    for (const std::string& a : op.after) {
+      auto it = ids_.find(a);
+      if (it != ids_.end())
+        b_.dep(it->second);
+      else
+        report(FindingKind::kStructure, fmt::format("{} on rank {} waits for unknown op '{}'", label, rank_, a), op,
+               label);
+    }
+  }
+
+  OpId all_gather(const FsdpProgramOp& op, int32_t u, int32_t stream, const FsdpOpInfo& info, const std::string& label) {
+    const FsdpUnit& un = spec_.units[u];
+    const int32_t param = b_.buffer(rank_, "param", un.params_bytes, u, -1,
+                                    fmt::format("param {} #{}", un.name, gathers_[u]++));
+    Op c = b_.collective(rank_, stream, shard_comm_, CollectiveKind::kAllGather, un.params_bytes, spec_.param_dtype,
+                         op.loc);
+    OpId id = b_.add(c, info, label);
+    add_deps(op, label);
+    b_.alloc(param, false);
+    params_[u].push_back(param);
+    return id;
+  }
+
+  /// forward (allocates activations) or backward (frees them, allocates the gradient); both
+  /// read the unit's latest gathered parameters.
+  OpId compute(const FsdpProgramOp& op, int32_t u, int32_t stream, const FsdpOpInfo& info, const std::string& label) {
+    const FsdpUnit& un = spec_.units[u];
+    const bool fwd = info.kind == FsdpOpKind::kForward;
+    const int32_t param = latest(params_[u]);
+    if (param < 0) not_gathered(op, u, label, fwd ? "runs forward of" : "runs backward of");
+    const int32_t made = fwd ? b_.buffer(rank_, "act", un.activation_bytes, u, 0, fmt::format("act {}", label))
+                             : b_.buffer(rank_, "grad", un.params_bytes, u, 0, fmt::format("grad {}", label));
+    OpId id = b_.add(Builder::compute(rank_, stream, fwd ? un.forward_s : un.backward_s, op.loc), info, label);
+    add_deps(op, label);
+    b_.alloc(made, false);
+    if (!fwd) b_.free(pop(acts_[u]), true);
+    b_.use(param);
+    (fwd ? acts_ : grads_)[u].push_back(made);
+    return id;
+  }
+
+  OpId free_params(const FsdpProgramOp& op, int32_t u, int32_t stream, const FsdpOpInfo& info,
+                   const std::string& label) {
+    const int32_t param = pop(params_[u]);
+    if (param < 0) not_gathered(op, u, label, "frees");
+    OpId id = b_.add(Builder::marker(rank_, stream, op.loc), info, label);
+    add_deps(op, label);
+    b_.free(param, false);
+    return id;
+  }
+
+  OpId reduce_scatter(const FsdpProgramOp& op, int32_t u, int32_t stream, const FsdpOpInfo& info,
+                      const std::string& label) {
+    Op c = b_.collective(rank_, stream, shard_comm_, CollectiveKind::kReduceScatter, reduce_bytes(spec_, u),
+                         spec_.reduce_dtype, op.loc);
+    OpId id = b_.add(c, info, label);
+    add_deps(op, label);
+    b_.free(pop(grads_[u]), true);
+    return id;
+  }
+
+  /// HSDP all-reduce of the gradient shard; without a replicate group a finding and a marker.
+  OpId all_reduce(const FsdpProgramOp& op, int32_t u, int32_t stream, const FsdpOpInfo& info,
+                  const std::string& label) {
+    Op c = b_.collective(rank_, stream, replicate_comm_, CollectiveKind::kAllReduce,
+                         reduce_bytes(spec_, u) / shard_size_of(spec_), spec_.reduce_dtype, op.loc);
+    if (replicate_comm_ < 0) {
+      report(FindingKind::kStructure,
+             fmt::format("{} on rank {} needs a replicate group (replicate_size is 1)", label, rank_), op, label);
+      c = Builder::marker(rank_, stream, op.loc);
+    }
+    OpId id = b_.add(c, info, label);
+    add_deps(op, label);
+    return id;
+  }
+
+  static int32_t latest(const std::vector<int32_t>& v) { return v.empty() ? -1 : v.back(); }
+  static int32_t pop(std::vector<int32_t>& v) {
+    int32_t b = latest(v);
+    if (!v.empty()) v.pop_back();
+    return b;
+  }
+
+  /// A residency finding: `label` `verb` unit `u` while none of its gathers is live.
+  void not_gathered(const FsdpProgramOp& op, int32_t u, const std::string& label, const char* verb) {
+    const std::string& name = spec_.units[u].name;
+    Finding& f = report(FindingKind::kResidency,
+                        fmt::format("rank {} {} {} while its parameters are not gathered ({})", rank_, verb, name, label),
+                        op, label);
+    f.details.push_back(gathers_[u] == 0 ? fmt::format("no all_gather of {} comes before it on rank {}", name, rank_)
+                                         : fmt::format("every all_gather of {} before it was freed", name));
+  }
+
+  Finding& report(FindingKind kind, std::string message, const FsdpProgramOp& op, const std::string& label) {
+    Finding f;
+    f.kind = kind;
+    f.message = std::move(message);
+    f.ranks = {rank_};
+    f.ops = {label};
+    f.locations = {op.loc};
+    findings_.push_back(std::move(f));
+    return findings_.back();
+  }
+
+  Builder& b_;
+  const FsdpSpec& spec_;
+  const int32_t rank_, shard_comm_, replicate_comm_;
+  std::vector<Finding>& findings_;
+  std::map<std::string, int32_t> streams_;           // by name
+  std::map<std::string, OpId> ids_;                  // ops by their `id`
+  std::vector<std::vector<int32_t>> params_, acts_, grads_;  // per unit: live instances, newest last
+  std::vector<int32_t> gathers_;                     // per unit: all-gathers so far
+};
+
+/// The rank's explicit program: its own, else key -1's, else none.
+const std::vector<FsdpProgramOp>* program_of(const FsdpSpec& spec, int rank) {
+  auto it = spec.programs.find(rank);
+  if (it == spec.programs.end()) it = spec.programs.find(-1);
+  return it == spec.programs.end() ? nullptr : &it->second;
+}
+
+}  // namespace
+
+FsdpProgram lower_fsdp(const FsdpSpec& spec) {
+  FsdpProgram out;
+  Program& p = out.program;
+  p.num_ranks = spec.ranks;
+  p.link.latency_s = spec.latency_s;
+  if (spec.bandwidth_bytes_per_s > 0) p.link.bandwidth_bytes_per_s = spec.bandwidth_bytes_per_s;
+  p.static_bytes_per_rank.assign(spec.ranks, static_param_bytes(spec));
+  add_communicators(spec, out);
+  Builder b(spec, out);
+  for (int32_t r = 0; r < spec.ranks; ++r) {
+    if (spec.programs.empty()) {
+      RankGen(b, r, out.shard_comm[r], out.replicate_comm[r]).run();
+    } else if (const auto* ops = program_of(spec, r)) {
+      ExplicitRank(b, r, out.shard_comm[r], out.replicate_comm[r], out.findings).run(*ops);
+    }
+  }
+  p.rank_streams.resize(spec.ranks);  // a rank without an explicit program has no streams
+  return out;
+}
+
+}  // namespace sc
