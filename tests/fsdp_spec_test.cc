@@ -311,7 +311,25 @@ TEST_CASE("invalid fsdp specs report their first error at the offending place", 
   CHECK(first_error(with("  options: {forward_prefetch: {embed: [layer.0, lm_head]}}\n")) ==
         "t.yaml:8:49: error: fsdp.options.forward_prefetch.embed names 'lm_head', which is no unit");
 
+  CHECK(first_error(with("  ranks_override: {3: {skip_units: [layer]}}\n")) ==
+        "t.yaml:8:37: error: fsdp.ranks_override.3.skip_units names 'layer', which has repeat: 32; name one of "
+        "layer.0 .. layer.31");
+  CHECK(first_error(with("  options: {reshard_after_forward: 3}\n")) ==
+        "t.yaml:8:36: error: fsdp.options.reshard_after_forward 3 must divide shard_size 8");
+
+  // Units and the optimizer.
+  CHECK(first_error(with("    - {name: x, params_bytes: 1, params: 1M, forward: 1ms, backward: 1ms}\n")) ==
+        "t.yaml:8:34: error: unit 'x' takes params_bytes or params, not both");
+  CHECK(first_error(with("    - {name: x, params_bytes: 1, backward: 1ms}\n")) ==
+        "t.yaml:8:7: error: unit 'x' needs forward (the forward time of one microbatch, such as 1.1ms)");
+  CHECK(first_error(with("  iterations: 2\n  iterations: 3\n")) ==
+        "t.yaml:9:3: error: duplicate key 'iterations' (first given at line 8)");
+  CHECK(first_error(with("  optimizer: {kind: adam, state_bytes_per_param: 12}\n")) ==
+        "t.yaml:8:27: error: fsdp.optimizer takes kind or state_bytes_per_param, not both");
+
   // Programs.
+  CHECK(first_error(with("  programs:\n    all:\n      - {op: optimizer, unit: embed}\n")) ==
+        "t.yaml:10:25: error: fsdp.programs.all[0]: an optimizer op takes no unit");
   CHECK(first_error(with("  programs:\n    all:\n      - {op: forward, unit: embed, after: [g]}\n"
                          "      - {op: all_gather, unit: embed, id: g}\n")) ==
         "t.yaml:10:44: error: fsdp.programs.all[0].after names 'g', which is not an earlier op (it is at line 11)");

@@ -148,6 +148,7 @@ class FsdpLoader {
   int errors_ = 0;  // errors found, reported or not
   std::vector<std::string> unit_names_;                  // expanded, in forward order
   std::unordered_map<std::string, size_t> unit_index_;  // expanded name -> position
+  std::unordered_map<std::string, int64_t> repeated_;    // name of a unit with repeat -> repeat
   bool units_ok_ = false;  // the unit list loaded without errors (references can be checked)
 };
 
@@ -372,6 +373,11 @@ std::optional<std::string> FsdpLoader::unit_ref(const YAML::Node& n, const std::
   }
   const std::string& s = n.Scalar();
   if (!units_ok_ || unit_index_.count(s)) return s;
+  if (auto it = repeated_.find(s); it != repeated_.end()) {
+    error(loc(n), fmt::format("{} names '{}', which has repeat: {}; name one of {}.0 .. {}.{}", key, printable(s),
+                              it->second, printable(s), printable(s), it->second - 1));
+    return std::nullopt;
+  }
   error(loc(n), fmt::format("{} names '{}', which is no unit{}", key, printable(s), suggestion(s, unit_names_)));
   return std::nullopt;
 }
@@ -587,6 +593,7 @@ void FsdpLoader::read_units(const Entry* e, FsdpSpec& spec) {
       break;
     }
     total += copies;
+    if (repeat > 0) repeated_.emplace(u.name, repeat);
     params_sum += static_cast<__int128>(u.params_bytes) * copies;
     activation_sum += static_cast<__int128>(u.activation_bytes) * copies;
     for (int64_t r = 0; r < copies; ++r) {
