@@ -5,6 +5,8 @@
 
 #include "cli/common.h"
 
+namespace sc::cli { Command add_run(CLI::App& parent); }  // src/cli/run_cmd.cc (verify_gpu)
+
 int main(int argc, char** argv) {
   CLI::App app{
       "schedcheck: a model checker for distributed-training schedules.\n"
@@ -19,6 +21,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "schedcheck 0.1.0");
   std::vector<sc::cli::Command> commands = {sc::cli::add_verify(app), sc::cli::add_lower(app), sc::cli::add_gen(app),
                                             sc::cli::add_compare(app), sc::cli::add_synth(app)};
+  commands.push_back(sc::cli::add_run(app));  // verify_gpu: `schedcheck run` (src/cli/run_cmd.cc)
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
