@@ -342,11 +342,11 @@ TEST_CASE("invalid fsdp specs report their first error at the offending place", 
 
   // Size guards and ranges.
   CHECK(first_error(with("    - {name: x, repeat: 0, params_bytes: 1, forward: 1ms, backward: 1ms}\n")) ==
-        "t.yaml:8:25: error: unit 'x'.repeat must be at least 1, got 0");
+        "t.yaml:8:25: error: unit 'x' repeat must be at least 1, got 0");
   CHECK(first_error(with("    - {name: x, params_bytes: 1, forward: -1ms, backward: 1ms}\n")) ==
-        "t.yaml:8:43: error: unit 'x'.forward: '-1ms': a duration must not be negative");
+        "t.yaml:8:43: error: unit 'x' forward: '-1ms': a duration must not be negative");
   CHECK(first_error(with("    - {name: x, params_bytes: 1, forward: 2e12, backward: 1ms}\n")) ==
-        "t.yaml:8:43: error: unit 'x'.forward is too long (at most 1e+12 s)");
+        "t.yaml:8:43: error: unit 'x' forward is too long (at most 1e+12 s)");
   CHECK(first_error(with("  iterations: 9\n")) == "t.yaml:8:15: error: fsdp.iterations is too large (at most 8)");
   CHECK(first_error("schedcheck: 1\nranks: 8\nfsdp:\n  link: {bandwidth: 0GB/s}\n"
                     "  units: [{name: a, params_bytes: 1, forward: 1ms, backward: 1ms}]\n")
@@ -366,9 +366,9 @@ TEST_CASE("fsdp specs too large to model are refused with a located error", "[fs
   CHECK(first_error(with("    - {name: huge, repeat: 2, params_bytes: 3000PiB, forward: 1ms, backward: 1ms}\n")) ==
         "t.yaml:5:3: error: the units' params_bytes add up to more than 2^62 bytes");
   CHECK(first_error(with("    - {name: x, params_bytes: 5000PiB, forward: 1ms, backward: 1ms}\n")) ==
-        "t.yaml:8:31: error: unit 'x'.params_bytes is too large (at most 2^62 bytes)");
+        "t.yaml:8:31: error: unit 'x' params_bytes is too large (at most 2^62 bytes)");
   CHECK(first_error(with("    - {name: x, params: 3000000000000000000, forward: 1ms, backward: 1ms}\n")) ==
-        "t.yaml:8:25: error: unit 'x'.params x 2 bytes is more than 2^62 bytes");
+        "t.yaml:8:25: error: unit 'x' params x 2 bytes is more than 2^62 bytes");
 }
 
 TEST_CASE("fsdp spec errors are all collected, each with its source line and caret", "[fsdp-spec]") {

@@ -545,9 +545,13 @@ void FsdpLoader::read_units(const Entry* e, FsdpSpec& spec) {
       ok = false;
     }
     const std::string ukey = u.name.empty() ? key : fmt::format("unit '{}'", printable(u.name));
+    // How a key of this unit is named in messages: "unit 'layer' repeat", "fsdp.units[2].repeat".
+    auto key_of = [&](const char* k) {
+      return u.name.empty() ? fmt::format("{}.{}", key, k) : fmt::format("{} {}", ukey, k);
+    };
     int64_t repeat = 0;  // 0: no repeat given
     if (auto it = f.find("repeat"); it != f.end()) {
-      if (auto v = whole(it->second, ukey + ".repeat", 1, kMaxFsdpRepeat)) repeat = *v;
+      if (auto v = whole(it->second, key_of("repeat"), 1, kMaxFsdpRepeat)) repeat = *v;
       else ok = false;
     }
     auto pb = f.find("params_bytes"), pc = f.find("params");
@@ -555,12 +559,12 @@ void FsdpLoader::read_units(const Entry* e, FsdpSpec& spec) {
       error(loc(pc->second.key), fmt::format("{} takes params_bytes or params, not both", ukey));
       ok = false;
     } else if (pb != f.end()) {
-      if (auto v = bytes(pb->second, ukey + ".params_bytes")) u.params_bytes = *v;
+      if (auto v = bytes(pb->second, key_of("params_bytes"))) u.params_bytes = *v;
       else ok = false;
     } else if (pc != f.end()) {
-      if (auto v = count(pc->second, ukey + ".params")) {
+      if (auto v = count(pc->second, key_of("params"))) {
         if (*v > kMaxFsdpBytes / spec.param_dtype.bytes) {
-          error(loc(pc->second), fmt::format("{}.params x {} bytes is more than 2^62 bytes", ukey,
+          error(loc(pc->second), fmt::format("{} x {} bytes is more than 2^62 bytes", key_of("params"),
                                              spec.param_dtype.bytes));
           ok = false;
         } else {
@@ -575,7 +579,7 @@ void FsdpLoader::read_units(const Entry* e, FsdpSpec& spec) {
     }
     for (auto [k, out] : {std::pair<const char*, double*>{"forward", &u.forward_s}, {"backward", &u.backward_s}}) {
       if (auto it = f.find(k); it != f.end()) {
-        if (auto v = duration(it->second, fmt::format("{}.{}", ukey, k))) *out = *v;
+        if (auto v = duration(it->second, key_of(k))) *out = *v;
         else ok = false;
       } else {
         error(u.loc, fmt::format("{} needs {} (the {} time of one microbatch, such as 1.1ms)", ukey, k, k));
@@ -583,7 +587,7 @@ void FsdpLoader::read_units(const Entry* e, FsdpSpec& spec) {
       }
     }
     if (auto it = f.find("activation_bytes"); it != f.end()) {
-      if (auto v = bytes(it->second, ukey + ".activation_bytes")) u.activation_bytes = *v;
+      if (auto v = bytes(it->second, key_of("activation_bytes"))) u.activation_bytes = *v;
       else ok = false;
     }
     if (!ok || u.name.empty()) continue;
