@@ -71,6 +71,12 @@ class Executor {
     const Op& op = p_.ops[id];
     ++head_[op.stream];
     for (uint32_t k = dep_start_[id]; k < dep_start_[id + 1]; ++k) push(p_.ops[dependents_[k]].stream);
+    if (op.kind == OpKind::kCollective && op.comm >= 0) {
+      // The rank's next collective on this communicator may now start.
+      const Communicator& c = p_.comms[op.comm];
+      const auto& seqs = c.ops[c.member_index(op.rank)];
+      if (op.seq + 1 < static_cast<int32_t>(seqs.size())) push(p_.ops[seqs[op.seq + 1]].stream);
+    }
     if (op.kind == OpKind::kSend && op.channel >= 0) {
       ++sent_[op.channel];
       if (op.match != kNoOp) push(p_.ops[op.match].stream);
@@ -93,9 +99,15 @@ class Executor {
         // A rendezvous partner may be waiting for this op to be posted.
         if ((op.kind == OpKind::kSend || op.kind == OpKind::kRecv) && op.match != kNoOp)
           push(p_.ops[op.match].stream);
+        // So may the other members of a collective.
+        if (op.kind == OpKind::kCollective && op.comm >= 0)
+          for (OpId m : p_.instance(id))
+            if (m != kNoOp && m != id) push(p_.ops[m].stream);
       }
       if (!deps_done(id)) return;
-      if (op.kind == OpKind::kSend) {
+      if (op.kind == OpKind::kCollective && op.comm >= 0) {
+        if (!try_collective(id)) return;
+      } else if (op.kind == OpKind::kSend) {
         if (!try_send(id)) return;
       } else if (op.kind == OpKind::kRecv) {
         if (!try_recv(id)) return;
@@ -103,6 +115,31 @@ class Executor {
         complete(id);
       }
     }
+  }
+
+  // The rank's previous collective on the same communicator, or kNoOp.
+  OpId comm_prev(OpId id) const {
+    const Op& op = p_.ops[id];
+    if (op.seq <= 0) return kNoOp;
+    const Communicator& c = p_.comms[op.comm];
+    return c.ops[c.member_index(op.rank)][op.seq - 1];
+  }
+
+  // A member is ready: at the head of its stream, deps done, its previous collective on the
+  // communicator done.
+  bool member_ready(OpId m) const {
+    if (!at_head(m) || !deps_done(m)) return false;
+    OpId prev = comm_prev(m);
+    return prev == kNoOp || res_.done[prev];
+  }
+
+  // A collective completes, with every member of its instance, once all are ready.
+  bool try_collective(OpId id) {
+    std::vector<OpId> members = p_.instance(id);
+    for (OpId m : members)
+      if (m == kNoOp || !member_ready(m)) return false;
+    for (OpId m : members) complete(m);
+    return true;
   }
 
   bool try_send(OpId id) {
@@ -157,6 +194,24 @@ class Executor {
                                           p_.streams[src.stream].name)
                             : fmt::format("waits for {} from rank {}", p_.label(d->src), src.rank)};
       }
+    if (op.kind == OpKind::kCollective && op.comm >= 0) {
+      const Communicator& c = p_.comms[op.comm];
+      std::string what = fmt::format("{} #{} on communicator '{}'", collective_name(op.collective), op.seq + 1, c.name);
+      OpId prev = comm_prev(id);
+      if (prev != kNoOp && !res_.done[prev])
+        return {prev, fmt::format("waits for its earlier collective {} on communicator '{}' (one at a time)",
+                                  p_.label(prev), c.name)};
+      std::vector<OpId> members = p_.instance(id);
+      for (size_t k = 0; k < members.size(); ++k) {
+        if (members[k] != kNoOp) continue;
+        return {kNoOp, fmt::format("waits in {} for rank {}, which issues only {} collectives on that communicator",
+                                   what, c.ranks[k], c.ops[k].size())};
+      }
+      for (OpId m : members)
+        if (m != id && !member_ready(m))
+          return {m, fmt::format("waits in {} for rank {} to reach {}", what, p_.ops[m].rank, p_.label(m))};
+      return {kNoOp, fmt::format("waits in {}", what)};
+    }
     if (op.kind == OpKind::kRecv) {
       if (op.match == kNoOp)
         return {kNoOp, op.peer >= 0 ? fmt::format("waits for a message rank {} never sends", op.peer)

@@ -31,7 +31,10 @@ struct ExecutionResult {
 /// sends complete while fewer than N messages of their channel are in flight; kRendezvous sends
 /// complete together with their matched recv. A recv completes once its matched send has
 /// (together, for rendezvous). An unmatched recv never completes; an unmatched send never
-/// completes under rendezvous.
+/// completes under rendezvous. A collective on a communicator completes together with every
+/// member of its instance (the same sequence number on each member rank), once each is at the
+/// head of its stream with its deps and its rank's previous collective on the communicator
+/// done; when a member never issues that many collectives, the others hang there.
 ExecutionResult execute(const Program& program);
 
 }  // namespace sc

@@ -2,6 +2,8 @@
 // as a minimum s-t cut (Picard 1976) with Boost.Graph.
 #include "graph/worst_case_memory.h"
 
+#include "graph/happens_before.h"
+
 #include <algorithm>
 #include <cassert>
 #include <memory>
@@ -14,9 +16,6 @@
 namespace sc {
 namespace {
 
-// Events: op i starts at event 2i and ends at event 2i + 1.
-inline int32_t start_event(OpId op) { return 2 * op; }
-inline int32_t end_event(OpId op) { return 2 * op + 1; }
 inline OpId event_op(int32_t event) { return event >> 1; }
 inline bool is_end_event(int32_t event) { return (event & 1) != 0; }
 
@@ -27,40 +26,31 @@ struct EventOrder {
   std::vector<int32_t> preds;
 };
 
-/// Builds the order of worst_case_memory's contract. Under buffered:N, the end of the k-th
-/// send of a channel also waits for the end of its (k-N)-th recv (execute()'s rule: a send
-/// completes while fewer than N messages of its channel are in flight).
-EventOrder build_event_order(const Program& p) {
+/// The happens-before order projected on `rank`'s events: each event of the rank requires,
+/// on each stream of the rank, the latest event there that happens before it (read off the
+/// rank's vector clocks). A set of the rank's events is down-closed in the projection exactly
+/// when it is the rank's part of a down-closed set of the whole order, so the maximum closure
+/// is the same; the graph has the rank's events only (events x streams edges).
+EventOrder project_order(const Program& p, const HappensBefore& hb, int32_t rank) {
+  RankClocks clocks(hb, rank);
   const OpId n = static_cast<OpId>(p.ops.size());
-  std::vector<OpId> prev(n, kNoOp);
-  for (const Stream& s : p.streams)
-    for (size_t i = 1; i < s.ops.size(); ++i) prev[s.ops[i]] = s.ops[i - 1];
-  std::vector<OpId> slot_recv;  // buffered: the recv whose end frees the send's slot
-  if (p.semantics.kind == Semantics::kBuffered && p.semantics.buffer >= 1) {
-    slot_recv.assign(n, kNoOp);
-    const size_t depth = static_cast<size_t>(p.semantics.buffer);
-    for (const Channel& ch : p.channels)
-      for (size_t k = depth; k < ch.sends.size() && k - depth < ch.recvs.size(); ++k)
-        slot_recv[ch.sends[k]] = ch.recvs[k - depth];
-  }
-  const bool rendezvous = p.semantics.kind == Semantics::kRendezvous;
-
+  const int width = static_cast<int>(clocks.streams().size());
   EventOrder order;
-  order.first.reserve(2 * static_cast<size_t>(n) + 1);
-  order.preds.reserve(2 * static_cast<size_t>(n) + p.deps.size() + p.channels.size());
-  order.first.push_back(0);
-  for (OpId i = 0; i < n; ++i) {
-    const Op& o = p.ops[i];
-    // start(i): stream order and deps.
-    if (prev[i] != kNoOp) order.preds.push_back(end_event(prev[i]));
-    for (const Dep* d = p.deps_begin(i); d != p.deps_end(i); ++d) order.preds.push_back(end_event(d->src));
-    order.first.push_back(static_cast<uint32_t>(order.preds.size()));
-    // end(i): its start, and P2P matching.
-    order.preds.push_back(start_event(i));
-    if (o.match != kNoOp && (o.kind == OpKind::kRecv || (o.kind == OpKind::kSend && rendezvous)))
-      order.preds.push_back(start_event(o.match));
-    if (!slot_recv.empty() && slot_recv[i] != kNoOp) order.preds.push_back(end_event(slot_recv[i]));
-    order.first.push_back(static_cast<uint32_t>(order.preds.size()));
+  order.first.assign(2 * static_cast<size_t>(n) + 1, 0);
+  for (OpId op = 0; op < n; ++op) {
+    const Op& o = p.ops[op];
+    for (int32_t e : {start_event(op), end_event(op)}) {
+      if (o.rank == rank) {
+        const int own = clocks.stream_index(o.stream);
+        for (int k = 0; k < width; ++k) {
+          const int32_t below = clocks.prefix(e, k) - (k == own ? 2 : 1);  // stream index of the latest event
+          if (below < 0) continue;
+          const OpId pred_op = p.streams[clocks.streams()[k]].ops[below / 2];
+          order.preds.push_back(below % 2 == 0 ? start_event(pred_op) : end_event(pred_op));
+        }
+      }
+      order.first[e + 1] = static_cast<uint32_t>(order.preds.size());
+    }
   }
   return order;
 }
@@ -341,27 +331,25 @@ WorstCaseMemory worst_case_memory(const Program& program, bool force_min_cut) {
     s = s == -1 ? o.stream : (s == o.stream ? s : -2);
   }
 
-  EventOrder order;
-  std::unique_ptr<ClosureSolver> solver;
-  auto ensure_solver = [&]() -> ClosureSolver& {
-    if (!solver) {
-      order = build_event_order(program);
-      solver = std::make_unique<ClosureSolver>(program, order, weight);
-    }
-    return *solver;
+  std::unique_ptr<HappensBefore> hb;
+  auto solver_for = [&](int32_t r, EventOrder& order) {
+    if (!hb) hb = std::make_unique<HappensBefore>(program);
+    order = project_order(program, *hb, r);
+    return ClosureSolver(program, order, weight);
   };
   std::vector<int64_t> net(program.buffers.size(), 0);
   for (int32_t r = 0; r < ranks; ++r) {
     Moment m;
+    EventOrder order;
     if (effect_stream[r] == -1) {
       // No effects: the worst case is the static bytes, at the empty moment.
     } else if (effect_stream[r] >= 0 && !force_min_cut) {
       m = scan_stream(program, weight, effect_stream[r]);
       // With other streams on the rank, ops there may have to be running at that moment too.
       if (!m.events.empty() && program.rank_streams[r].size() > 1)
-        m.running = ensure_solver().running_below(m.events.back(), r);
+        m.running = solver_for(r, order).running_below(m.events.back(), r);
     } else {
-      m = ensure_solver().solve(r);
+      m = solver_for(r, order).solve(r);
       out.used_min_cut[r] = 1;
     }
     const int64_t fixed = r < static_cast<int32_t>(program.static_bytes_per_rank.size())

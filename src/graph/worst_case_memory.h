@@ -20,14 +20,14 @@ struct WorstCaseMemory {
 };
 
 /// Computes WorstCaseMemory. Each op is a start event (its at-start effects) and an end event
-/// (its at-end effects); the order is: start before end; stream order (end of an op before
-/// the start of the next); each dep (end of src before start of dst); a recv ends only after
-/// its matched send starts; under rendezvous a send ends only after its recv starts; under
-/// buffered:N the k-th send of a channel ends only after the (k-N)-th recv ends.
+/// (its at-end effects), ordered by HappensBefore's rules (graph/happens_before.h: stream order,
+/// deps, P2P matching under the program's semantics, collectives joining their members and one
+/// communicator's collectives in issue order).
 /// A moment of an execution is a down-closed set of events, so the worst case for rank r is a
 /// maximum-weight closure with weights = r's effects, solved exactly as a minimum s-t cut
 /// (Picard 1976, "Maximal closure of a graph and applications to combinatorial problems";
-/// Boost.Graph boykov_kolmogorov_max_flow) on the ancestors of r's events.
+/// Boost.Graph boykov_kolmogorov_max_flow) on the order projected on r's events by vector
+/// clocks (r's events x r's streams edges, whatever the other ranks do).
 /// Fast path, also exact: when all of a rank's memory effects lie on one stream they are
 /// totally ordered, every closure meets them in a prefix, and the maximum prefix sum is the
 /// answer. `force_min_cut` disables the fast path (tests compare the two).

@@ -36,9 +36,30 @@ Timeline simulate(const Program& p, const std::vector<OpId>& order) {
     const Op& op = p.ops[id];
     double ready = ready_of(id);
     switch (op.kind) {
+      case OpKind::kCollective:
+        if (op.comm >= 0) {
+          // Every member starts when the last is ready (its stream, deps, its previous
+          // collective on the communicator) and all end together.
+          std::vector<OpId> members = p.instance(id);
+          double start = 0, length = 0;
+          for (OpId m : members) {
+            if (m == kNoOp) continue;
+            double r = ready_of(m);
+            const Op& mo = p.ops[m];
+            if (mo.seq > 0) {
+              const Communicator& c = p.comms[mo.comm];
+              r = std::max(r, t.ops[c.ops[c.member_index(mo.rank)][mo.seq - 1]].end_s);
+            }
+            start = std::max(start, r);
+            length = std::max(length, mo.duration_s);
+          }
+          for (OpId m : members)
+            if (m != kNoOp) place(m, start, start + length);
+          break;
+        }
+        [[fallthrough]];
       case OpKind::kCompute:
       case OpKind::kMarker:
-      case OpKind::kCollective:
         place(id, ready, ready + op.duration_s);
         break;
       case OpKind::kSend: {

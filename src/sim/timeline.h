@@ -43,7 +43,10 @@ struct Timeline {
 /// A P2P transfer occupies the streams of both ranks: under rendezvous it starts when both the
 /// send and the recv are ready and both end latency + bytes / bandwidth later; under eager and
 /// buffered the send runs from its ready time for the link time and the recv ends at
-/// max(its ready time, the send's end). Markers take no time.
+/// max(its ready time, the send's end). Markers take no time. A collective on a communicator
+/// starts on every member at the latest ready time among them (each member's ready time also
+/// waits for its previous collective on the communicator) and lasts its duration_s (set by the
+/// front-end from its cost model); all members end together.
 Timeline simulate(const Program& program, const std::vector<OpId>& order);
 
 }  // namespace sc

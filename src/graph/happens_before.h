@@ -1,0 +1,117 @@
+// The happens-before order of a Program's events, and per-rank vector clocks that answer
+// "must a happen before b?" for events of one rank in O(1).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ir/program.h"
+
+namespace sc {
+
+/// Events: op i starts at event 2i and ends at event 2i + 1; collective instance j (the k-th
+/// collective of every member of one communicator) has a join event 2 * ops + j.
+inline int32_t start_event(OpId op) { return 2 * op; }
+inline int32_t end_event(OpId op) { return 2 * op + 1; }
+
+/// The order, as rules (worst_case_memory's contract; DESIGN.md "Program IR"):
+/// start(x) after end of the previous op on x's stream, end of each dep's src, and end of x's
+/// rank's previous collective on the same communicator (NCCL runs a communicator's collectives
+/// one after another); end(x) after start(x); a recv ends after its matched send starts; under
+/// rendezvous a send ends after its recv starts; under buffered:N the k-th send of a channel
+/// ends after the (k-N)-th recv ends; a collective ends after its instance's join, which is
+/// after the start of every member (a collective completes when all members have reached it).
+class HappensBefore {
+ public:
+  /// Builds the order and a topological order of its events (Kahn). O(ops + deps + members).
+  explicit HappensBefore(const Program& program);
+
+  /// False when the rules form a cycle (a program that cannot execute to completion).
+  bool acyclic() const { return acyclic_; }
+  /// Events (including joins) in a topological order; all events when acyclic().
+  const std::vector<int32_t>& topological_order() const { return topo_; }
+  int32_t num_events() const { return num_events_; }
+  /// The join event of a collective op's instance, or -1 (not a collective on a communicator).
+  int32_t join_event(OpId op) const;
+
+  /// Calls f(pred) for each required predecessor event of `event`.
+  template <typename F>
+  void for_each_pred(int32_t event, F&& f) const;
+
+  const Program& program() const { return p_; }
+  /// Position of `op` in its stream.
+  int32_t position(OpId op) const { return pos_[op]; }
+
+ private:
+  const Program& p_;
+  int32_t num_ops_ = 0;
+  int32_t num_events_ = 0;
+  std::vector<int32_t> pos_;          ///< per op: index in its stream
+  std::vector<int32_t> comm_base_;    ///< per communicator: its first instance index
+  std::vector<int32_t> join_comm_;    ///< per instance: its communicator
+  std::vector<OpId> slot_recv_;       ///< buffered:N: the recv whose end frees a send's slot
+  std::vector<int32_t> topo_;
+  bool acyclic_ = false;
+};
+
+/// Vector clocks over the streams of one rank: for every event e (of any rank) and each stream
+/// k of the rank, the length of the prefix of that stream's events (start0, end0, start1, ...)
+/// that happen before or at e. Exact for the order above. Size: events x streams of the rank.
+class RankClocks {
+ public:
+  /// Computes the clocks in one pass over the topological order: O(events x streams + members
+  /// x streams). Precondition: hb.acyclic().
+  RankClocks(const HappensBefore& hb, int32_t rank);
+
+  int32_t rank() const { return rank_; }
+  /// Streams of the rank (Program::streams indices), in Program::rank_streams order.
+  const std::vector<int32_t>& streams() const { return streams_; }
+  /// The prefix length of the rank's k-th stream below or at `event`.
+  int32_t prefix(int32_t event, int k) const { return c_[static_cast<size_t>(event) * width_ + k]; }
+  /// Index k of a stream of the rank, or -1.
+  int stream_index(int32_t stream) const;
+  /// True when event `a` (of this rank) happens before or at event `b` in every execution.
+  bool ordered(int32_t a, int32_t b) const;
+  /// True when op `a` (of this rank) ends before op `b` starts in every execution.
+  bool op_before(OpId a, OpId b) const { return ordered(end_event(a), start_event(b)); }
+
+ private:
+  const HappensBefore& hb_;
+  int32_t rank_;
+  int width_ = 0;
+  std::vector<int32_t> streams_;
+  std::vector<int32_t> local_;   ///< per global stream: its index k on this rank, or -1
+  std::vector<int32_t> c_;
+};
+
+template <typename F>
+void HappensBefore::for_each_pred(int32_t e, F&& f) const {
+  if (e >= 2 * num_ops_) {  // a join: every member's start
+    const int32_t j = e - 2 * num_ops_;
+    const int32_t c = join_comm_[j];
+    const int32_t k = j - comm_base_[c];
+    for (const auto& seqs : p_.comms[c].ops)
+      if (k < static_cast<int32_t>(seqs.size())) f(start_event(seqs[k]));
+    return;
+  }
+  const OpId x = e >> 1;
+  const Op& o = p_.ops[x];
+  if ((e & 1) == 0) {
+    if (pos_[x] > 0) f(end_event(p_.streams[o.stream].ops[pos_[x] - 1]));
+    for (const Dep* d = p_.deps_begin(x); d != p_.deps_end(x); ++d) f(end_event(d->src));
+    if (o.kind == OpKind::kCollective && o.comm >= 0 && o.seq > 0) {
+      const Communicator& c = p_.comms[o.comm];
+      f(end_event(c.ops[c.member_index(o.rank)][o.seq - 1]));
+    }
+    return;
+  }
+  f(start_event(x));
+  if (o.match != kNoOp &&
+      (o.kind == OpKind::kRecv || (o.kind == OpKind::kSend && p_.semantics.kind == Semantics::kRendezvous)))
+    f(start_event(o.match));
+  if (!slot_recv_.empty() && slot_recv_[x] != kNoOp) f(end_event(slot_recv_[x]));
+  const int32_t join = join_event(x);
+  if (join >= 0) f(join);
+}
+
+}  // namespace sc
