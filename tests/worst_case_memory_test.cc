@@ -267,6 +267,16 @@ std::vector<std::vector<int>> brute_order(const Program& p) {
     if (o.kind == OpKind::kRecv) preds[2 * i + 1].push_back(2 * o.match);
     if (o.kind == OpKind::kSend && p.semantics.kind == Semantics::kRendezvous) preds[2 * i + 1].push_back(2 * o.match);
   }
+  // Collectives: an instance's members end after all of them start; a rank's collectives on a
+  // communicator run one after another.
+  for (const Communicator& c : p.comms) {
+    for (const auto& seqs : c.ops)
+      for (size_t k = 1; k < seqs.size(); ++k) preds[2 * seqs[k]].push_back(2 * seqs[k - 1] + 1);
+    for (size_t k = 0; !c.ops.empty() && k < c.ops[0].size(); ++k)
+      for (const auto& a : c.ops)
+        for (const auto& b : c.ops)
+          if (k < a.size() && k < b.size() && a[k] != b[k]) preds[2 * a[k] + 1].push_back(2 * b[k]);
+  }
   if (p.semantics.kind == Semantics::kBuffered)
     for (const Channel& ch : p.channels)
       for (size_t k = p.semantics.buffer; k < ch.sends.size(); ++k)
@@ -347,7 +357,10 @@ Program random_program(std::mt19937& rng) {
     b.stream(r, "compute");
     b.stream(r, "comm");
   }
-  const int num_ops = pick(3, 5);  // at most 10 events
+  std::vector<int32_t> everyone(ranks);
+  for (int r = 0; r < ranks; ++r) everyone[r] = r;
+  const int32_t comm = b.p.add_communicator("world", everyone);
+  const int num_ops = pick(3, 5);  // at most 10 events, plus one collective instance
   // Effects planned per op: each buffer is allocated by one op and maybe freed by a later one.
   std::vector<std::vector<Fx>> fx(num_ops);
   std::vector<int> op_rank(num_ops), op_stream(num_ops);
@@ -368,6 +381,7 @@ Program random_program(std::mt19937& rng) {
     fx[j].push_back(Fx{buf, -b.p.buffers[buf].bytes, at_end});
   }
   std::vector<int> pending_send;  // ops that are sends awaiting a recv (by index)
+  bool collective_added = false;
   for (int i = 0; i < num_ops; ++i) {
     std::vector<OpId> deps;
     for (int k = pick(0, 2); k > 0 && i > 0; --k) deps.push_back(pick(0, i - 1));
@@ -378,7 +392,17 @@ Program random_program(std::mt19937& rng) {
     for (int s : pending_send)
       if (op_rank[s] != op_rank[i] && b.p.ops[s].peer == op_rank[i]) send_from = s;
     Op o;
-    if (roll == 0 && send_from >= 0) {
+    if (roll == 5 && !collective_added) {
+      // One collective instance: a member on each rank (this op's rank gets this op's effects).
+      collective_added = true;
+      for (int r = 0; r < ranks; ++r) {
+        Op c;
+        c.kind = OpKind::kCollective;
+        c.comm = comm;
+        b.add(c, r == op_rank[i] ? op_stream[i] : 2 * r + pick(0, 1), {},
+              r == op_rank[i] ? fx[i] : std::vector<Fx>{}, r == op_rank[i] ? deps : std::vector<OpId>{});
+      }
+    } else if (roll == 0 && send_from >= 0) {
       b.p2p_v(false, op_stream[i], op_rank[send_from], deps, fx[i]);
       pending_send.erase(std::find(pending_send.begin(), pending_send.end(), send_from));
     } else if (roll == 1) {
@@ -394,9 +418,9 @@ Program random_program(std::mt19937& rng) {
   return b.p;
 }
 
-TEST_CASE("min cut and prefix scan agree with brute force on 200 random tiny programs", "[graph]") {
+TEST_CASE("min cut and prefix scan agree with brute force on 200 random tiny programs, collectives included", "[graph]") {
   std::mt19937 rng(20240611);
-  int checked = 0, min_cut_ranks = 0;
+  int checked = 0, min_cut_ranks = 0, with_collective = 0;
   while (checked < 200) {
     Program p = random_program(rng);
     REQUIRE(p.validate().empty());
@@ -407,6 +431,7 @@ TEST_CASE("min cut and prefix scan agree with brute force on 200 random tiny pro
       if ((o.kind == OpKind::kSend || o.kind == OpKind::kRecv) && o.match == kNoOp) matched = false;
     if (!matched || !acyclic(preds)) continue;
     ++checked;
+    with_collective += p.comms[0].ops[0].empty() ? 0 : 1;
     const std::vector<BruteRank> expect = brute_force(p, preds);
     for (bool force : {false, true}) {
       const WorstCaseMemory got = worst_case_memory(p, force);
@@ -421,6 +446,7 @@ TEST_CASE("min cut and prefix scan agree with brute force on 200 random tiny pro
     }
   }
   CHECK(min_cut_ranks > 200);
+  CHECK(with_collective > 20);
 }
 
 TEST_CASE("on a 1F1B shape the min cut equals the prefix scan on every rank", "[graph]") {
