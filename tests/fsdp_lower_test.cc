@@ -68,6 +68,15 @@ std::vector<std::string> dep_labels(const FsdpProgram& fp, OpId id) {
   return out;
 }
 
+/// The op's memory effects as "+name@start" / "-name@end".
+std::vector<std::string> effects(const FsdpProgram& fp, OpId id) {
+  std::vector<std::string> out;
+  for (const MemEffect* m = fp.program.mem_begin(id); m != fp.program.mem_end(id); ++m)
+    out.push_back(fmt::format("{}{}@{}", m->bytes > 0 ? '+' : '-', fp.program.names[fp.program.buffers[m->buffer].name],
+                              m->at_end ? "end" : "start"));
+  return out;
+}
+
 bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
 /// Max over `rank`'s ops in issue order of the live bytes of buffers of kind "param" and
@@ -163,6 +172,16 @@ TEST_CASE("fsdp2 issues copy-in, all-gather, wait, prefetch, forward and reshard
   OpId copy_in = find_op(fp, 0, "copy-in layer.1 (it0 fwd)");
   CHECK(dep_labels(fp, copy_in) == std::vector<std::string>{"wait AG layer.0 (it0 fwd)"});
   CHECK(fp.program.ops[find_op(fp, 0, "F layer.0 (it0 mb0)")].loc.line == 10);
+  CHECK(effects(fp, copy_in) == std::vector<std::string>{"-ag-buffer layer.0 it0 fwd@start",
+                                                         "+ag-buffer layer.1 it0 fwd@start"});
+  // One reduce-scatter input stays alive until the next unit's copy-in; the last until wait-reduce.
+  CHECK(effects(fp, find_op(fp, 0, "rs copy-in layer.1 (it0 mb0)")) ==
+        std::vector<std::string>{"-rs-input layer.2 it0 mb0@start", "+rs-input layer.1 it0 mb0@start",
+                                 "-grad layer.1 it0 mb0@end"});
+  CHECK(effects(fp, find_op(fp, 0, "wait reduce (it0)")) ==
+        std::vector<std::string>{"-rs-input layer.0 it0 mb0@start"});
+  CHECK(effects(fp, find_op(fp, 0, "B layer.1 (it0 mb0)")) ==
+        std::vector<std::string>{"+grad layer.1 it0 mb0@start", "-act layer.1 it0 mb0@end"});
 }
 
 TEST_CASE("fsdp2 forward holds three units of parameters, fsdp1 with backward pre-fetch two", "[fsdp-lower]") {
@@ -172,6 +191,22 @@ TEST_CASE("fsdp2 forward holds three units of parameters, fsdp1 with backward pr
   FsdpSpec deep = make_spec(FsdpImplementation::kFsdp2, 5, p);
   deep.forward_prefetch_depth = 2;
   CHECK(peak_param_bytes(lower_fsdp(deep), 0) == 5 * p);
+}
+
+TEST_CASE("fsdp2 all-gathers allocate the parameters at their end, fsdp1 and zero3 at their start", "[fsdp-lower]") {
+  for (FsdpImplementation impl : kAllImpls) {
+    INFO("implementation " << static_cast<int>(impl));
+    FsdpProgram fp = lower_fsdp(make_spec(impl));
+    const Program& p = fp.program;
+    OpId ag = find_op(fp, 1, "AG layer.1 (it1 bwd)");
+    REQUIRE(p.mem_end(ag) - p.mem_begin(ag) == 1);
+    const MemEffect& m = *p.mem_begin(ag);
+    CHECK(std::string(p.buffers[m.buffer].kind) == "param");
+    CHECK(p.names[p.buffers[m.buffer].name] == "param layer.1 it1 bwd");
+    CHECK(m.bytes == 8'000'000);
+    CHECK(m.at_end == (impl == FsdpImplementation::kFsdp2));
+    CHECK(std::string(p.streams[p.ops[ag].stream].name) == "all_gather");
+  }
 }
 
 TEST_CASE("every rank issues the same collectives on its shard group unless it skips a unit", "[fsdp-lower]") {
