@@ -15,6 +15,10 @@ namespace sc::cli {
 // MoE router specs (a top-level `router:` key) are checked by router_cmd.cc.
 bool is_router_spec_file(const std::string& path);
 int run_router_verify(const std::vector<std::string>& files, const std::string& format);
+// FSDP / ZeRO-3 specs (a top-level `fsdp:` key) are checked by fsdp_cmd.cc.
+bool is_fsdp_spec_file(const std::string& path);
+int run_fsdp_verify(const std::vector<std::string>& files, const std::string& format, const std::string& trace,
+                    bool force_min_cut);
 
 namespace {
 
@@ -51,6 +55,8 @@ int run_verify(const VerifyArgs& a) {
       return kExitUsage;
     }
   }
+  if (!a.files.empty() && is_fsdp_spec_file(a.files.front()))
+    return run_fsdp_verify(a.files, a.format, a.trace.value_or(""), a.min_cut);
   // Load everything first: a spec error stops the run before any report is written.
   std::vector<PipelineSpec> specs;
   Diagnostics diags;
@@ -108,8 +114,9 @@ Command add_verify(CLI::App& parent) {
       "verify", "Check schedules and predict their timeline.\n"
                 "  schedcheck verify examples/llama7b-pp8-1f1b.yaml\n"
                 "  schedcheck verify schedule.csv --semantics eager --format json\n"
+                "  schedcheck verify examples/fsdp2-llama3-8b.yaml      (FSDP / ZeRO-3 specs: a top-level fsdp: key)\n"
                 "  schedcheck verify deadlock.yaml --dot stuck.dot --trace timeline.json");
-  cmd->add_option("files", a->files, "YAML specs (.yaml) or PyTorch schedule CSVs (.csv)")->required();
+  cmd->add_option("files", a->files, "YAML specs (.yaml: pipeline, fsdp: or router:) or PyTorch schedule CSVs (.csv)")->required();
   cmd->add_option("--format", a->format, "text (for people) or json (one object per file, a list for several)")
       ->check(CLI::IsMember({"text", "json"}));
   add_semantics_option(cmd, a->semantics);

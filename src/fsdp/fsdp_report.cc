@@ -1,0 +1,148 @@
+// Text and JSON reports of an FSDP verify result.
+#include <algorithm>
+#include <ostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "fsdp/verify_fsdp.h"
+#include "report/report.h"
+#include "support/units.h"
+
+namespace sc {
+namespace {
+
+const char* implementation_name(FsdpImplementation i) {
+  switch (i) {
+    case FsdpImplementation::kFsdp1: return "fsdp1";
+    case FsdpImplementation::kFsdp2: return "fsdp2";
+    case FsdpImplementation::kZero3: return "zero3";
+  }
+  return "?";
+}
+
+std::string pct(double x) { return fmt::format("{:.1f}%", 100.0 * x); }
+
+}  // namespace
+
+void write_fsdp_text_report(std::ostream& os, const FsdpVerifyResult& r) {
+  const VerifyResult& v = r.base;
+  const FsdpSpec& s = r.spec;
+  const Program& p = v.program;
+  std::vector<std::string> kinds;
+  for (const Finding& f : v.findings)
+    if (std::find(kinds.begin(), kinds.end(), kind_name(f.kind)) == kinds.end()) kinds.push_back(kind_name(f.kind));
+  std::string kind_list;
+  for (const auto& k : kinds) kind_list += (kind_list.empty() ? "" : ", ") + k;
+  if (v.findings.empty())
+    os << fmt::format("{}: holds (exit 0)\n", v.spec.path);
+  else
+    os << fmt::format("{}: VIOLATED: {} ({} finding{}, exit {})\n", v.spec.path, kind_list, v.findings.size(),
+                      v.findings.size() == 1 ? "" : "s", v.exit_code);
+  os << fmt::format("  fsdp {}: {} on {} ranks (shard {}, replicate {}), {} units, {} microbatch{}, {} steps, {} ops\n",
+                    s.name, implementation_name(s.implementation), s.ranks, s.shard_size, s.replicate_size,
+                    s.units.size(), s.microbatches, s.microbatches == 1 ? "" : "es", s.iterations, p.ops.size());
+  if (!v.findings.empty()) {
+    os << "\nfindings:\n";
+    for (size_t i = 0; i < v.findings.size(); ++i) {
+      const Finding& f = v.findings[i];
+      os << fmt::format("  [{}] {}: {}\n", i + 1, kind_name(f.kind), f.message);
+      for (size_t k = 0; k < f.ops.size() && k < f.locations.size(); ++k)
+        if (f.locations[k].valid()) os << fmt::format("      {}: {}\n", format_loc(f.locations[k]), f.ops[k]);
+      for (const auto& d : f.details) os << fmt::format("      {}\n", d);
+    }
+  }
+  if (!r.figures || !v.timeline || !v.worst_case) {
+    os << "\n  no timeline: the program does not run to completion\n";
+    return;
+  }
+  const FsdpFigures& f = *r.figures;
+  os << "\nstep:\n";
+  for (size_t i = 0; i < f.step_time_s.size(); ++i)
+    os << fmt::format("  step {} time {}\n", i, format_duration(f.step_time_s[i]));
+  os << fmt::format("  communication per rank per step {} (FACTS §3 formula {}; {:.2f}x the parameter bytes {})\n",
+                    format_bytes(f.comm_bytes_per_step), format_bytes(f.expected_comm_bytes_per_step),
+                    f.params_bytes > 0 ? f.comm_bytes_per_step / f.params_bytes : 0.0, format_bytes(f.params_bytes));
+  os << fmt::format("  communication time {} on rank {}, exposed {} (overlap {})\n", format_duration(f.comm_time_s),
+                    f.most_exposed_rank, format_duration(f.exposed_comm_s), pct(f.overlap));
+  std::vector<FsdpUnitExposure> top = f.exposure;
+  std::stable_sort(top.begin(), top.end(), [](const auto& a, const auto& b) { return a.exposed_s > b.exposed_s; });
+  if (!top.empty() && top.front().exposed_s > 0) {
+    os << "  most exposed all-gathers:";
+    for (size_t i = 0; i < top.size() && i < 5 && top[i].exposed_s > 0; ++i)
+      os << fmt::format(" {} {} (rank {}){}", top[i].unit, format_duration(top[i].exposed_s), top[i].rank,
+                        i + 1 < std::min<size_t>(top.size(), 5) && top[i + 1].exposed_s > 0 ? "," : "");
+    os << "\n";
+  }
+  os << fmt::format("\nper rank (limit {}; gathered = unsharded parameters live at once, largest unit {}):\n",
+                    s.limit_bytes ? format_bytes(static_cast<double>(*s.limit_bytes)) : "none",
+                    format_bytes(static_cast<double>(f.largest_unit_params_bytes)));
+  os << fmt::format("  {:>5} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "rank", "static", "peak step0",
+                    "peak last", "worst case", "gathered", "gathered wc");
+  const size_t last = f.peak_bytes_per_step.size() - 1;
+  for (int32_t rk = 0; rk < p.num_ranks; ++rk) {
+    if (p.num_ranks > 16 && rk >= 8 && rk < p.num_ranks - 4) {
+      if (rk == 8) os << fmt::format("  {:>5}\n", "...");
+      continue;
+    }
+    os << fmt::format("  {:>5} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", rk,
+                      format_bytes(static_cast<double>(p.static_bytes_per_rank[rk])),
+                      format_bytes(static_cast<double>(f.peak_bytes_per_step[0][rk])),
+                      format_bytes(static_cast<double>(f.peak_bytes_per_step[last][rk])),
+                      format_bytes(static_cast<double>(v.worst_case->bytes_per_rank[rk])),
+                      format_bytes(static_cast<double>(f.gathered_peak_bytes_per_rank[rk])),
+                      format_bytes(static_cast<double>(f.gathered_worst_case_bytes_per_rank[rk])));
+  }
+}
+
+std::string fsdp_json_report(const FsdpVerifyResult& r) {
+  using nlohmann::json;
+  json j = json::parse(json_report(r.base));
+  const FsdpSpec& s = r.spec;
+  j.erase("schedule");
+  json units = json::array();
+  for (const auto& u : s.units)
+    units.push_back({{"name", u.name},
+                     {"params_bytes", u.params_bytes},
+                     {"forward_s", u.forward_s},
+                     {"backward_s", u.backward_s},
+                     {"activation_bytes", u.activation_bytes}});
+  j["fsdp"] = {{"name", s.name},
+               {"path", r.base.spec.path},
+               {"implementation", implementation_name(s.implementation)},
+               {"ranks", s.ranks},
+               {"shard_size", s.shard_size},
+               {"replicate_size", s.replicate_size},
+               {"dtypes", {{"param", s.param_dtype.name}, {"reduce", s.reduce_dtype.name}}},
+               {"microbatches", s.microbatches},
+               {"iterations", s.iterations},
+               {"units", units}};
+  j["semantics"]["collectives"] = "complete when every member of the communicator reaches them; one at a time per communicator";
+  if (r.figures) {
+    const FsdpFigures& f = *r.figures;
+    json exposure = json::array();
+    for (const auto& e : f.exposure) exposure.push_back({{"unit", e.unit}, {"exposed_s", e.exposed_s}, {"rank", e.rank}});
+    j["fsdp_figures"] = {{"comm_bytes_per_step", f.comm_bytes_per_step},
+                         {"expected_comm_bytes_per_step", f.expected_comm_bytes_per_step},
+                         {"params_bytes", f.params_bytes},
+                         {"comm_time_s", f.comm_time_s},
+                         {"exposed_comm_s", f.exposed_comm_s},
+                         {"most_exposed_rank", f.most_exposed_rank},
+                         {"overlap", f.overlap},
+                         {"step_time_s", f.step_time_s},
+                         {"peak_bytes_per_step", f.peak_bytes_per_step},
+                         {"gathered_peak_bytes_per_rank", f.gathered_peak_bytes_per_rank},
+                         {"gathered_worst_case_bytes_per_rank", f.gathered_worst_case_bytes_per_rank},
+                         {"largest_unit_params_bytes", f.largest_unit_params_bytes},
+                         {"exposure_per_unit", exposure}};
+  } else {
+    j["fsdp_figures"] = nullptr;
+  }
+  size_t collectives = 0;
+  for (const Op& o : r.base.program.ops) collectives += o.kind == OpKind::kCollective ? 1 : 0;
+  j["stats"]["collectives"] = collectives;
+  j["stats"]["communicators"] = r.base.program.comms.size();
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace sc

@@ -1,0 +1,386 @@
+#include "fsdp/verify_fsdp.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "check/passes.h"
+#include "graph/happens_before.h"
+#include "support/units.h"
+
+namespace sc {
+namespace {
+
+/// "0-2, 4-7" for a sorted list of ranks.
+std::string rank_ranges(const std::vector<int32_t>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    out += j == i ? fmt::format("{}", ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+/// The label of an op without its "(it0 fwd)" suffix: what must agree across ranks.
+std::string base_label(const Program& p, OpId id) {
+  std::string l = p.label(id);
+  size_t cut = l.find(" (");
+  return cut == std::string::npos ? l : l.substr(0, cut);
+}
+
+/// What the k-th collective of a member is, for comparison and messages.
+std::string identity(const Program& p, OpId id) {
+  if (id == kNoOp) return "nothing (its sequence has ended)";
+  const Op& o = p.ops[id];
+  return fmt::format("{} '{}' ({} {})", collective_name(o.collective), base_label(p, id), format_bytes(static_cast<double>(o.bytes)),
+                     o.dtype);
+}
+
+class Stopwatch {
+ public:
+  explicit Stopwatch(std::vector<PassTime>& out) : out_(out) {}
+  template <typename F>
+  void run(const char* name, F&& f) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    out_.push_back({name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
+  }
+
+ private:
+  std::vector<PassTime>& out_;
+};
+
+/// The event at which buffer effects of `op` with sign `sign` (> 0 alloc, < 0 free) happen.
+struct BufferEvents {
+  std::vector<int32_t> alloc, free;  ///< per buffer: event, or -1
+};
+
+BufferEvents buffer_events(const Program& p) {
+  BufferEvents be;
+  be.alloc.assign(p.buffers.size(), -1);
+  be.free.assign(p.buffers.size(), -1);
+  for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id)
+    for (const MemEffect* m = p.mem_begin(id); m != p.mem_end(id); ++m) {
+      if (m->buffer < 0 || m->bytes == 0) continue;
+      int32_t e = m->at_end ? end_event(id) : start_event(id);
+      (m->bytes > 0 ? be.alloc : be.free)[m->buffer] = e;
+    }
+  return be;
+}
+
+/// People's description of a moment of rank `r`: per stream, what has run and what has not.
+std::vector<std::string> describe_moment(const Program& p, const RankClocks& clocks, int32_t event) {
+  std::vector<std::string> out;
+  for (size_t k = 0; k < clocks.streams().size(); ++k) {
+    const Stream& s = p.streams[clocks.streams()[k]];
+    if (s.ops.empty()) continue;
+    int32_t prefix = clocks.prefix(event, static_cast<int>(k));
+    size_t done = static_cast<size_t>(prefix / 2);
+    std::string line = fmt::format("rank {} {} stream: ", s.rank, s.name);
+    if (done == 0) line += "nothing run yet";
+    else line += fmt::format("ran up to {}", p.label(s.ops[done - 1]));
+    if (prefix % 2 == 1) line += fmt::format(", running {}", p.label(s.ops[done]));
+    else if (done < s.ops.size()) line += fmt::format(", next {}", p.label(s.ops[done]));
+    out.push_back(line);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Finding> check_collectives(const Program& p) {
+  std::vector<Finding> out;
+  for (const Communicator& c : p.comms) {
+    if (c.ranks.size() < 2) continue;
+    size_t longest = 0;
+    for (const auto& s : c.ops) longest = std::max(longest, s.size());
+    for (size_t k = 0; k < longest; ++k) {
+      // Group members by what they issue at k.
+      std::map<std::string, std::vector<int32_t>> by;
+      std::map<std::string, OpId> example;
+      for (size_t m = 0; m < c.ranks.size(); ++m) {
+        OpId id = k < c.ops[m].size() ? c.ops[m][k] : kNoOp;
+        std::string key = identity(p, id);
+        by[key].push_back(c.ranks[m]);
+        example.emplace(key, id);
+      }
+      if (by.size() == 1) continue;
+      // The majority is taken as intended; every other group is a culprit (a tie names all).
+      auto majority = std::max_element(by.begin(), by.end(), [](const auto& a, const auto& b) {
+        return a.second.size() < b.second.size();
+      });
+      size_t ties = std::count_if(by.begin(), by.end(), [&](const auto& g) { return g.second.size() == majority->second.size(); });
+      Finding f;
+      f.kind = FindingKind::kChannel;
+      std::vector<std::string> parts;
+      for (const auto& [key, ranks] : by) {
+        if (ties == 1 && key == majority->first) continue;
+        for (int32_t r : ranks) f.ranks.push_back(r);
+        parts.push_back(fmt::format("rank{} {} issue{} {}", ranks.size() == 1 ? "" : "s", rank_ranges(ranks),
+                                    ranks.size() == 1 ? "s" : "", key));
+        OpId id = example[key];
+        if (id != kNoOp) {
+          f.ops.push_back(p.label(id));
+          f.locations.push_back(p.ops[id].loc);
+        }
+      }
+      std::string msg = fmt::format("collectives diverge on communicator '{}' at #{}: ", c.name, k + 1);
+      for (size_t i = 0; i < parts.size(); ++i) msg += (i ? "; " : "") + parts[i];
+      if (ties == 1)
+        msg += fmt::format(" where rank{} {} issue{} {}", majority->second.size() == 1 ? "" : "s",
+                           rank_ranges(majority->second), majority->second.size() == 1 ? "s" : "", majority->first);
+      f.message = msg;
+      for (size_t m = 0; m < c.ranks.size(); ++m)
+        f.details.push_back(fmt::format("rank {} issues {} collectives on '{}'", c.ranks[m], c.ops[m].size(), c.name));
+      if (f.details.size() > 16) {
+        f.details.resize(16);
+        f.details.push_back("...");
+      }
+      out.push_back(std::move(f));
+      break;  // the first divergence per communicator; later ones follow from it
+    }
+  }
+  return out;
+}
+
+std::vector<Finding> check_buffer_residency(const Program& p, size_t max_findings) {
+  std::vector<Finding> out;
+  if (p.uses.empty()) return out;
+  HappensBefore hb(p);
+  if (!hb.acyclic()) return out;
+  BufferEvents be = buffer_events(p);
+  size_t suppressed = 0;
+  for (int32_t r = 0; r < p.num_ranks; ++r) {
+    bool any = false;
+    for (int32_t s : p.rank_streams[r])
+      for (OpId id : p.streams[s].ops) any |= p.ops[id].use_end > p.ops[id].use_begin;
+    if (!any) continue;
+    RankClocks clocks(hb, r);
+    for (int32_t s : p.rank_streams[r])
+      for (OpId id : p.streams[s].ops)
+        for (const int32_t* u = p.uses_begin(id); u != p.uses_end(id); ++u) {
+          const Buffer& b = p.buffers[*u];
+          std::string bname = b.name >= 0 ? p.names[b.name] : fmt::format("buffer {}", *u);
+          Finding f;
+          f.kind = FindingKind::kResidency;
+          f.ranks = {r};
+          f.ops = {p.label(id)};
+          f.locations = {p.ops[id].loc};
+          int32_t a = be.alloc[*u], fr = be.free[*u];
+          if (a < 0) {
+            f.message = fmt::format("{} on rank {} uses {}, which is never gathered or allocated", p.label(id), r, bname);
+          } else if (!clocks.ordered(a, start_event(id))) {
+            const OpId aop = a >> 1;
+            f.message = fmt::format("{} on rank {} may start before {} is allocated by {} ({} stream): no stream order or "
+                                    "event puts it after",
+                                    p.label(id), r, bname, p.label(aop), p.streams[p.ops[aop].stream].name);
+            f.ops.push_back(p.label(aop));
+            f.locations.push_back(p.ops[aop].loc);
+            f.details.push_back(fmt::format("an interleaving: {} starts while", p.label(id)));
+            for (auto& d : describe_moment(p, clocks, start_event(id))) f.details.push_back("  " + d);
+          } else if (fr >= 0 && !clocks.ordered(end_event(id), fr)) {
+            const OpId fop = fr >> 1;
+            f.message = fmt::format("{} ({} stream) on rank {} may free {} while {} still needs it: the free is not "
+                                    "ordered after the use by stream order or an event",
+                                    p.label(fop), p.streams[p.ops[fop].stream].name, r, bname, p.label(id));
+            f.ops.push_back(p.label(fop));
+            f.locations.push_back(p.ops[fop].loc);
+            f.details.push_back(fmt::format("an interleaving that breaks it: {} runs at this moment, before {} ends:",
+                                            p.label(fop), p.label(id)));
+            for (auto& d : describe_moment(p, clocks, fr)) f.details.push_back("  " + d);
+          } else {
+            continue;
+          }
+          if (out.size() < max_findings) out.push_back(std::move(f));
+          else ++suppressed;
+        }
+  }
+  if (suppressed && !out.empty())
+    out.back().details.push_back(fmt::format("{} more residency violations not listed", suppressed));
+  return out;
+}
+
+namespace {
+
+/// Peak of live parameter bytes ("param", "ag-buffer") per rank along the timeline.
+std::vector<int64_t> gathered_peak(const Program& p, const Timeline& t) {
+  std::vector<std::vector<std::pair<double, int64_t>>> ev(p.num_ranks);
+  for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id)
+    for (const MemEffect* m = p.mem_begin(id); m != p.mem_end(id); ++m) {
+      if (m->buffer < 0) continue;
+      std::string_view kind = p.buffers[m->buffer].kind;
+      if (kind != "param" && kind != "ag-buffer") continue;
+      ev[p.ops[id].rank].push_back({m->at_end ? t.ops[id].end_s : t.ops[id].start_s, m->bytes});
+    }
+  std::vector<int64_t> peak(p.num_ranks, 0);
+  for (int32_t r = 0; r < p.num_ranks; ++r) {
+    std::sort(ev[r].begin(), ev[r].end());  // frees (negative) first at equal times
+    int64_t live = 0;
+    for (auto& [time, d] : ev[r]) peak[r] = std::max(peak[r], live += d);
+  }
+  return peak;
+}
+
+/// Worst case of live parameter bytes per rank over all interleavings: worst_case_memory on a
+/// copy whose only memory effects are the parameter buffers'.
+std::vector<int64_t> gathered_worst_case(const Program& p, bool force_min_cut) {
+  Program q = p;
+  for (MemEffect& m : q.mem) {
+    if (m.buffer < 0) continue;
+    std::string_view kind = q.buffers[m.buffer].kind;
+    if (kind != "param" && kind != "ag-buffer") m.bytes = 0;
+  }
+  q.static_bytes_per_rank.assign(q.num_ranks, 0);
+  return worst_case_memory(q, force_min_cut).bytes_per_rank;
+}
+
+FsdpFigures compute_figures(const FsdpSpec& spec, const FsdpProgram& fp, const Timeline& t, bool force_min_cut) {
+  const Program& p = fp.program;
+  FsdpFigures f;
+  const int iters = std::max(spec.iterations, 1);
+  for (const auto& u : spec.units) {
+    f.params_bytes += static_cast<double>(u.params_bytes);
+    f.largest_unit_params_bytes = std::max(f.largest_unit_params_bytes, u.params_bytes);
+  }
+  // Communication volume per rank and step.
+  std::vector<std::vector<double>> volume(p.num_ranks, std::vector<double>(iters, 0.0));
+  std::vector<double> comm_time(p.num_ranks, 0.0), exposed(p.num_ranks, 0.0);
+  std::vector<std::vector<double>> unit_exposed(spec.units.size(), std::vector<double>(p.num_ranks, 0.0));
+  std::vector<std::vector<double>> opt_end(p.num_ranks, std::vector<double>(iters, 0.0));
+  for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id) {
+    const Op& o = p.ops[id];
+    const FsdpOpInfo& in = fp.info[id];
+    int it = std::clamp<int>(in.iteration, 0, iters - 1);
+    if (o.kind == OpKind::kCollective && o.comm >= 0) {
+      double n = static_cast<double>(p.comms[o.comm].ranks.size());
+      double share = n > 1 ? (n - 1) / n * static_cast<double>(o.bytes) : 0.0;
+      volume[o.rank][it] += o.collective == CollectiveKind::kAllReduce ? 2 * share : share;
+      comm_time[o.rank] += t.ops[id].end_s - t.ops[id].start_s;
+    }
+    if (in.kind == FsdpOpKind::kOptimizer) opt_end[o.rank][it] = std::max(opt_end[o.rank][it], t.ops[id].end_s);
+    if (in.kind == FsdpOpKind::kWait || in.kind == FsdpOpKind::kWaitReduce) {
+      const auto& sops = p.streams[o.stream].ops;
+      auto pos = std::find(sops.begin(), sops.end(), id) - sops.begin();
+      double free_at = pos > 0 ? t.ops[sops[pos - 1]].end_s : 0.0;
+      double wait = std::max(0.0, t.ops[id].start_s - free_at);
+      exposed[o.rank] += wait;
+      if (in.unit >= 0 && in.unit < static_cast<int32_t>(spec.units.size())) unit_exposed[in.unit][o.rank] += wait;
+    }
+  }
+  for (int32_t r = 0; r < p.num_ranks; ++r)
+    for (int it = 0; it < iters; ++it) f.comm_bytes_per_step = std::max(f.comm_bytes_per_step, volume[r][it]);
+  const double n = spec.shard_size, rep = spec.replicate_size;
+  const double ratio = static_cast<double>(spec.reduce_dtype.bytes) / spec.param_dtype.bytes;
+  const double gathers = spec.reshard_after_forward == 0 ? 1.0 : 2.0;
+  f.expected_comm_bytes_per_step =
+      spec.microbatches * (n > 1 ? (n - 1) / n * f.params_bytes * (gathers + ratio) : 0.0) +
+      spec.microbatches * (rep > 1 ? 2 * (rep - 1) / rep * f.params_bytes * ratio / n : 0.0);
+  f.most_exposed_rank = static_cast<int32_t>(std::max_element(exposed.begin(), exposed.end()) - exposed.begin());
+  f.exposed_comm_s = exposed[f.most_exposed_rank];
+  f.comm_time_s = comm_time[f.most_exposed_rank];
+  f.overlap = f.comm_time_s > 0 ? std::clamp(1.0 - f.exposed_comm_s / f.comm_time_s, 0.0, 1.0) : 1.0;
+  for (size_t u = 0; u < spec.units.size(); ++u) {
+    auto it = std::max_element(unit_exposed[u].begin(), unit_exposed[u].end());
+    f.exposure.push_back({spec.units[u].name, *it, static_cast<int32_t>(it - unit_exposed[u].begin())});
+  }
+  // Step times and per-step peaks.
+  f.step_time_s.assign(iters, 0.0);
+  std::vector<double> boundary(iters, 0.0);
+  for (int it = 0; it < iters; ++it) {
+    for (int32_t r = 0; r < p.num_ranks; ++r) boundary[it] = std::max(boundary[it], opt_end[r][it]);
+    f.step_time_s[it] = boundary[it] - (it ? boundary[it - 1] : 0.0);
+  }
+  f.peak_bytes_per_step.assign(iters, std::vector<int64_t>(p.num_ranks, 0));
+  for (int32_t r = 0; r < p.num_ranks; ++r) {
+    int step = 0;
+    for (auto& [time, live] : t.memory_curve[r]) {
+      while (step + 1 < iters && time >= boundary[step] && boundary[step] > 0) ++step;
+      f.peak_bytes_per_step[step][r] = std::max(f.peak_bytes_per_step[step][r], live);
+    }
+  }
+  f.gathered_peak_bytes_per_rank = gathered_peak(p, t);
+  f.gathered_worst_case_bytes_per_rank = gathered_worst_case(p, force_min_cut);
+  return f;
+}
+
+/// When collectives diverge, the hangs are its consequence: one finding that leads with the
+/// culprit ranks and the first divergent collective, naming every hung rank.
+void explain_hangs(std::vector<Finding>& hangs, const std::vector<Finding>& divergence) {
+  if (divergence.empty() || hangs.empty()) return;
+  const Finding& d = divergence.front();
+  Finding& h = hangs.front();
+  std::vector<int32_t> culprits(d.ranks.begin(), d.ranks.end());
+  std::string who = culprits.size() == 1 ? fmt::format("rank {}", culprits.front())
+                                         : fmt::format("ranks {}", rank_ranges(culprits));
+  std::vector<int32_t> hung;
+  for (const Finding& f : hangs) hung.insert(hung.end(), f.ranks.begin(), f.ranks.end());
+  std::sort(hung.begin(), hung.end());
+  hung.erase(std::unique(hung.begin(), hung.end()), hung.end());
+  h.message = fmt::format("hang caused by {}: {}; ranks {} wait forever: {}", who, d.message, rank_ranges(hung),
+                          h.message);
+  h.ranks.clear();
+  for (int32_t r : culprits) h.ranks.push_back(r);
+  for (int32_t r : hung)
+    if (std::find(culprits.begin(), culprits.end(), r) == culprits.end()) h.ranks.push_back(r);
+  if (hangs.size() > 1)
+    h.details.push_back(fmt::format("{} more ranks hang the same way; first shown above", hangs.size() - 1));
+  hangs.resize(1);
+}
+
+}  // namespace
+
+FsdpVerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut) {
+  FsdpVerifyResult r;
+  r.spec = spec;
+  VerifyResult& v = r.base;
+  Stopwatch timer(v.pass_times);
+  v.spec.name = spec.name;
+  v.spec.path = source_name(spec.locs.file.file);
+  v.spec.ranks = spec.ranks;
+  v.spec.memory.limit_bytes = spec.limit_bytes;
+  FsdpProgram lowered;
+  timer.run("lower", [&] { lowered = lower_fsdp(spec); });
+  v.program = std::move(lowered.program);
+  r.info = lowered.info;
+  for (auto& f : lowered.findings) v.findings.push_back(std::move(f));
+
+  std::vector<Finding> divergence;
+  timer.run("collectives", [&] { divergence = check_collectives(v.program); });
+  timer.run("deadlock", [&] { v.execution = execute(v.program); });
+  std::vector<Finding> hangs = v.execution.findings;
+  explain_hangs(hangs, divergence);
+  for (auto& f : hangs) v.findings.push_back(std::move(f));
+  for (auto& f : divergence) v.findings.push_back(std::move(f));
+  for (const auto& s : v.program.streams) v.edges += s.ops.empty() ? 0 : s.ops.size() - 1;
+  v.edges += v.program.deps.size();
+
+  if (v.execution.completed) {
+    timer.run("residency", [&] {
+      for (auto& f : check_buffer_residency(v.program)) v.findings.push_back(std::move(f));
+    });
+    timer.run("timing", [&] { v.timeline = simulate(v.program, v.execution.order); });
+    timer.run("worst-case memory", [&] { v.worst_case = worst_case_memory(v.program, force_min_cut); });
+    if (spec.limit_bytes)
+      timer.run("memory", [&] {
+        for (auto& f : check_memory(v.program, &*v.timeline, &*v.worst_case, *spec.limit_bytes))
+          v.findings.push_back(std::move(f));
+      });
+    timer.run("figures", [&] {
+      FsdpProgram ref;
+      ref.info = r.info;
+      // figures() needs the program; avoid a copy by swapping it in and out.
+      std::swap(ref.program, v.program);
+      r.figures = compute_figures(spec, ref, *v.timeline, force_min_cut);
+      std::swap(ref.program, v.program);
+    });
+  }
+  v.exit_code = exit_code_for(v.findings);
+  return r;
+}
+
+}  // namespace sc

@@ -1,0 +1,90 @@
+// `schedcheck verify` for FSDP / ZeRO-3 specs: lowering, the checks of FACTS §3, and the
+// predicted step time, exposed communication and memory.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "check/verify.h"
+#include "fsdp/fsdp_spec.h"
+#include "fsdp/lower_fsdp.h"
+
+namespace sc {
+
+/// Exposed communication of one unit on one rank: the time the compute stream waited for the
+/// unit's all-gathers (start of each wait marker minus the end of the op before it on the
+/// compute stream), summed over iterations, microbatches, forward and backward. Seconds.
+struct FsdpUnitExposure {
+  std::string unit;
+  double exposed_s = 0;   ///< the largest over ranks
+  int32_t rank = 0;       ///< the rank where it is largest
+};
+
+/// FSDP figures of a completed program.
+/// comm_bytes_per_step: per rank, bytes each rank sends in one step, sum over its collectives
+/// of (n-1)/n·B (all-reduce 2(n-1)/n·B) for group size n and per-rank bytes B (ring algorithms,
+/// Thakur et al. 2005); the largest over ranks and steps. expected_comm_bytes_per_step: FACTS
+/// §3, (N-1)/N·Ψ·(2·b_c + b_r) per microbatch (all-gather in forward and backward, one
+/// reduce-scatter), plus HSDP's 2(R-1)/R·Ψ·b_r/N; with reshard_after_forward false one
+/// all-gather per microbatch. overlap = 1 - exposed / communication time on the most exposed
+/// rank. step_time_s[i]: end of step i's optimizer minus end of step i-1's (the first from 0),
+/// largest over ranks. peak_bytes_per_step[i][r]: rank r's timeline peak during step i.
+/// gathered_*: parameter bytes ("param" and "ag-buffer" buffers) live at once, on the timeline
+/// and in the worst case over all interleavings of the streams.
+struct FsdpFigures {
+  double comm_bytes_per_step = 0;
+  double expected_comm_bytes_per_step = 0;
+  double params_bytes = 0;                 ///< sum of the units' params_bytes (unsharded)
+  double comm_time_s = 0;                  ///< collective time on the most exposed rank, seconds
+  double exposed_comm_s = 0;               ///< all-gather and reduction waits on that rank, seconds
+  int32_t most_exposed_rank = 0;
+  double overlap = 0;                      ///< fraction of communication hidden behind compute
+  std::vector<double> step_time_s;
+  std::vector<std::vector<int64_t>> peak_bytes_per_step;
+  std::vector<int64_t> gathered_peak_bytes_per_rank;
+  std::vector<int64_t> gathered_worst_case_bytes_per_rank;
+  int64_t largest_unit_params_bytes = 0;
+  std::vector<FsdpUnitExposure> exposure;  ///< per unit, forward order
+};
+
+/// Everything verify established for an FSDP spec. `base` holds the program, findings,
+/// execution, timeline and worst case in the form the generic reports read.
+struct FsdpVerifyResult {
+  FsdpSpec spec;
+  VerifyResult base;
+  std::vector<FsdpOpInfo> info;      ///< per op
+  std::optional<FsdpFigures> figures;  ///< when the program completes
+};
+
+/// Lowers `spec` (lower_fsdp) and runs: lowering findings; collective agreement per
+/// communicator (kind, bytes, dtype and unit of the k-th collective equal on every member;
+/// the first divergence with the culprit ranks, a "channel" finding); execution (a hang or
+/// deadlock; a hang caused by a divergence names the culprit rank and the first divergent
+/// collective); residency (every compute's parameters gathered before it and freed after it
+/// in every interleaving: a gather and the free must be ordered with the use by stream order or
+/// events; else a "residency" finding with the interleaving that breaks it); timeline; worst-case
+/// memory over all interleavings; the memory limit; FSDP figures. `force_min_cut` as for
+/// pipelines. Never fails: problems are findings.
+FsdpVerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut = false);
+
+/// The collective-agreement findings of a program (one per communicator that diverges): the
+/// identity of a collective is (kind, bytes, dtype, label without the "(...)" suffix).
+std::vector<Finding> check_collectives(const Program& program);
+
+/// The residency findings of a program: for each op and each buffer it uses, the buffer's
+/// allocation must happen before the op starts and its free after the op ends in every
+/// execution (RankClocks), else a finding with an interleaving; a use of a buffer never
+/// allocated is a finding too. Precondition: the program executes to completion.
+std::vector<Finding> check_buffer_residency(const Program& program, size_t max_findings = 8);
+
+/// Text report for people: verdict, findings, FSDP figures, per-rank table.
+void write_fsdp_text_report(std::ostream& os, const FsdpVerifyResult& r);
+
+/// The JSON report: the verify report's keys (verdict, exit_code, semantics, findings, timing,
+/// memory, stats) with `schedule` replaced by `fsdp` (implementation, ranks, shard and
+/// replicate sizes, units, options) and an `fsdp_figures` object (FsdpFigures, units in key
+/// names).
+std::string fsdp_json_report(const FsdpVerifyResult& r);
+
+}  // namespace sc
