@@ -39,9 +39,10 @@ void write_fsdp_text_report(std::ostream& os, const FsdpVerifyResult& r) {
   else
     os << fmt::format("{}: VIOLATED: {} ({} finding{}, exit {})\n", v.spec.path, kind_list, v.findings.size(),
                       v.findings.size() == 1 ? "" : "s", v.exit_code);
-  os << fmt::format("  fsdp {}: {} on {} ranks (shard {}, replicate {}), {} units, {} microbatch{}, {} steps, {} ops\n",
+  os << fmt::format("  fsdp {}: {} on {} ranks (shard {}, replicate {}), {} units, {} microbatch{}, {}, {} ops\n",
                     s.name, implementation_name(s.implementation), s.ranks, s.shard_size, s.replicate_size,
-                    s.units.size(), s.microbatches, s.microbatches == 1 ? "" : "es", s.iterations, p.ops.size());
+                    s.units.size(), s.microbatches, s.microbatches == 1 ? "" : "es",
+                    s.programs.empty() ? fmt::format("{} steps", s.iterations) : std::string("explicit programs"), p.ops.size());
   if (!v.findings.empty()) {
     os << "\nfindings:\n";
     for (size_t i = 0; i < v.findings.size(); ++i) {
@@ -60,10 +61,12 @@ void write_fsdp_text_report(std::ostream& os, const FsdpVerifyResult& r) {
   os << "\nstep:\n";
   for (size_t i = 0; i < f.step_time_s.size(); ++i)
     os << fmt::format("  step {} time {}\n", i, format_duration(f.step_time_s[i]));
-  os << fmt::format("  communication per rank per step {} (FACTS §3 formula {}; {:.2f}x the parameter bytes {})\n",
-                    format_bytes(f.comm_bytes_per_step), format_bytes(f.expected_comm_bytes_per_step),
-                    f.params_bytes > 0 ? f.comm_bytes_per_step / f.params_bytes : 0.0, format_bytes(f.params_bytes));
-  os << fmt::format("  communication time {} on rank {}, exposed {} (overlap {})\n", format_duration(f.comm_time_s),
+  os << fmt::format("  communication per rank per step {} ({:.2f}x the parameter bytes {}; FACTS §3 formula {})\n",
+                    format_bytes(f.comm_bytes_per_step),
+                    f.params_bytes > 0 ? f.comm_bytes_per_step / f.params_bytes : 0.0, format_bytes(f.params_bytes),
+                    s.programs.empty() ? format_bytes(f.expected_comm_bytes_per_step) : "n/a for explicit programs");
+  os << fmt::format("  communication time {} over {} step{} on rank {}, exposed {} (overlap {})\n",
+                    format_duration(f.comm_time_s), f.step_time_s.size(), f.step_time_s.size() == 1 ? "" : "s",
                     f.most_exposed_rank, format_duration(f.exposed_comm_s), pct(f.overlap));
   std::vector<FsdpUnitExposure> top = f.exposure;
   std::stable_sort(top.begin(), top.end(), [](const auto& a, const auto& b) { return a.exposed_s > b.exposed_s; });

@@ -41,6 +41,9 @@ std::string identity(const Program& p, OpId id) {
                      o.dtype);
 }
 
+/// The grouping key stored as the first detail of a residency finding under construction.
+std::string residency_key(const Finding& f) { return f.details.front().substr(4); }
+
 class Stopwatch {
  public:
   explicit Stopwatch(std::vector<PassTime>& out) : out_(out) {}
@@ -196,9 +199,31 @@ std::vector<Finding> check_buffer_residency(const Program& p, size_t max_finding
           } else {
             continue;
           }
+          // The same violation on several ranks (the usual case: one program for all) is one
+          // finding naming them all; the first rank's interleaving is shown.
+          std::string key = f.message;
+          const std::string on_rank = fmt::format("on rank {} ", r);
+          for (size_t pos; (pos = key.find(on_rank)) != std::string::npos;) key.erase(pos, on_rank.size());
+          auto same = std::find_if(out.begin(), out.end(), [&](const Finding& g) {
+            return g.ops == f.ops && residency_key(g) == key;
+          });
+          if (same != out.end()) {
+            same->ranks.push_back(r);
+            continue;
+          }
+          f.details.insert(f.details.begin(), "key:" + key);
           if (out.size() < max_findings) out.push_back(std::move(f));
           else ++suppressed;
         }
+  }
+  for (Finding& f : out) {
+    f.details.erase(f.details.begin());  // the grouping key
+    if (f.ranks.size() > 1) {
+      std::vector<int32_t> ranks(f.ranks.begin(), f.ranks.end());
+      std::string one = fmt::format("on rank {} ", ranks.front());
+      size_t pos = f.message.find(one);
+      if (pos != std::string::npos) f.message.replace(pos, one.size(), fmt::format("on ranks {} ", rank_ranges(ranks)));
+    }
   }
   if (suppressed && !out.empty())
     out.back().details.push_back(fmt::format("{} more residency violations not listed", suppressed));
@@ -242,7 +267,9 @@ std::vector<int64_t> gathered_worst_case(const Program& p, bool force_min_cut) {
 FsdpFigures compute_figures(const FsdpSpec& spec, const FsdpProgram& fp, const Timeline& t, bool force_min_cut) {
   const Program& p = fp.program;
   FsdpFigures f;
-  const int iters = std::max(spec.iterations, 1);
+  // Explicit programs have no optimizer step: the whole program is one step.
+  const bool generated = spec.programs.empty();
+  const int iters = generated ? std::max(spec.iterations, 1) : 1;
   for (const auto& u : spec.units) {
     f.params_bytes += static_cast<double>(u.params_bytes);
     f.largest_unit_params_bytes = std::max(f.largest_unit_params_bytes, u.params_bytes);
@@ -277,7 +304,8 @@ FsdpFigures compute_figures(const FsdpSpec& spec, const FsdpProgram& fp, const T
   const double n = spec.shard_size, rep = spec.replicate_size;
   const double ratio = static_cast<double>(spec.reduce_dtype.bytes) / spec.param_dtype.bytes;
   const double gathers = spec.reshard_after_forward == 0 ? 1.0 : 2.0;
-  f.expected_comm_bytes_per_step =
+  if (generated)
+    f.expected_comm_bytes_per_step =
       spec.microbatches * (n > 1 ? (n - 1) / n * f.params_bytes * (gathers + ratio) : 0.0) +
       spec.microbatches * (rep > 1 ? 2 * (rep - 1) / rep * f.params_bytes * ratio / n : 0.0);
   f.most_exposed_rank = static_cast<int32_t>(std::max_element(exposed.begin(), exposed.end()) - exposed.begin());
@@ -293,6 +321,7 @@ FsdpFigures compute_figures(const FsdpSpec& spec, const FsdpProgram& fp, const T
   std::vector<double> boundary(iters, 0.0);
   for (int it = 0; it < iters; ++it) {
     for (int32_t r = 0; r < p.num_ranks; ++r) boundary[it] = std::max(boundary[it], opt_end[r][it]);
+    if (!generated) boundary[it] = t.makespan_s;
     f.step_time_s[it] = boundary[it] - (it ? boundary[it - 1] : 0.0);
   }
   f.peak_bytes_per_step.assign(iters, std::vector<int64_t>(p.num_ranks, 0));

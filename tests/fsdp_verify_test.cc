@@ -1,0 +1,166 @@
+// FSDP verify end to end: spec text -> lowering -> checks, against FACTS §3.
+#include <string>
+
+#include "catch.h"
+#include "fsdp/fsdp_yaml.h"
+#include "fsdp/verify_fsdp.h"
+
+namespace sc {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+/// A spec with `units` identical 1 GiB layers on 4 ranks; `extra` is appended inside `fsdp:`.
+FsdpSpec spec_of(const std::string& implementation, const std::string& extra, const std::string& bandwidth = "100GB/s",
+                 int units = 8, const std::string& top = "") {
+  std::string text = "schedcheck: 1\nranks: 4\n" + top + "fsdp:\n  implementation: " + implementation +
+                     "\n  dtypes: {param: bf16}\n  link: {bandwidth: " + bandwidth +
+                     ", latency: 10us}\n  units:\n    - {name: layer, repeat: " + std::to_string(units) +
+                     ", params_bytes: 1GiB, forward: 1ms, backward: 2ms, activation_bytes: 0.1GiB}\n" + extra;
+  Diagnostics d;
+  auto spec = parse_fsdp_spec("test.yaml", text, d);
+  INFO(text);
+  REQUIRE(spec);
+  REQUIRE_FALSE(d.has_errors());
+  return *spec;
+}
+
+const Finding* find_kind(const FsdpVerifyResult& r, FindingKind k) {
+  for (const auto& f : r.base.findings)
+    if (f.kind == k) return &f;
+  return nullptr;
+}
+
+TEST_CASE("fsdp1: without the rate limiter more units are gathered; with it never more than two", "[fsdp]") {
+  // A fast link (compute-bound) lets the all-gather stream run ahead when nothing holds it.
+  for (const char* bw : {"4000GB/s", "100GB/s"}) {
+    INFO("bandwidth " << bw);
+    FsdpVerifyResult on = verify_fsdp(spec_of("fsdp1", "  options: {limit_all_gathers: true}\n", bw));
+    FsdpVerifyResult off = verify_fsdp(spec_of("fsdp1", "  options: {limit_all_gathers: false}\n", bw));
+    REQUIRE(on.figures);
+    REQUIRE(off.figures);
+    CHECK(on.base.findings.empty());
+    // FACTS §3 (pytorch PR #98354): at most 2 gathered units pending free with the limiter.
+    for (int r = 0; r < 4; ++r) {
+      CHECK(on.figures->gathered_worst_case_bytes_per_rank[r] <= 2 * kGiB);
+      CHECK(on.figures->gathered_peak_bytes_per_rank[r] <= 2 * kGiB);
+    }
+    CHECK(off.figures->gathered_worst_case_bytes_per_rank[0] > on.figures->gathered_worst_case_bytes_per_rank[0]);
+    CHECK(off.base.worst_case->bytes_per_rank[0] > on.base.worst_case->bytes_per_rank[0]);
+  }
+  // On the predicted timeline too, when compute is the bottleneck the unlimited stream runs ahead.
+  FsdpVerifyResult on = verify_fsdp(spec_of("fsdp1", "  options: {limit_all_gathers: true}\n", "4000GB/s"));
+  FsdpVerifyResult off = verify_fsdp(spec_of("fsdp1", "  options: {limit_all_gathers: false}\n", "4000GB/s"));
+  CHECK(off.figures->gathered_peak_bytes_per_rank[0] > on.figures->gathered_peak_bytes_per_rank[0]);
+}
+
+TEST_CASE("fsdp2 with implicit prefetch holds at most three units' parameters", "[fsdp]") {
+  // FACTS §3: current unsharded params, its gather buffer until the next copy-in, the next
+  // unit's gather buffer.
+  for (const char* bw : {"4000GB/s", "100GB/s"}) {
+    FsdpVerifyResult r = verify_fsdp(spec_of("fsdp2", "", bw));
+    REQUIRE(r.figures);
+    CHECK(r.base.findings.empty());
+    for (int k = 0; k < 4; ++k) {
+      CHECK(r.figures->gathered_worst_case_bytes_per_rank[k] <= 3 * kGiB);
+      CHECK(r.figures->gathered_peak_bytes_per_rank[k] >= 2 * kGiB);  // prefetch overlaps
+    }
+  }
+}
+
+TEST_CASE("a rank that skips a unit hangs the job; the finding names it and the first divergent collective", "[fsdp]") {
+  FsdpVerifyResult r = verify_fsdp(spec_of("fsdp2", "  ranks_override: {3: {skip_units: [layer.5]}}\n"));
+  CHECK(r.base.exit_code == 10);  // deadlock + collective mismatch
+  const Finding* hang = find_kind(r, FindingKind::kDeadlock);
+  REQUIRE(hang);
+  INFO(hang->message);
+  REQUIRE_FALSE(hang->ranks.empty());
+  CHECK(hang->ranks.front() == 3);
+  CHECK(hang->message.find("hang caused by rank 3") == 0);
+  CHECK(hang->message.find("rank 3 issues all-gather 'AG layer.6'") != std::string::npos);
+  CHECK(hang->message.find("ranks 0-2 issue all-gather 'AG layer.5'") != std::string::npos);
+  const Finding* mismatch = find_kind(r, FindingKind::kChannel);
+  REQUIRE(mismatch);
+  CHECK(mismatch->ranks == std::vector<int>{3});
+  CHECK(mismatch->message.find("at #6:") != std::string::npos);  // the 6th collective: AG of layer.5
+  CHECK_FALSE(r.figures);
+}
+
+TEST_CASE("a rank with more microbatches hangs the others at the end of its extra work", "[fsdp]") {
+  FsdpVerifyResult r = verify_fsdp(spec_of("fsdp2", "  ranks_override: {1: {microbatches: 2}}\n"));
+  const Finding* hang = find_kind(r, FindingKind::kDeadlock);
+  REQUIRE(hang);
+  CHECK(hang->ranks.front() == 1);
+}
+
+TEST_CASE("communication per step is (N-1)/N x 3 x the parameter bytes when dtypes match", "[fsdp]") {
+  // FACTS §3: (N-1)/N·Ψ·(2·b_c + b_r); 8 GiB of parameters on N = 4: 0.75 · 8 · 3 = 18 GiB.
+  for (const char* impl : {"fsdp1", "fsdp2", "zero3"}) {
+    FsdpVerifyResult r = verify_fsdp(spec_of(impl, ""));
+    REQUIRE(r.figures);
+    CHECK(r.figures->comm_bytes_per_step == Approx(18 * kGiB));
+    CHECK(r.figures->expected_comm_bytes_per_step == Approx(18 * kGiB));
+  }
+  // An fp32 reduce-scatter: 0.75 · 8 · (2 + 2) = 24 GiB.
+  std::string text =
+      "schedcheck: 1\nranks: 4\nfsdp:\n  dtypes: {param: bf16, reduce: fp32}\n  link: {bandwidth: 100GB/s}\n"
+      "  units:\n    - {name: layer, repeat: 8, params_bytes: 1GiB, forward: 1ms, backward: 2ms}\n";
+  Diagnostics d;
+  auto spec = parse_fsdp_spec("fp32.yaml", text, d);
+  REQUIRE(spec);
+  FsdpVerifyResult r = verify_fsdp(*spec);
+  REQUIRE(r.figures);
+  CHECK(r.figures->comm_bytes_per_step == Approx(24 * kGiB));
+}
+
+TEST_CASE("step 1 peaks higher than step 0: the optimizer state appears at the first step", "[fsdp]") {
+  FsdpVerifyResult r = verify_fsdp(spec_of("fsdp2", ""));
+  REQUIRE(r.figures);
+  REQUIRE(r.figures->peak_bytes_per_step.size() == 2);
+  // Adam: 8 bytes per parameter, sharded: 8 GiB / 2 bytes · 8 / 4 ranks = 8 GiB more at step 1.
+  CHECK(r.figures->peak_bytes_per_step[1][0] - r.figures->peak_bytes_per_step[0][0] == int64_t{8} << 30);
+}
+
+TEST_CASE("a free ordered only on the wrong stream is reported with the interleaving that breaks it", "[fsdp]") {
+  // The all-gather stream frees layer.0 right after gathering layer.1; nothing orders the free
+  // after the forward of layer.0 on the compute stream.
+  std::string programs =
+      "  programs:\n"
+      "    all:\n"
+      "      - {op: all_gather, unit: layer.0, id: g0}\n"
+      "      - {op: forward, unit: layer.0, after: [g0], id: f0}\n"
+      "      - {op: all_gather, unit: layer.1, id: g1}\n"
+      "      - {op: free, unit: layer.0, stream: all_gather}\n"
+      "      - {op: forward, unit: layer.1, after: [g1], id: f1}\n"
+      "      - {op: free, unit: layer.1, after: [f1]}\n";
+  FsdpVerifyResult r = verify_fsdp(spec_of("fsdp2", programs, "100GB/s", 2));
+  const Finding* f = find_kind(r, FindingKind::kResidency);
+  REQUIRE(f);
+  INFO(f->message);
+  CHECK(f->message.find("all_gather stream") != std::string::npos);
+  CHECK(f->message.find("F layer.0") != std::string::npos);
+  CHECK(f->message.find("free") != std::string::npos);
+  bool compute_line = false;
+  for (const auto& d : f->details) compute_line |= d.find("compute stream") != std::string::npos;
+  CHECK(compute_line);
+  // Ordering the free after the forward with an event fixes it.
+  std::string fixed = programs;
+  fixed.replace(fixed.find("{op: free, unit: layer.0, stream: all_gather}"),
+                std::string("{op: free, unit: layer.0, stream: all_gather}").size(),
+                "{op: free, unit: layer.0, stream: all_gather, after: [f0]}");
+  FsdpVerifyResult ok = verify_fsdp(spec_of("fsdp2", fixed, "100GB/s", 2));
+  CHECK(find_kind(ok, FindingKind::kResidency) == nullptr);
+}
+
+TEST_CASE("an aggressive explicit prefetch exceeds the memory limit on every rank", "[fsdp]") {
+  std::string prefetch = "  options: {forward_prefetch: {layer.0: [layer.1, layer.2, layer.3, layer.4, layer.5]}}\n";
+  FsdpVerifyResult base = verify_fsdp(spec_of("fsdp2", "", "100GB/s", 8, "memory: {limit_bytes: 12GiB}\n"));
+  FsdpVerifyResult eager = verify_fsdp(spec_of("fsdp2", prefetch, "100GB/s", 8, "memory: {limit_bytes: 12GiB}\n"));
+  REQUIRE(base.figures);
+  REQUIRE(eager.figures);
+  CHECK(eager.figures->gathered_worst_case_bytes_per_rank[0] > base.figures->gathered_worst_case_bytes_per_rank[0]);
+  CHECK(eager.figures->gathered_peak_bytes_per_rank[0] >= 6 * kGiB);
+}
+
+}  // namespace
+}  // namespace sc
