@@ -572,16 +572,23 @@ ReplayResult replay(const GpuPlan& plan, const ReplayCosts& costs) {
   ReplayResult r;
   std::vector<double> clock(plan.streams.size(), 0.0);
   std::vector<double> ev(plan.events.size(), -1.0);
+  // Causal depth: a record is deeper than everything before it on its stream and than every
+  // record its stream waited for, so (time, depth) orders simultaneous points causally.
+  std::vector<int64_t> depth(plan.streams.size(), 0), ev_depth(plan.events.size(), 0);
   std::vector<int64_t> live(plan.num_ranks, 0);
   r.peak_bytes_per_rank.assign(plan.num_ranks, 0);
   for (const Command& c : plan.commands) {
     double& t = clock[c.stream];
     switch (c.kind) {
       case CmdKind::kWait:
-        if (ev[c.event] >= 0) t = std::max(t, ev[c.event]);  // never recorded: no wait (CUDA's rule)
+        if (ev[c.event] >= 0) {  // never recorded: no wait (CUDA's rule)
+          t = std::max(t, ev[c.event]);
+          depth[c.stream] = std::max(depth[c.stream], ev_depth[c.event]);
+        }
         break;
       case CmdKind::kRecord:
         ev[c.event] = t;
+        ev_depth[c.event] = ++depth[c.stream];
         break;
       case CmdKind::kAlloc:
       case CmdKind::kFree: {
@@ -592,8 +599,10 @@ ReplayResult replay(const GpuPlan& plan, const ReplayCosts& costs) {
       }
       case CmdKind::kSpin:
         t += costs.launch_s + c.duration_s;
+        ++depth[c.stream];
         break;
       case CmdKind::kCopy: {
+        ++depth[c.stream];
         double copy = costs.copy_bandwidth_bytes_per_s > 0 ? c.bytes / costs.copy_bandwidth_bytes_per_s : 0.0;
         t += costs.launch_s + std::max(copy, c.duration_s);
         break;
@@ -611,6 +620,25 @@ ReplayResult replay(const GpuPlan& plan, const ReplayCosts& costs) {
   for (auto& it : r.items) {
     it.start_s -= first;
     it.end_s -= first;
+  }
+  // Tickets: every start and end in (time, causal depth) order.
+  std::vector<std::tuple<double, int64_t, size_t, int>> pts;
+  for (size_t i = 0; i < plan.items.size(); ++i) {
+    pts.push_back({r.items[i].start_s, ev_depth[plan.items[i].start_event], i, 1});
+    pts.push_back({r.items[i].end_s, ev_depth[plan.items[i].end_event], i, 0});
+  }
+  std::sort(pts.begin(), pts.end());
+  r.tickets.begin_ticket.assign(plan.items.size(), -1);
+  r.tickets.end_ticket.assign(plan.items.size(), -1);
+  r.tickets.runs.assign(plan.items.size(), 0);
+  for (size_t k = 0; k < pts.size(); ++k) {
+    auto [time, d, i, begin] = pts[k];
+    if (begin) {
+      r.tickets.begin_ticket[i] = static_cast<int64_t>(k);
+      ++r.tickets.runs[i];
+    } else {
+      r.tickets.end_ticket[i] = static_cast<int64_t>(k);
+    }
   }
   return r;
 }

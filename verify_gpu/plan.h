@@ -146,6 +146,13 @@ struct ItemTime {
   double end_s = 0;
 };
 
+/// The order in which the GPU reached each item's start and end in the untimed pass: tickets
+/// from one global counter (begin_ticket[i] < end_ticket[i]), and how often each item ran.
+struct Tickets {
+  std::vector<int64_t> begin_ticket, end_ticket;
+  std::vector<int32_t> runs;
+};
+
 /// Costs of the CPU replay: a fixed latency per kernel launch or copy (seconds) and a copy
 /// bandwidth (bytes/s; infinite by default). With the defaults the replay is the ideal GPU.
 struct ReplayCosts {
@@ -153,10 +160,13 @@ struct ReplayCosts {
   double copy_bandwidth_bytes_per_s = 0;  ///< 0: copies take no time (held to their link time)
 };
 
-/// What the CPU replay found: item times (from the first item's start) and, per rank, the pool
-/// high-water mark as issued (no rounding) and bytes still allocated at the end.
+/// What the CPU replay found: item times (from the first item's start); tickets in an order
+/// the GPU could have reached the items' starts and ends (time order, and at equal times
+/// causal order: a record before the waits on it); per rank, the pool high-water mark as
+/// issued (no rounding) and bytes still allocated at the end.
 struct ReplayResult {
   std::vector<ItemTime> items;
+  Tickets tickets;
   std::vector<int64_t> peak_bytes_per_rank;
   std::vector<int64_t> leaked_bytes_per_rank;
 };
@@ -165,13 +175,6 @@ struct ReplayResult {
 /// clock, events carry the time of their last record, unlimited parallelism). With zero costs
 /// the item times equal the prediction: the fake against which the plan is tested.
 ReplayResult replay(const GpuPlan& plan, const ReplayCosts& costs = {});
-
-/// The order in which the GPU reached each item's start and end in the untimed pass: tickets
-/// from one global counter (begin_ticket[i] < end_ticket[i]), and how often each item ran.
-struct Tickets {
-  std::vector<int64_t> begin_ticket, end_ticket;
-  std::vector<int32_t> runs;
-};
 
 /// Checks an untimed pass: every item ran exactly once, every HbEdge holds in ticket order, and
 /// no pool bytes were left (`leaked_bytes_per_rank`, all zero). Returns the problems found, one

@@ -118,24 +118,7 @@ int run_run(const RunArgs& a) {
     m.makespan_per_repeat_s = {gpu::figures_of(*plan, rep.items, {}).makespan_s};
     m.peak_bytes_per_rank = rep.peak_bytes_per_rank;
     m.reserved_peak_bytes_per_rank = rep.peak_bytes_per_rank;
-    gpu::Tickets tk;
-    // Tickets in replay time order (ends before begins at equal times, item order otherwise).
-    std::vector<std::tuple<double, int, size_t>> evs;
-    for (size_t i = 0; i < rep.items.size(); ++i) {
-      evs.push_back({rep.items[i].start_s, 1, i});
-      evs.push_back({rep.items[i].end_s, 0, i});
-    }
-    std::sort(evs.begin(), evs.end(), [](const auto& x, const auto& y) {
-      if (std::get<0>(x) != std::get<0>(y)) return std::get<0>(x) < std::get<0>(y);
-      if (std::get<2>(x) == std::get<2>(y)) return std::get<1>(x) > std::get<1>(y);  // begin before end of one item
-      return std::get<1>(x) < std::get<1>(y);
-    });
-    tk.begin_ticket.assign(rep.items.size(), 0);
-    tk.end_ticket.assign(rep.items.size(), 0);
-    tk.runs.assign(rep.items.size(), 1);
-    for (size_t k = 0; k < evs.size(); ++k)
-      (std::get<1>(evs[k]) ? tk.begin_ticket : tk.end_ticket)[std::get<2>(evs[k])] = static_cast<int64_t>(k);
-    m.correctness_problems = gpu::check_execution(*plan, tk, rep.leaked_bytes_per_rank);
+    m.correctness_problems = gpu::check_execution(*plan, rep.tickets, rep.leaked_bytes_per_rank);
   } else {
     if (!gpu::cuda_executor_built()) {
       std::cerr << "schedcheck: error: schedcheck was built without CUDA; rebuild with -DWITH_CUDA=ON on a machine with "
