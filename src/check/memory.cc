@@ -38,11 +38,29 @@ std::vector<Finding> check_memory(const Program& p, const Timeline* timeline, co
           break;
         }
         const Buffer& buf = p.buffers[b];
-        live += fmt::format(" {}(s{},mb{})={}", buf.kind, buf.stage, buf.microbatch, format_bytes(static_cast<double>(buf.bytes)));
+        if (buf.name >= 0)
+          live += fmt::format(" {}={}", p.names[buf.name], format_bytes(static_cast<double>(buf.bytes)));
+        else
+          live += fmt::format(" {}(s{},mb{})={}", buf.kind, buf.stage, buf.microbatch, format_bytes(static_cast<double>(buf.bytes)));
       }
       f.details.push_back(fmt::format("worst case {} ({} B) with static {} and live buffers:{}",
                                       format_bytes(static_cast<double>(wc)), wc,
                                       format_bytes(static_cast<double>(p.static_bytes_per_rank[r])), live));
+      if (worst->live_buffers[r].size() > 12) {
+        // Many buffers: the bytes by kind say more than the list.
+        std::vector<std::pair<std::string, std::pair<int64_t, int>>> by_kind;
+        for (int32_t b : worst->live_buffers[r]) {
+          const Buffer& buf = p.buffers[b];
+          auto it = std::find_if(by_kind.begin(), by_kind.end(), [&](const auto& k) { return k.first == buf.kind; });
+          if (it == by_kind.end()) it = by_kind.insert(by_kind.end(), {buf.kind, {0, 0}});
+          it->second.first += buf.bytes;
+          ++it->second.second;
+        }
+        std::string kinds;
+        for (const auto& [kind, sum] : by_kind)
+          kinds += fmt::format("{}{} {} ({})", kinds.empty() ? "" : ", ", kind, format_bytes(static_cast<double>(sum.first)), sum.second);
+        f.details.push_back("live bytes by kind: " + kinds);
+      }
       for (OpId id : worst->running_ops[r]) {
         if (f.ops.size() >= 8) break;
         f.ops.push_back(p.label(id));

@@ -1,0 +1,91 @@
+// Command-line tests of `schedcheck verify` on FSDP specs: the bundled examples and bad input.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "catch.h"
+#include "cli_util.h"
+#include "test_util.h"
+
+namespace {
+
+using sc::test::run_schedcheck;
+
+std::string temp_fsdp_spec(const std::string& name, const std::string& text) {
+  auto dir = std::filesystem::temp_directory_path() / "schedcheck-fsdp-cli-test";
+  std::filesystem::create_directories(dir);
+  std::string path = (dir / name).string();
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+TEST_CASE("the Llama-3-8B-like FSDP2 example holds and reports step time, overlap and memory", "[fsdp][cli]") {
+  auto r = run_schedcheck("verify examples/fsdp2-llama3-8b.yaml --format json", false);
+  CHECK(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["verdict"] == "holds");
+  CHECK(j["fsdp"]["implementation"] == "fsdp2");
+  CHECK(j["fsdp"]["units"].size() == 34);
+  const auto& f = j["fsdp_figures"];
+  // FACTS §3: (N-1)/N x (2 + 1) x parameter bytes, N = 8.
+  double params = f["params_bytes"];
+  CHECK(double(f["comm_bytes_per_step"]) == Approx(7.0 / 8.0 * 3.0 * params));
+  CHECK(double(f["overlap"]) > 0.9);
+  CHECK(f["step_time_s"].size() == 2);
+  // Step 1 carries the optimizer state: its peak is higher than step 0's on every rank.
+  for (int rank = 0; rank < 8; ++rank)
+    CHECK(f["peak_bytes_per_step"][1][rank].get<int64_t>() > f["peak_bytes_per_step"][0][rank].get<int64_t>());
+  CHECK(j["memory"]["worst_case_bytes_per_rank"][0].get<int64_t>() <= int64_t{80} << 30);
+  CHECK(j["stats"]["collectives"].get<int>() > 0);
+}
+
+TEST_CASE("the eager-prefetch example exceeds 80 GiB (exit 13) and names the live gathered parameters",
+          "[fsdp][cli]") {
+  auto r = run_schedcheck("verify examples/fsdp2-llama3-8b-eager-prefetch.yaml");
+  CHECK(r.exit_code == 13);
+  CHECK(r.out.find("VIOLATED: memory") != std::string::npos);
+  CHECK(r.out.find("live bytes by kind: optimizer-state 7.47 GiB (1), act 57.09 GiB (34), param 7.47 GiB (17), ag-buffer 6.5 GiB (16)") != std::string::npos);
+}
+
+TEST_CASE("the divergent-rank example hangs (deadlock + collective mismatch, exit 10) naming rank 3", "[fsdp][cli]") {
+  auto r = run_schedcheck("verify examples/fsdp-divergent-rank-hang.yaml --format json", false);
+  CHECK(r.exit_code == 10);
+  auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j["findings"].size() == 2);
+  CHECK(j["findings"][0]["kind"] == "deadlock");
+  CHECK(j["findings"][0]["ranks"][0] == 3);
+  std::string msg = j["findings"][0]["message"];
+  CHECK(msg.find("hang caused by rank 3") == 0);
+  CHECK(msg.find("'AG layer.8'") != std::string::npos);
+  CHECK(msg.find("'AG layer.7'") != std::string::npos);
+  CHECK(j["findings"][1]["kind"] == "channel");
+  CHECK(j["timing"].is_null());
+  CHECK(j["fsdp_figures"].is_null());
+}
+
+TEST_CASE("a bad fsdp spec is a located error with exit 2, and nothing is written", "[fsdp][cli]") {
+  std::string bad = temp_fsdp_spec("bad.yaml",
+                                   "schedcheck: 1\nranks: 8\nfsdp:\n  implementation: fsdp3\n  link: {bandwidth: 1GB/s}\n"
+                                   "  units:\n    - {name: a, params_bytes: 1GiB, forward: 1ms, backward: 2ms}\n");
+  std::string trace = (std::filesystem::temp_directory_path() / "schedcheck-fsdp-cli-test" / "t.json").string();
+  std::filesystem::remove(trace);
+  auto r = run_schedcheck("verify '" + bad + "' --trace '" + trace + "'");
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("bad.yaml:4:19: error:") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(trace));
+}
+
+TEST_CASE("--trace writes the FSDP timeline with collectives on their streams", "[fsdp][cli]") {
+  std::string trace = (std::filesystem::temp_directory_path() / "schedcheck-fsdp-cli-test" / "fsdp-trace.json").string();
+  auto r = run_schedcheck("verify examples/fsdp2-llama3-8b.yaml --trace '" + trace + "'");
+  CHECK(r.exit_code == 0);
+  auto j = nlohmann::json::parse(sc::test::read_file(trace));
+  bool all_gather = false;
+  for (const auto& e : j["traceEvents"])
+    if (e.value("ph", "") == "X" && e.value("name", "").rfind("AG layer.", 0) == 0) all_gather = true;
+  CHECK(all_gather);
+}
+
+}  // namespace
