@@ -8,7 +8,9 @@
 #include <fmt/format.h>
 
 #include "catch.h"
+#include "check/execution.h"
 #include "fsdp/lower_fsdp.h"
+#include "sim/timeline.h"
 
 namespace sc {
 namespace {
@@ -16,7 +18,6 @@ namespace {
 /// `units` units "layer.i" of `params_bytes` each, bf16, ring model, 4 ranks in one shard group.
 FsdpSpec make_spec(FsdpImplementation impl, int units = 3, int64_t params_bytes = 8'000'000) {
   FsdpSpec s;
-  s.name = "t";
   s.ranks = 4;
   s.shard_size = 4;
   s.replicate_size = 1;
@@ -439,6 +440,42 @@ TEST_CASE("static bytes are the parameter shard and optimizer state appears in s
     CHECK(b.stage == fp.info[id].unit);
     CHECK(b.rank == fp.program.ops[id].rank);
   }
+}
+
+TEST_CASE("generated fsdp programs run to completion and a rank that skips a unit hangs", "[fsdp-lower]") {
+  for (FsdpImplementation impl : kAllImpls) {
+    INFO("implementation " << static_cast<int>(impl));
+    FsdpSpec s = make_spec(impl);
+    s.ranks = 8;
+    s.replicate_size = 2;
+    s.microbatches = 2;
+    ExecutionResult ok = execute(lower_fsdp(s).program);
+    CHECK(ok.completed);
+    CHECK(ok.findings.empty());
+    s.overrides[1].skip_units = {"layer.1"};
+    ExecutionResult hang = execute(lower_fsdp(s).program);
+    CHECK_FALSE(hang.completed);
+    REQUIRE_FALSE(hang.findings.empty());
+    CHECK(hang.findings[0].kind == FindingKind::kDeadlock);
+  }
+}
+
+TEST_CASE("fsdp2 step time hides every collective but the first gather and the last reduce-scatter",
+          "[fsdp-lower]") {
+  // 2 ranks, 2 units: all-gather and reduce-scatter 1e-5 + 0.5 · 8e6 / 1e9 = 0.00401 s each;
+  // F 0.01, B 0.02 per unit, optimizer 0.001.
+  FsdpSpec s = make_spec(FsdpImplementation::kFsdp2, 2);
+  s.ranks = 2;
+  s.shard_size = 2;
+  s.iterations = 1;
+  FsdpProgram fp = lower_fsdp(s);
+  ExecutionResult ex = execute(fp.program);
+  REQUIRE(ex.completed);
+  Timeline t = simulate(fp.program, ex.order);
+  CHECK(t.makespan_s == Approx(0.00401 + 2 * 0.01 + 2 * 0.02 + 0.00401 + 0.001));
+  CHECK(t.ops[find_op(fp, 0, "F layer.1 (it0 mb0)")].start_s == Approx(0.01401));
+  CHECK(t.ops[find_op(fp, 0, "AG layer.0 (it0 bwd)")].start_s == Approx(0.02401));
+  CHECK(t.ops[find_op(fp, 0, "RS layer.1 (it0 mb0)")].start_s == Approx(0.04401));
 }
 
 TEST_CASE("explicit programs report a forward before any gather and a free of a freed unit", "[fsdp-lower]") {
