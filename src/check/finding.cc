@@ -1,5 +1,7 @@
 #include "check/finding.h"
 
+#include <fmt/format.h>
+
 namespace sc {
 
 const char* kind_name(FindingKind k) {
@@ -30,6 +32,18 @@ int exit_code_for(const std::vector<Finding>& findings) {
     else if (code != c) code = 10;
   }
   return code;
+}
+
+std::string format_rank_ranges(const std::vector<int32_t>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    out += j == i ? fmt::format("{}", ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]);
+    i = j + 1;
+  }
+  return out;
 }
 
 }  // namespace sc

@@ -1,6 +1,7 @@
 // Findings: what a property pass reports, each with its counterexample.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,9 @@ struct Finding {
   std::vector<SourceLoc> locations;
   std::vector<std::string> details;
 };
+
+/// "0-2, 4-7" for a sorted list of ranks.
+std::string format_rank_ranges(const std::vector<int32_t>& ranks);
 
 /// Exit code for a set of findings (DESIGN.md): 0 none; 11 deadlock; 12 structure, causality or
 /// residency; 13 memory; 14 channel; 10 when findings of several of these classes are present.

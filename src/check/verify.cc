@@ -78,6 +78,8 @@ VerifyResult verify(const PipelineSpec& spec_in, const VerifyOptions& options) {
     if (op.kind == OpKind::kSend && op.match != kNoOp) ++r.edges;
 
   if (r.execution.completed) {
+    if (!r.program.uses.empty())
+      append(r.findings, timer.run("buffer residency", [&] { return check_buffer_residency(r.program); }));
     r.timeline = timer.run("timing", [&] { return simulate(r.program, r.execution.order); });
     r.worst_case = timer.run("worst-case memory", [&] { return worst_case_memory(r.program, options.force_min_cut); });
     if (r.spec.memory.limit_bytes)

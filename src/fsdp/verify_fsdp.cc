@@ -7,24 +7,10 @@
 #include <fmt/format.h>
 
 #include "check/passes.h"
-#include "graph/happens_before.h"
 #include "support/units.h"
 
 namespace sc {
 namespace {
-
-/// "0-2, 4-7" for a sorted list of ranks.
-std::string rank_ranges(const std::vector<int32_t>& ranks) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ", ";
-    out += j == i ? fmt::format("{}", ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]);
-    i = j + 1;
-  }
-  return out;
-}
 
 /// The label of an op without its "(it0 fwd)" suffix: what must agree across ranks.
 std::string base_label(const Program& p, OpId id) {
@@ -41,9 +27,6 @@ std::string identity(const Program& p, OpId id) {
                      o.dtype);
 }
 
-/// The grouping key stored as the first detail of a residency finding under construction.
-std::string residency_key(const Finding& f) { return f.details.front().substr(4); }
-
 class Stopwatch {
  public:
   explicit Stopwatch(std::vector<PassTime>& out) : out_(out) {}
@@ -57,42 +40,6 @@ class Stopwatch {
  private:
   std::vector<PassTime>& out_;
 };
-
-/// The event at which buffer effects of `op` with sign `sign` (> 0 alloc, < 0 free) happen.
-struct BufferEvents {
-  std::vector<int32_t> alloc, free;  ///< per buffer: event, or -1
-};
-
-BufferEvents buffer_events(const Program& p) {
-  BufferEvents be;
-  be.alloc.assign(p.buffers.size(), -1);
-  be.free.assign(p.buffers.size(), -1);
-  for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id)
-    for (const MemEffect* m = p.mem_begin(id); m != p.mem_end(id); ++m) {
-      if (m->buffer < 0 || m->bytes == 0) continue;
-      int32_t e = m->at_end ? end_event(id) : start_event(id);
-      (m->bytes > 0 ? be.alloc : be.free)[m->buffer] = e;
-    }
-  return be;
-}
-
-/// People's description of a moment of rank `r`: per stream, what has run and what has not.
-std::vector<std::string> describe_moment(const Program& p, const RankClocks& clocks, int32_t event) {
-  std::vector<std::string> out;
-  for (size_t k = 0; k < clocks.streams().size(); ++k) {
-    const Stream& s = p.streams[clocks.streams()[k]];
-    if (s.ops.empty()) continue;
-    int32_t prefix = clocks.prefix(event, static_cast<int>(k));
-    size_t done = static_cast<size_t>(prefix / 2);
-    std::string line = fmt::format("rank {} {} stream: ", s.rank, s.name);
-    if (done == 0) line += "nothing run yet";
-    else line += fmt::format("ran up to {}", p.label(s.ops[done - 1]));
-    if (prefix % 2 == 1) line += fmt::format(", running {}", p.label(s.ops[done]));
-    else if (done < s.ops.size()) line += fmt::format(", next {}", p.label(s.ops[done]));
-    out.push_back(line);
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -124,7 +71,7 @@ std::vector<Finding> check_collectives(const Program& p) {
       for (const auto& [key, ranks] : by) {
         if (ties == 1 && key == majority->first) continue;
         for (int32_t r : ranks) f.ranks.push_back(r);
-        parts.push_back(fmt::format("rank{} {} issue{} {}", ranks.size() == 1 ? "" : "s", rank_ranges(ranks),
+        parts.push_back(fmt::format("rank{} {} issue{} {}", ranks.size() == 1 ? "" : "s", format_rank_ranges(ranks),
                                     ranks.size() == 1 ? "s" : "", key));
         OpId id = example[key];
         if (id != kNoOp) {
@@ -136,7 +83,7 @@ std::vector<Finding> check_collectives(const Program& p) {
       for (size_t i = 0; i < parts.size(); ++i) msg += (i ? "; " : "") + parts[i];
       if (ties == 1)
         msg += fmt::format(" where rank{} {} issue{} {}", majority->second.size() == 1 ? "" : "s",
-                           rank_ranges(majority->second), majority->second.size() == 1 ? "s" : "", majority->first);
+                           format_rank_ranges(majority->second), majority->second.size() == 1 ? "s" : "", majority->first);
       f.message = msg;
       for (size_t m = 0; m < c.ranks.size(); ++m)
         f.details.push_back(fmt::format("rank {} issues {} collectives on '{}'", c.ranks[m], c.ops[m].size(), c.name));
@@ -148,85 +95,6 @@ std::vector<Finding> check_collectives(const Program& p) {
       break;  // the first divergence per communicator; later ones follow from it
     }
   }
-  return out;
-}
-
-std::vector<Finding> check_buffer_residency(const Program& p, size_t max_findings) {
-  std::vector<Finding> out;
-  if (p.uses.empty()) return out;
-  HappensBefore hb(p);
-  if (!hb.acyclic()) return out;
-  BufferEvents be = buffer_events(p);
-  size_t suppressed = 0;
-  for (int32_t r = 0; r < p.num_ranks; ++r) {
-    bool any = false;
-    for (int32_t s : p.rank_streams[r])
-      for (OpId id : p.streams[s].ops) any |= p.ops[id].use_end > p.ops[id].use_begin;
-    if (!any) continue;
-    RankClocks clocks(hb, r);
-    for (int32_t s : p.rank_streams[r])
-      for (OpId id : p.streams[s].ops)
-        for (const int32_t* u = p.uses_begin(id); u != p.uses_end(id); ++u) {
-          const Buffer& b = p.buffers[*u];
-          std::string bname = b.name >= 0 ? p.names[b.name] : fmt::format("buffer {}", *u);
-          Finding f;
-          f.kind = FindingKind::kResidency;
-          f.ranks = {r};
-          f.ops = {p.label(id)};
-          f.locations = {p.ops[id].loc};
-          int32_t a = be.alloc[*u], fr = be.free[*u];
-          if (a < 0) {
-            f.message = fmt::format("{} on rank {} uses {}, which is never gathered or allocated", p.label(id), r, bname);
-          } else if (!clocks.ordered(a, start_event(id))) {
-            const OpId aop = a >> 1;
-            f.message = fmt::format("{} on rank {} may start before {} is allocated by {} ({} stream): no stream order or "
-                                    "event puts it after",
-                                    p.label(id), r, bname, p.label(aop), p.streams[p.ops[aop].stream].name);
-            f.ops.push_back(p.label(aop));
-            f.locations.push_back(p.ops[aop].loc);
-            f.details.push_back(fmt::format("an interleaving: {} starts while", p.label(id)));
-            for (auto& d : describe_moment(p, clocks, start_event(id))) f.details.push_back("  " + d);
-          } else if (fr >= 0 && !clocks.ordered(end_event(id), fr)) {
-            const OpId fop = fr >> 1;
-            f.message = fmt::format("{} ({} stream) on rank {} may free {} while {} still needs it: the free is not "
-                                    "ordered after the use by stream order or an event",
-                                    p.label(fop), p.streams[p.ops[fop].stream].name, r, bname, p.label(id));
-            f.ops.push_back(p.label(fop));
-            f.locations.push_back(p.ops[fop].loc);
-            f.details.push_back(fmt::format("an interleaving that breaks it: {} runs at this moment, before {} ends:",
-                                            p.label(fop), p.label(id)));
-            for (auto& d : describe_moment(p, clocks, fr)) f.details.push_back("  " + d);
-          } else {
-            continue;
-          }
-          // The same violation on several ranks (the usual case: one program for all) is one
-          // finding naming them all; the first rank's interleaving is shown.
-          std::string key = f.message;
-          const std::string on_rank = fmt::format("on rank {} ", r);
-          for (size_t pos; (pos = key.find(on_rank)) != std::string::npos;) key.erase(pos, on_rank.size());
-          auto same = std::find_if(out.begin(), out.end(), [&](const Finding& g) {
-            return g.ops == f.ops && residency_key(g) == key;
-          });
-          if (same != out.end()) {
-            same->ranks.push_back(r);
-            continue;
-          }
-          f.details.insert(f.details.begin(), "key:" + key);
-          if (out.size() < max_findings) out.push_back(std::move(f));
-          else ++suppressed;
-        }
-  }
-  for (Finding& f : out) {
-    f.details.erase(f.details.begin());  // the grouping key
-    if (f.ranks.size() > 1) {
-      std::vector<int32_t> ranks(f.ranks.begin(), f.ranks.end());
-      std::string one = fmt::format("on rank {} ", ranks.front());
-      size_t pos = f.message.find(one);
-      if (pos != std::string::npos) f.message.replace(pos, one.size(), fmt::format("on ranks {} ", rank_ranges(ranks)));
-    }
-  }
-  if (suppressed && !out.empty())
-    out.back().details.push_back(fmt::format("{} more residency violations not listed", suppressed));
   return out;
 }
 
@@ -345,12 +213,12 @@ void explain_hangs(std::vector<Finding>& hangs, const std::vector<Finding>& dive
   Finding& h = hangs.front();
   std::vector<int32_t> culprits(d.ranks.begin(), d.ranks.end());
   std::string who = culprits.size() == 1 ? fmt::format("rank {}", culprits.front())
-                                         : fmt::format("ranks {}", rank_ranges(culprits));
+                                         : fmt::format("ranks {}", format_rank_ranges(culprits));
   std::vector<int32_t> hung;
   for (const Finding& f : hangs) hung.insert(hung.end(), f.ranks.begin(), f.ranks.end());
   std::sort(hung.begin(), hung.end());
   hung.erase(std::unique(hung.begin(), hung.end()), hung.end());
-  h.message = fmt::format("hang caused by {}: {}; ranks {} wait forever: {}", who, d.message, rank_ranges(hung),
+  h.message = fmt::format("hang caused by {}: {}; ranks {} wait forever: {}", who, d.message, format_rank_ranges(hung),
                           h.message);
   h.ranks.clear();
   for (int32_t r : culprits) h.ranks.push_back(r);

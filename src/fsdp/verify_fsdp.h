@@ -72,12 +72,6 @@ FsdpVerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut = false);
 /// identity of a collective is (kind, bytes, dtype, label without the "(...)" suffix).
 std::vector<Finding> check_collectives(const Program& program);
 
-/// The residency findings of a program: for each op and each buffer it uses, the buffer's
-/// allocation must happen before the op starts and its free after the op ends in every
-/// execution (RankClocks), else a finding with an interleaving; a use of a buffer never
-/// allocated is a finding too. Precondition: the program executes to completion.
-std::vector<Finding> check_buffer_residency(const Program& program, size_t max_findings = 8);
-
 /// Text report for people: verdict, findings, FSDP figures, per-rank table.
 void write_fsdp_text_report(std::ostream& os, const FsdpVerifyResult& r);
 

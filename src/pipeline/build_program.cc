@@ -25,9 +25,16 @@ class Builder {
     p.semantics = spec_.p2p.semantics;
     p.link = LinkModel{spec_.p2p.latency_s, spec_.p2p.bandwidth_bytes_per_s, spec_.p2p.message_bytes};
     p.static_bytes_per_rank.assign(spec_.ranks, 0);
+    // Stages with an UNSHARD are FSDP-managed: their parameters live from UNSHARD to RESHARD.
+    fsdp_stage_.assign(spec_.stages, 0);
+    for (const auto& row : spec_.actions)
+      for (const Step& st : row)
+        if (st.first.kind == ActionKind::kUnshard && st.first.stage >= 0 && st.first.stage < spec_.stages)
+          fsdp_stage_[st.first.stage] = 1;
+    live_params_.assign(spec_.stages, -1);
     for (int32_t s = 0; s < spec_.stages; ++s) {
       int32_t r = spec_.stage_to_rank[s];
-      if (r >= 0 && r < spec_.ranks && s < static_cast<int32_t>(spec_.memory.params_bytes.size()))
+      if (r >= 0 && r < spec_.ranks && s < static_cast<int32_t>(spec_.memory.params_bytes.size()) && !fsdp_stage_[s])
         p.static_bytes_per_rank[r] += spec_.memory.params_bytes[s];
     }
     compute_stream_.resize(spec_.ranks);
@@ -163,12 +170,16 @@ class Builder {
       // Deps must be appended while `id` is the op whose range ends the deps array.
       p.ops[id].dep_begin = p.ops[id].dep_end = static_cast<uint32_t>(p.deps.size());
       p.ops[id].mem_begin = p.ops[id].mem_end = static_cast<uint32_t>(p.mem.size());
+      p.ops[id].use_begin = p.ops[id].use_end = static_cast<uint32_t>(p.uses.size());
       const Op op = p.ops[id];
       if (op.kind == OpKind::kCompute) {
         for (int part = 0; part < op.num_actions; ++part) wire_compute(id, op.actions[part]);
         for (int part = 0; part < op.num_actions; ++part) add_memory(id, op.actions[part]);
+        for (int part = 0; part < op.num_actions; ++part) use_params(id, op.actions[part]);
       } else if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) {
         wire_p2p(id, op.actions[0]);
+      } else if (op.kind == OpKind::kMarker) {
+        gather_or_free(id, op.actions[0]);
       }
     }
   }
@@ -281,6 +292,35 @@ class Builder {
     }
   }
 
+  /// UNSHARD allocates a new instance of the stage's unsharded parameters (params_bytes, at
+  /// the marker's start); RESHARD frees the live one. Ops are wired rank by rank in list order,
+  /// so `live_params_` follows each rank's list. Double UNSHARDs and RESHARDs of sharded
+  /// parameters are the residency pass's findings; here they add no effect.
+  void gather_or_free(OpId id, const Action& a) {
+    Program& p = out_.program;
+    if (a.stage < 0 || a.stage >= spec_.stages) return;
+    const size_t s = static_cast<size_t>(a.stage);
+    const int64_t bytes = s < spec_.memory.params_bytes.size() ? spec_.memory.params_bytes[s] : 0;
+    int32_t& live = live_params_[s];
+    if (bytes <= 0) return;  // nothing to gather: the residency pass still checks the order
+    if (a.kind == ActionKind::kUnshard && live < 0) {
+      live = static_cast<int32_t>(p.buffers.size());
+      Buffer b{p.ops[id].rank, a.stage, -1, "param", bytes};
+      b.name = p.add_name(fmt::format("param stage {} #{}", a.stage, gathers_[a.stage]++));
+      p.buffers.push_back(b);
+      p.add_mem(id, MemEffect{live, bytes, false});
+    } else if (a.kind == ActionKind::kReshard && live >= 0) {
+      p.add_mem(id, MemEffect{live, -bytes, false});
+      live = -1;
+    }
+  }
+
+  /// A compute action of an FSDP-managed stage reads its live unsharded parameters.
+  void use_params(OpId id, const Action& a) {
+    if (a.stage < 0 || a.stage >= spec_.stages || !fsdp_stage_[a.stage]) return;
+    if (live_params_[a.stage] >= 0) out_.program.add_use(id, live_params_[a.stage]);
+  }
+
   int32_t buffer(int32_t rank, const char* kind, const Action& a, int64_t bytes) {
     uint64_t k = key_of(kind[0] == 'a' ? ActionKind::kF : ActionKind::kW, a.stage, a.microbatch);
     auto [it, inserted] = buffers_.try_emplace(k, static_cast<int32_t>(out_.program.buffers.size()));
@@ -294,6 +334,9 @@ class Builder {
   std::vector<int32_t> compute_stream_, comm_stream_;
   std::unordered_map<uint64_t, OpId> index_;
   std::unordered_map<uint64_t, int32_t> buffers_;
+  std::vector<uint8_t> fsdp_stage_;     ///< per stage: 1 when some rank UNSHARDs it
+  std::vector<int32_t> live_params_;    ///< per stage: its live "param" buffer, or -1
+  std::unordered_map<int32_t, int> gathers_;  ///< per stage: UNSHARDs so far
 };
 
 }  // namespace

@@ -53,7 +53,9 @@ struct P2PSpec {
 /// Memory model, bytes per rank. Every vector has `stages` entries.
 /// A (stage, microbatch) holds activation_bytes from the start of its F until the end of its I
 /// or B, and weight_grad_bytes from the end of its I until the end of its W. params_bytes of a
-/// stage are resident on its rank for the whole step.
+/// stage are resident on its rank for the whole step, except for stages the schedule UNSHARDs
+/// (FSDP inside a pipeline stage): their params_bytes are the unsharded parameters, live from
+/// each UNSHARD to the next RESHARD (the sharded copy is not modelled).
 struct MemorySpec {
   std::optional<int64_t> limit_bytes;  ///< per rank; none = no limit check
   std::vector<int64_t> params_bytes;
