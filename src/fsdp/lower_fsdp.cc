@@ -333,6 +333,9 @@ class RankGen {
                             fmt::format("ag-buffer {} {}", unit_name(s), phase_tag()));
       copy_in = add(Builder::marker(rank_, copy_in_, un.loc), FsdpOpKind::kCopyIn, s,
                     fmt::format("copy-in {} ({})", unit_name(s), phase_tag()));
+      // The copy-in reads the parameter shards the previous optimizer step wrote (FSDP2's root
+      // pre-forward makes the all-gather streams wait for the current stream).
+      b_.dep(optimizer_);
       free_waited_ag_buffers();
       b_.alloc(ag_buffer, false);
       ag_buffers_.push_back(AgBuffer{ag_buffer, s, kNoOp});
@@ -343,6 +346,7 @@ class RankGen {
                           spec_.param_dtype, un.loc);
     OpId ag = add(op, FsdpOpKind::kAllGather, s, fmt::format("AG {} ({})", unit_name(s), phase_tag()));
     b_.dep(copy_in);
+    if (!fsdp2()) b_.dep(optimizer_);  // reads the shards the previous optimizer step wrote
     b_.dep(limiter_dep());
     b_.dep(hook_dep_);
     b_.alloc(param, fsdp2());  // FSDP2: copy-out at the all-gather's end; others: at its start
@@ -476,8 +480,8 @@ class RankGen {
     pending_rs_input_ = -1;
     const int32_t state =
         it_ == 0 ? b_.buffer(rank_, "optimizer-state", optimizer_state_bytes(spec_), -1, -1, "optimizer-state") : -1;
-    add(Builder::compute(rank_, compute_, spec_.optimizer_step_s, loc), FsdpOpKind::kOptimizer, -1,
-        fmt::format("optimizer (it{})", it_));
+    optimizer_ = add(Builder::compute(rank_, compute_, spec_.optimizer_step_s, loc), FsdpOpKind::kOptimizer, -1,
+                     fmt::format("optimizer (it{})", it_));
     b_.alloc(state, false);
     for (int32_t g : grad_shards_) b_.free(g, true);
     grad_shards_.clear();
@@ -491,6 +495,7 @@ class RankGen {
   int32_t compute_ = -1, copy_in_ = -1, all_gather_ = -1, reduce_scatter_ = -1, all_reduce_ = -1;
   int it_ = 0, mb_ = 0;
   bool backward_ = false;
+  OpId optimizer_ = kNoOp;              // the last optimizer step: later gathers read its shards
   std::vector<Gather> gather_;          // per slot
   std::vector<int32_t> act_, grad_;     // per slot: this microbatch's buffers, -1 when none
   std::vector<OpId> backward_op_;       // per slot: its latest backward
