@@ -198,3 +198,42 @@ TEST_CASE("worst-case memory over stream interleavings sees a gather that runs a
 
 }  // namespace
 }  // namespace sc
+
+#include "fsdp/verify_fsdp.h"
+
+namespace sc {
+namespace {
+
+TEST_CASE("collective agreement names the culprit; cross-communicator order must agree", "[collective]") {
+  Net n(3);
+  int32_t other = n.p.add_communicator("other", {0, 1, 2});
+  // Ranks 0 and 1: world then other; rank 2: other then world, on different streams (no
+  // deadlock in this program, but NCCL may hang when the collectives block).
+  for (int r = 0; r < 3; ++r) {
+    if (r < 2) {
+      n.collective(r, n.world, 1.0, {}, -1, "W");
+      n.collective(r, other, 1.0, {}, n.compute[r], "O");
+    } else {
+      n.collective(r, other, 1.0, {}, n.compute[r], "O");
+      n.collective(r, n.world, 1.0, {}, -1, "W");
+    }
+  }
+  REQUIRE(n.p.validate().empty());
+  std::vector<Finding> f = check_collectives(n.p);
+  REQUIRE(f.size() == 1);
+  INFO(f[0].message);
+  CHECK(f[0].kind == FindingKind::kChannel);
+  CHECK(f[0].message == "ranks 0 and 2 enter communicators 'world' and 'other' in different orders: rank 0 issues "
+                        "all-gather #1 on 'other' after 1 collectives on 'world', rank 2 after 0");
+  // Same kinds and sizes but a different unit on rank 1: a divergence naming rank 1.
+  Net m(3);
+  for (int r = 0; r < 3; ++r) m.collective(r, m.world, 1.0, {}, -1, r == 1 ? "AG b (it0)" : "AG a (it0)");
+  std::vector<Finding> g = check_collectives(m.p);
+  REQUIRE(g.size() == 1);
+  CHECK(g[0].ranks == std::vector<int>{1});
+  CHECK(g[0].message.find("at #1: rank 1 issues all-gather 'AG b' (1 KiB) where ranks 0, 2 issue all-gather 'AG a'") !=
+        std::string::npos);
+}
+
+}  // namespace
+}  // namespace sc

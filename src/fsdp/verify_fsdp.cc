@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -23,8 +25,9 @@ std::string base_label(const Program& p, OpId id) {
 std::string identity(const Program& p, OpId id) {
   if (id == kNoOp) return "nothing (its sequence has ended)";
   const Op& o = p.ops[id];
-  return fmt::format("{} '{}' ({} {})", collective_name(o.collective), base_label(p, id), format_bytes(static_cast<double>(o.bytes)),
-                     o.dtype);
+  std::string dtype = o.dtype && *o.dtype ? fmt::format(" {}", o.dtype) : std::string();
+  return fmt::format("{} '{}' ({}{})", collective_name(o.collective), base_label(p, id),
+                     format_bytes(static_cast<double>(o.bytes)), dtype);
 }
 
 class Stopwatch {
@@ -40,6 +43,68 @@ class Stopwatch {
  private:
   std::vector<PassTime>& out_;
 };
+
+}  // namespace
+
+namespace {
+
+/// Cross-communicator order: two ranks that both belong to communicators A and B must enter
+/// them in the same interleaving (issue order = op id order per rank, as the front-ends add
+/// ops), else NCCL can deadlock when the collectives block (FACTS §3). For each B collective k
+/// of a rank, the number of A collectives that rank issued before it must agree across the
+/// shared ranks. One finding per pair of communicators.
+void check_cross_order(const Program& p, std::vector<Finding>& out) {
+  // Candidate pairs: communicators that share a rank; per rank its communicators.
+  std::vector<std::vector<int32_t>> comms_of(p.num_ranks);
+  for (size_t c = 0; c < p.comms.size(); ++c)
+    for (int32_t r : p.comms[c].ranks)
+      if (r >= 0 && r < p.num_ranks) comms_of[r].push_back(static_cast<int32_t>(c));
+  std::set<std::pair<int32_t, int32_t>> pairs;
+  for (const auto& cs : comms_of)
+    for (size_t i = 0; i < cs.size(); ++i)
+      for (size_t j = i + 1; j < cs.size(); ++j) pairs.insert({cs[i], cs[j]});
+  for (auto [a, b] : pairs) {
+    const Communicator& ca = p.comms[a];
+    const Communicator& cb = p.comms[b];
+    std::vector<int32_t> shared;
+    std::set_intersection(ca.ranks.begin(), ca.ranks.end(), cb.ranks.begin(), cb.ranks.end(), std::back_inserter(shared));
+    if (shared.size() < 2) continue;
+    // Per shared rank: for each B collective, how many A collectives precede it.
+    auto pattern = [&](int32_t r) {
+      const auto& as = ca.ops[ca.member_index(r)];
+      const auto& bs = cb.ops[cb.member_index(r)];
+      std::vector<int32_t> before(bs.size());
+      size_t i = 0;
+      for (size_t k = 0; k < bs.size(); ++k) {
+        while (i < as.size() && as[i] < bs[k]) ++i;
+        before[k] = static_cast<int32_t>(i);
+      }
+      return before;
+    };
+    const std::vector<int32_t> first = pattern(shared.front());
+    for (size_t m = 1; m < shared.size(); ++m) {
+      const std::vector<int32_t> other = pattern(shared[m]);
+      size_t n = std::min(first.size(), other.size());
+      size_t k = 0;
+      while (k < n && first[k] == other[k]) ++k;
+      if (k == n) continue;
+      const int32_t r0 = shared.front(), r1 = shared[m];
+      OpId op0 = cb.ops[cb.member_index(r0)][k], op1 = cb.ops[cb.member_index(r1)][k];
+      Finding f;
+      f.kind = FindingKind::kChannel;
+      f.ranks = {r0, r1};
+      f.ops = {p.label(op0), p.label(op1)};
+      f.locations = {p.ops[op0].loc, p.ops[op1].loc};
+      f.message = fmt::format(
+          "ranks {} and {} enter communicators '{}' and '{}' in different orders: rank {} issues {} #{} on '{}' after {} "
+          "collectives on '{}', rank {} after {}",
+          r0, r1, ca.name, cb.name, r0, collective_name(p.ops[op0].collective), k + 1, cb.name, first[k], ca.name, r1,
+          other[k]);
+      out.push_back(std::move(f));
+      break;
+    }
+  }
+}
 
 }  // namespace
 
@@ -95,6 +160,7 @@ std::vector<Finding> check_collectives(const Program& p) {
       break;  // the first divergence per communicator; later ones follow from it
     }
   }
+  check_cross_order(p, out);
   return out;
 }
 

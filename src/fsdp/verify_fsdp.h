@@ -69,7 +69,9 @@ struct FsdpVerifyResult {
 FsdpVerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut = false);
 
 /// The collective-agreement findings of a program (one per communicator that diverges): the
-/// identity of a collective is (kind, bytes, dtype, label without the "(...)" suffix).
+/// identity of a collective is (kind, bytes, dtype, label without the "(...)" suffix); and
+/// cross-communicator order: ranks sharing two communicators must interleave their
+/// collectives on them the same way (one finding per pair of communicators).
 std::vector<Finding> check_collectives(const Program& program);
 
 /// Text report for people: verdict, findings, FSDP figures, per-rank table.
