@@ -29,30 +29,12 @@ void write_fsdp_text_report(std::ostream& os, const FsdpVerifyResult& r) {
   const VerifyResult& v = r.base;
   const FsdpSpec& s = r.spec;
   const Program& p = v.program;
-  std::vector<std::string> kinds;
-  for (const Finding& f : v.findings)
-    if (std::find(kinds.begin(), kinds.end(), kind_name(f.kind)) == kinds.end()) kinds.push_back(kind_name(f.kind));
-  std::string kind_list;
-  for (const auto& k : kinds) kind_list += (kind_list.empty() ? "" : ", ") + k;
-  if (v.findings.empty())
-    os << fmt::format("{}: holds (exit 0)\n", v.spec.path);
-  else
-    os << fmt::format("{}: VIOLATED: {} ({} finding{}, exit {})\n", v.spec.path, kind_list, v.findings.size(),
-                      v.findings.size() == 1 ? "" : "s", v.exit_code);
+  os << verdict_line(v.spec.path, v.findings, v.exit_code);
   os << fmt::format("  fsdp {}: {} on {} ranks (shard {}, replicate {}), {} units, {} microbatch{}, {}, {} ops\n",
                     s.name, implementation_name(s.implementation), s.ranks, s.shard_size, s.replicate_size,
                     s.units.size(), s.microbatches, s.microbatches == 1 ? "" : "es",
                     s.programs.empty() ? fmt::format("{} steps", s.iterations) : std::string("explicit programs"), p.ops.size());
-  if (!v.findings.empty()) {
-    os << "\nfindings:\n";
-    for (size_t i = 0; i < v.findings.size(); ++i) {
-      const Finding& f = v.findings[i];
-      os << fmt::format("  [{}] {}: {}\n", i + 1, kind_name(f.kind), f.message);
-      for (size_t k = 0; k < f.ops.size() && k < f.locations.size(); ++k)
-        if (f.locations[k].valid()) os << fmt::format("      {}: {}\n", format_loc(f.locations[k]), f.ops[k]);
-      for (const auto& d : f.details) os << fmt::format("      {}\n", d);
-    }
-  }
+  write_findings(os, v.findings);
   if (!r.figures || !v.timeline || !v.worst_case) {
     os << "\n  no timeline: the program does not run to completion\n";
     return;

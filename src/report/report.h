@@ -8,6 +8,14 @@
 
 namespace sc {
 
+/// "PATH: holds (exit 0)" or "PATH: VIOLATED: deadlock, memory (3 findings, exit 10)", with a
+/// newline: the first line of every text report.
+std::string verdict_line(const std::string& path, const std::vector<Finding>& findings, int exit_code);
+
+/// The "findings:" block of a text report: each finding's kind and message, its located ops
+/// ("file:line:col: op") and its detail lines. Nothing when `findings` is empty.
+void write_findings(std::ostream& os, const std::vector<Finding>& findings);
+
 /// Text for people: the verdict first, then findings (with their counterexamples), then a
 /// per-rank summary (busy, idle, peak and worst-case memory) and, for small schedules (at most
 /// `timeline_max_ops` ops), a compact text timeline.

@@ -49,35 +49,40 @@ void write_timeline(std::ostream& os, const VerifyResult& r) {
 
 }  // namespace
 
-void write_text_report(std::ostream& os, const VerifyResult& r, size_t timeline_max_ops) {
-  const PipelineSpec& s = r.spec;
-  const Program& p = r.program;
+std::string verdict_line(const std::string& path, const std::vector<Finding>& findings, int exit_code) {
+  if (findings.empty()) return fmt::format("{}: holds (exit 0)\n", path);
   std::vector<std::string> kinds;
-  for (const Finding& f : r.findings)
+  for (const Finding& f : findings)
     if (std::find(kinds.begin(), kinds.end(), kind_name(f.kind)) == kinds.end()) kinds.push_back(kind_name(f.kind));
   std::string kind_list;
   for (const auto& k : kinds) kind_list += (kind_list.empty() ? "" : ", ") + k;
-  if (r.findings.empty())
-    os << fmt::format("{}: holds (exit 0)\n", s.path);
-  else
-    os << fmt::format("{}: VIOLATED: {} ({} finding{}, exit {})\n", s.path, kind_list, r.findings.size(),
-                      r.findings.size() == 1 ? "" : "s", r.exit_code);
+  return fmt::format("{}: VIOLATED: {} ({} finding{}, exit {})\n", path, kind_list, findings.size(),
+                     findings.size() == 1 ? "" : "s", exit_code);
+}
+
+void write_findings(std::ostream& os, const std::vector<Finding>& findings) {
+  if (findings.empty()) return;
+  os << "\nfindings:\n";
+  for (size_t i = 0; i < findings.size(); ++i) {
+    const Finding& f = findings[i];
+    os << fmt::format("  [{}] {}: {}\n", i + 1, kind_name(f.kind), f.message);
+    for (size_t k = 0; k < f.ops.size() && k < f.locations.size(); ++k)
+      if (f.locations[k].valid()) os << fmt::format("      {}: {}\n", format_loc(f.locations[k]), f.ops[k]);
+    for (const auto& d : f.details) os << fmt::format("      {}\n", d);
+  }
+}
+
+void write_text_report(std::ostream& os, const VerifyResult& r, size_t timeline_max_ops) {
+  const PipelineSpec& s = r.spec;
+  const Program& p = r.program;
+  os << verdict_line(s.path, r.findings, r.exit_code);
   os << fmt::format("  schedule {}: {} ranks, {} stages ({} placement{}), {} microbatches, {} ops; p2p {}{}, {}\n",
                     s.name, s.ranks, s.stages, s.placement, s.placement_declared ? ", declared" : "", s.microbatches,
                     p.ops.size(), format_semantics(p.semantics),
                     p.explicit_comms ? "" : " (compute only: transfers implicit)",
                     p.blocking == BlockingModel::kCommStream ? "in-order comm stream per rank" : "whole rank blocks");
 
-  if (!r.findings.empty()) {
-    os << "\nfindings:\n";
-    for (size_t i = 0; i < r.findings.size(); ++i) {
-      const Finding& f = r.findings[i];
-      os << fmt::format("  [{}] {}: {}\n", i + 1, kind_name(f.kind), f.message);
-      for (size_t k = 0; k < f.ops.size() && k < f.locations.size(); ++k)
-        if (f.locations[k].valid()) os << fmt::format("      {}: {}\n", format_loc(f.locations[k]), f.ops[k]);
-      for (const auto& d : f.details) os << fmt::format("      {}\n", d);
-    }
-  }
+  write_findings(os, r.findings);
 
   if (!r.timeline) {
     os << "\ntiming and memory: not predicted (the schedule does not run to completion)\n";
