@@ -164,3 +164,36 @@ TEST_CASE("an aggressive explicit prefetch exceeds the memory limit on every ran
 
 }  // namespace
 }  // namespace sc
+
+namespace sc {
+namespace {
+
+TEST_CASE("exposed communication per unit, overlap and step time match a hand-computed timeline", "[fsdp]") {
+  // 2 ranks, two 1 GB units, 1 GB/s, no latency: each all-gather or reduce-scatter takes
+  // (n-1)/n·B/W = 0.5 s (ring, Thakur et al. 2005); compute is 1 ms forward, 2 ms backward.
+  // Step: AG u.0 0-0.5 | F u.0 0.5-0.501 | AG u.1 0.5-1.0 (waits 0.499) | F u.1 1.0-1.001 |
+  // AG u.1 (bwd) 1.0-1.5 (waits 0.499) | B u.1 1.5-1.502 | AG u.0 (bwd, prefetched) 1.5-2.0
+  // (waits 0.498) | RS u.1 2.0-2.5 | B u.0 2.0-2.002 | RS u.0 2.5-3.0 (the step waits 0.998).
+  std::string text =
+      "schedcheck: 1\nranks: 2\nfsdp:\n  link: {bandwidth: 1GB/s, latency: 0us}\n  optimizer: none\n"
+      "  units:\n    - {name: u, repeat: 2, params_bytes: 1GB, forward: 1ms, backward: 2ms}\n";
+  Diagnostics d;
+  auto spec = parse_fsdp_spec("exposed.yaml", text, d);
+  REQUIRE(spec);
+  FsdpVerifyResult r = verify_fsdp(*spec);
+  REQUIRE(r.figures);
+  const FsdpFigures& f = *r.figures;
+  REQUIRE(f.step_time_s.size() == 2);
+  CHECK(f.step_time_s[0] == Approx(3.0));
+  CHECK(f.step_time_s[1] == Approx(3.0));
+  REQUIRE(f.exposure.size() == 2);
+  CHECK(f.exposure[0].unit == "u.0");
+  CHECK(f.exposure[0].exposed_s == Approx(2 * (0.5 + 0.498)));
+  CHECK(f.exposure[1].exposed_s == Approx(2 * (0.499 + 0.499)));
+  CHECK(f.exposed_comm_s == Approx(2 * (0.5 + 0.499 + 0.499 + 0.498 + 0.998)));
+  CHECK(f.comm_time_s == Approx(2 * 6 * 0.5));
+  CHECK(f.overlap == Approx(1 - 5.988 / 6.0));
+}
+
+}  // namespace
+}  // namespace sc
