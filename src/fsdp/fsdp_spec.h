@@ -1,5 +1,5 @@
 // FSDP / ZeRO-3 gather-free specs (the `fsdp:` key of a schedcheck YAML spec).
-// Semantics: FACTS.md §3; key reference: specs/README.md.
+// Semantics: FACTS.md §3; key reference: specs/fsdp.md.
 #pragma once
 
 #include <cstdint>
