@@ -14,10 +14,10 @@ namespace sc::cli {
 bool is_fsdp_spec_file(const std::string& path) { return is_fsdp_spec(path); }
 
 /// Verifies FSDP specs `files`, printing text or JSON (one object, a list for several); writes
-/// the Chrome trace of the single input to `trace` when given. Spec errors in any file stop
+/// the Chrome trace of the single input to `trace` and its DOT picture to `dot` when given. Spec errors in any file stop
 /// the run before anything is checked (exit 2). Returns the exit code.
 int run_fsdp_verify(const std::vector<std::string>& files, const std::string& format, const std::string& trace,
-                    bool force_min_cut) {
+                    const std::string& dot, bool force_min_cut) {
   std::vector<FsdpSpec> specs;
   Diagnostics diags;
   for (const auto& f : files) {
@@ -46,6 +46,7 @@ int run_fsdp_verify(const std::vector<std::string>& files, const std::string& fo
       write_fsdp_text_report(std::cout, r);
     }
     if (!trace.empty() && !write_output(trace, chrome_trace(r.base))) return kExitUsage;
+    if (!dot.empty() && !write_output(dot, dot_graph(r.base))) return kExitUsage;
   }
   if (format == "json" && specs.size() > 1) std::cout << all.dump(2) << "\n";
   return exit;

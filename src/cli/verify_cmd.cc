@@ -18,7 +18,7 @@ int run_router_verify(const std::vector<std::string>& files, const std::string& 
 // FSDP / ZeRO-3 specs (a top-level `fsdp:` key) are checked by fsdp_cmd.cc.
 bool is_fsdp_spec_file(const std::string& path);
 int run_fsdp_verify(const std::vector<std::string>& files, const std::string& format, const std::string& trace,
-                    bool force_min_cut);
+                    const std::string& dot, bool force_min_cut);
 
 namespace {
 
@@ -55,8 +55,19 @@ int run_verify(const VerifyArgs& a) {
       return kExitUsage;
     }
   }
-  if (!a.files.empty() && is_fsdp_spec_file(a.files.front()))
-    return run_fsdp_verify(a.files, a.format, a.trace.value_or(""), a.min_cut);
+  if (!a.files.empty() && is_fsdp_spec_file(a.files.front())) {
+    for (const auto& [option, given] : {std::pair{"--semantics", a.semantics.has_value()},
+                                        std::pair{"--placement", a.placement.has_value()},
+                                        std::pair{"--lower", a.lower.has_value()},
+                                        std::pair{"--blocking", a.blocking != "comm-stream"},
+                                        std::pair{"--engine smt", a.engine == "smt"}})
+      if (given) {
+        std::cerr << "schedcheck: error: " << option
+                  << " applies to pipeline schedules; fsdp specs have no point-to-point messages to configure\n";
+        return kExitUsage;
+      }
+    return run_fsdp_verify(a.files, a.format, a.trace.value_or(""), a.dot.value_or(""), a.min_cut);
+  }
   // Load everything first: a spec error stops the run before any report is written.
   std::vector<PipelineSpec> specs;
   Diagnostics diags;
