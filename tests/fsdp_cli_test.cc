@@ -77,7 +77,7 @@ TEST_CASE("a bad fsdp spec is a located error with exit 2, and nothing is writte
   CHECK_FALSE(std::filesystem::exists(trace));
 }
 
-TEST_CASE("--trace writes the FSDP timeline with collectives on their streams", "[fsdp][cli]") {
+TEST_CASE("verify --trace writes the FSDP timeline with collectives on their streams", "[fsdp][cli]") {
   std::string trace = (std::filesystem::temp_directory_path() / "schedcheck-fsdp-cli-test" / "fsdp-trace.json").string();
   auto r = run_schedcheck("verify examples/fsdp2-llama3-8b.yaml --trace '" + trace + "'");
   CHECK(r.exit_code == 0);
