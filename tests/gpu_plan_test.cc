@@ -190,6 +190,72 @@ TEST_CASE("overlapping implicit transfers of one rank pair get separate lanes", 
   require_replay_matches(r, *plan);
 }
 
+TEST_CASE("a collective's members each wait for every member's ready point", "[gpu-plan]") {
+  // Two ranks: compute (1 s on rank 0, 2 s on rank 1), then an all-reduce of 1 MiB that lasts
+  // 0.5 s once both have arrived, then 1 s of compute; rank 1 also frees a buffer at the end.
+  Program p;
+  p.num_ranks = 2;
+  p.rank_streams.resize(2);
+  for (int32_t r = 0; r < 2; ++r) p.rank_streams[r].push_back(p.add_stream(r, "compute"));
+  int32_t comm = p.add_communicator("replicate", {0, 1});
+  p.buffers.push_back(Buffer{1, -1, -1, "grad", 4096, -1});
+  p.static_bytes_per_rank = {0, 0};
+  std::vector<OpId> ar(2);
+  for (int32_t r = 0; r < 2; ++r) {
+    Op c;
+    c.rank = r;
+    c.stream = p.rank_streams[r][0];
+    c.duration_s = 1.0 + r;
+    OpId c0 = p.add_op(c);
+    if (r == 1) p.add_mem(c0, MemEffect{0, 4096, false});
+    Op a;
+    a.kind = OpKind::kCollective;
+    a.collective = CollectiveKind::kAllReduce;
+    a.rank = r;
+    a.stream = c.stream;
+    a.comm = comm;
+    a.bytes = 1 << 20;
+    a.duration_s = 0.5;
+    ar[r] = p.add_op(a);
+    Op d = c;
+    d.duration_s = 1.0;
+    OpId d0 = p.add_op(d);
+    if (r == 1) p.add_mem(d0, MemEffect{0, -4096, true});
+  }
+  REQUIRE(p.instance(ar[0]) == std::vector<OpId>{ar[0], ar[1]});
+  // The prediction: both members run [2, 2.5] (rank 0 waits for rank 1 to arrive).
+  Timeline t;
+  t.ops = {{0, 1}, {2, 2.5}, {2.5, 3.5}, {0, 2}, {2, 2.5}, {2.5, 3.5}};
+  t.peak_bytes_per_rank = {0, 4096};
+  auto plan = make_plan(p, t);
+  REQUIRE(plan);
+  size_t ready = std::count_if(plan->events.begin(), plan->events.end(), [](const PlanEvent& e) { return !e.timing; });
+  CHECK(ready == 2);
+  // Each member's traffic: (n - 1) / n of its bytes from the other member, held to 0.5 s.
+  for (OpId id : ar) {
+    auto copy = std::find_if(plan->commands.begin(), plan->commands.end(),
+                             [&](const Command& c) { return c.kind == CmdKind::kCopy && c.item == id; });
+    REQUIRE(copy != plan->commands.end());
+    CHECK(copy->bytes == (1 << 19));
+    CHECK(copy->duration_s == 0.5);
+    CHECK(copy->src_rank == 1 - p.ops[id].rank);
+    CHECK(copy->dst_rank == p.ops[id].rank);
+  }
+  ReplayResult rep = replay(*plan);
+  for (size_t i = 0; i < 6; ++i) {
+    CHECK(rep.items[i].start_s == t.ops[i].start_s);
+    CHECK(rep.items[i].end_s == t.ops[i].end_s);
+  }
+  CHECK(rep.peak_bytes_per_rank == std::vector<int64_t>{0, 4096});
+  CHECK(check_execution(*plan, rep.tickets, rep.leaked_bytes_per_rank).empty());
+  // Rank 0's all-reduce must not begin before rank 1's first compute op ended.
+  Tickets early = rep.tickets;
+  early.begin_ticket[ar[0]] = early.end_ticket[3] - 1;
+  auto problems = check_execution(*plan, early, rep.leaked_bytes_per_rank);
+  CHECK(std::find(problems.begin(), problems.end(), p.label(ar[0]) + " began before " + p.label(3) + " ended") !=
+        problems.end());
+}
+
 TEST_CASE("the pool's rounding raises the expected peak by at most one unit per live buffer", "[gpu-plan]") {
   VerifyResult r = verify(load("examples/gpu-1f1b-p4-m8.yaml"), {});
   auto plan = make_plan(r.program, *r.timeline);

@@ -4,6 +4,7 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <chrono>
@@ -36,11 +37,40 @@ std::string where(const char* file, int line, const char* call) {
       throw CudaFailure(where(__FILE__, __LINE__, #call) + cudaGetErrorString(sc_e_));    \
   } while (0)
 
-#define SC_CUBLAS(call)                                                                   \
-  do {                                                                                    \
-    cublasStatus_t sc_s_ = (call);                                                        \
-    if (sc_s_ != CUBLAS_STATUS_SUCCESS)                                                   \
-      throw CudaFailure(where(__FILE__, __LINE__, #call) + cublasGetStatusString(sc_s_)); \
+// cuBLAS is loaded only for --kernels gemm (dlopen): linking it would add a quarter second to
+// every start of schedcheck.
+struct Cublas {
+  decltype(&cublasCreate_v2) create = nullptr;
+  decltype(&cublasDestroy_v2) destroy = nullptr;
+  decltype(&cublasSetStream_v2) set_stream = nullptr;
+  using GemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                                    const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
+                                    cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+  GemmEx gemm_ex = nullptr;
+  decltype(&cublasGetStatusString) status_string = nullptr;
+
+  void load() {
+    if (create) return;
+    void* h = nullptr;
+    for (const char* name : {"libcublas.so.13", "libcublas.so"})
+      if ((h = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+    if (!h) throw CudaFailure(std::string("cannot load cuBLAS for --kernels gemm: ") + dlerror());
+    create = reinterpret_cast<decltype(create)>(dlsym(h, "cublasCreate_v2"));
+    destroy = reinterpret_cast<decltype(destroy)>(dlsym(h, "cublasDestroy_v2"));
+    set_stream = reinterpret_cast<decltype(set_stream)>(dlsym(h, "cublasSetStream_v2"));
+    gemm_ex = reinterpret_cast<decltype(gemm_ex)>(dlsym(h, "cublasGemmEx"));
+    status_string = reinterpret_cast<decltype(status_string)>(dlsym(h, "cublasGetStatusString"));
+    if (!create || !destroy || !set_stream || !gemm_ex || !status_string)
+      throw CudaFailure("cuBLAS lacks cublasCreate_v2, cublasSetStream_v2, cublasGemmEx or cublasGetStatusString");
+  }
+};
+Cublas cublas;
+
+#define SC_CUBLAS(call)                                                                    \
+  do {                                                                                     \
+    cublasStatus_t sc_s_ = (call);                                                         \
+    if (sc_s_ != CUBLAS_STATUS_SUCCESS)                                                    \
+      throw CudaFailure(where(__FILE__, __LINE__, #call) + cublas.status_string(sc_s_));   \
   } while (0)
 
 __device__ __forceinline__ uint64_t global_timer_ns() {
@@ -222,10 +252,11 @@ class Runner {
     SC_CUDA(cudaMalloc(&d_counter_, sizeof(unsigned long long)));
 
     if (o_.kernels == "gemm") {
+      cublas.load();
       handles_.assign(plan_.streams.size(), nullptr);
       for (size_t s = 0; s < streams_.size(); ++s) {
-        SC_CUBLAS(cublasCreate(&handles_[s]));
-        SC_CUBLAS(cublasSetStream(handles_[s], streams_[s]));
+        SC_CUBLAS(cublas.create(&handles_[s]));
+        SC_CUBLAS(cublas.set_stream(handles_[s], streams_[s]));
       }
       SC_CUDA(cudaMalloc(&gemm_a_, kGemmMax * kGemmMax * sizeof(__nv_bfloat16)));
       SC_CUDA(cudaMalloc(&gemm_b_, kGemmMax * kGemmMax * sizeof(__nv_bfloat16)));
@@ -318,9 +349,9 @@ class Runner {
 
   void gemm(size_t stream, cudaStream_t s, int n) {
     cublasHandle_t h = handles_[stream];
-    SC_CUBLAS(cublasSetStream(h, s));
+    SC_CUBLAS(cublas.set_stream(h, s));
     float alpha = 1, beta = 0;
-    SC_CUBLAS(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, gemm_a_, CUDA_R_16BF, n, gemm_b_, CUDA_R_16BF, n,
+    SC_CUBLAS(cublas.gemm_ex(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, gemm_a_, CUDA_R_16BF, n, gemm_b_, CUDA_R_16BF, n,
                            &beta, gemm_c_, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
 
@@ -467,7 +498,7 @@ class Runner {
     if (hung_) return;
     cudaDeviceSynchronize();
     for (auto h : handles_)
-      if (h) cublasDestroy(h);
+      if (h) cublas.destroy(h);
     for (void* p : ptrs_)
       if (p) cudaFree(p);
     for (auto& pool : pools_) cudaMemPoolDestroy(pool);

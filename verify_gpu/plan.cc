@@ -91,7 +91,7 @@ class Builder {
     if (auto e = add_memory(); !e.empty()) return Error{e};
     add_stream_order();
     add_hb();
-    issue();
+    if (!issue()) return Error{"the plan's steps form a cycle (an op waits for a later op of its own stream)"};
     account();
     return std::move(plan_);
   }
@@ -504,8 +504,10 @@ class Builder {
     }
   }
 
-  // Kahn's algorithm over the steps, smallest key first.
-  void issue() {
+  // Kahn's algorithm over the steps, smallest key first. False when some step never became
+  // ready (a cycle).
+  bool issue() {
+    size_t issued = 0;
     using Key = std::tuple<double, int, int64_t, int32_t>;
     std::priority_queue<std::pair<Key, int32_t>, std::vector<std::pair<Key, int32_t>>, std::greater<>> ready;
     for (size_t i = 0; i < steps_.size(); ++i)
@@ -513,10 +515,12 @@ class Builder {
     while (!ready.empty()) {
       int32_t i = ready.top().second;
       ready.pop();
+      ++issued;
       for (const Command& c : steps_[i].cmds) plan_.commands.push_back(c);
       for (int32_t j : steps_[i].succ)
         if (--steps_[j].indeg == 0) ready.push({steps_[j].key(), j});
     }
+    return issued == steps_.size();
   }
 
   void account() {
