@@ -185,20 +185,20 @@ std::vector<int64_t> gathered_peak(const Program& p, const Timeline& t) {
   return peak;
 }
 
-/// Worst case of live parameter bytes per rank over all interleavings: worst_case_memory on a
-/// copy whose only memory effects are the parameter buffers'.
-std::vector<int64_t> gathered_worst_case(const Program& p, bool force_min_cut) {
-  Program q = p;
-  for (MemEffect& m : q.mem) {
-    if (m.buffer < 0) continue;
-    std::string_view kind = q.buffers[m.buffer].kind;
-    if (kind != "param" && kind != "ag-buffer") m.bytes = 0;
+/// The view of the parameter buffers ("param", "ag-buffer"), without static bytes.
+MemoryView gathered_view(const Program& p) {
+  MemoryView v;
+  v.with_static = false;
+  v.buffers.assign(p.buffers.size(), 0);
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    std::string_view kind = p.buffers[b].kind;
+    v.buffers[b] = kind == "param" || kind == "ag-buffer";
   }
-  q.static_bytes_per_rank.assign(q.num_ranks, 0);
-  return worst_case_memory(q, force_min_cut).bytes_per_rank;
+  return v;
 }
 
-FsdpFigures compute_figures(const FsdpSpec& spec, const FsdpProgram& fp, const Timeline& t, bool force_min_cut) {
+FsdpFigures compute_figures(const FsdpSpec& spec, const FsdpProgram& fp, const Timeline& t,
+                            std::vector<int64_t> gathered_worst_case) {
   const Program& p = fp.program;
   FsdpFigures f;
   // Explicit programs have no optimizer step: the whole program is one step.
@@ -267,7 +267,7 @@ FsdpFigures compute_figures(const FsdpSpec& spec, const FsdpProgram& fp, const T
     }
   }
   f.gathered_peak_bytes_per_rank = gathered_peak(p, t);
-  f.gathered_worst_case_bytes_per_rank = gathered_worst_case(p, force_min_cut);
+  f.gathered_worst_case_bytes_per_rank = std::move(gathered_worst_case);
   return f;
 }
 
@@ -332,7 +332,11 @@ FsdpVerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut) {
       for (auto& f : check_buffer_residency(v.program)) v.findings.push_back(std::move(f));
     });
     timer.run("timing", [&] { v.timeline = simulate(v.program, v.execution.order); });
-    timer.run("worst-case memory", [&] { v.worst_case = worst_case_memory(v.program, force_min_cut); });
+    std::vector<WorstCaseMemory> worst;
+    timer.run("worst-case memory", [&] {
+      worst = worst_case_memory_views(v.program, {MemoryView{}, gathered_view(v.program)}, force_min_cut);
+      v.worst_case = std::move(worst[0]);
+    });
     if (spec.limit_bytes)
       timer.run("memory", [&] {
         for (auto& f : check_memory(v.program, &*v.timeline, &*v.worst_case, *spec.limit_bytes))
@@ -343,7 +347,7 @@ FsdpVerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut) {
       ref.info = r.info;
       // figures() needs the program; avoid a copy by swapping it in and out.
       std::swap(ref.program, v.program);
-      r.figures = compute_figures(spec, ref, *v.timeline, force_min_cut);
+      r.figures = compute_figures(spec, ref, *v.timeline, std::move(worst[1].bytes_per_rank));
       std::swap(ref.program, v.program);
     });
   }

@@ -307,58 +307,79 @@ class ClosureSolver {
 
 }  // namespace
 
-WorstCaseMemory worst_case_memory(const Program& program, bool force_min_cut) {
+std::vector<WorstCaseMemory> worst_case_memory_views(const Program& program, const std::vector<MemoryView>& views,
+                                                     bool force_min_cut) {
   const int32_t ranks = program.num_ranks;
-  WorstCaseMemory out;
-  out.bytes_per_rank.assign(ranks, 0);
-  out.live_buffers.assign(ranks, {});
-  out.running_ops.assign(ranks, {});
-  out.used_min_cut.assign(ranks, 0);
-
-  // Event weights, and per rank the one stream holding its effects (-1 none, -2 several).
   const size_t events = 2 * program.ops.size();
-  std::vector<int64_t> weight(events, 0);
-  std::vector<int32_t> effect_stream(ranks, -1);
-  for (OpId op = 0; op < static_cast<OpId>(program.ops.size()); ++op) {
-    const Op& o = program.ops[op];
-    if (o.mem_begin == o.mem_end) continue;
-    weight[start_event(op)] = effect_bytes(program, start_event(op));
-    weight[end_event(op)] = effect_bytes(program, end_event(op));
-    bool any = false;
-    for (const MemEffect* m = program.mem_begin(op); m != program.mem_end(op); ++m) any |= m->bytes != 0;
-    if (!any || o.rank < 0 || o.rank >= ranks) continue;
-    int32_t& s = effect_stream[o.rank];
-    s = s == -1 ? o.stream : (s == o.stream ? s : -2);
-  }
-
-  std::unique_ptr<HappensBefore> hb;
-  auto solver_for = [&](int32_t r, EventOrder& order) {
-    if (!hb) hb = std::make_unique<HappensBefore>(program);
-    order = project_order(program, *hb, r);
-    return ClosureSolver(program, order, weight);
+  auto counted = [&](const MemoryView& v, int32_t buffer) {
+    return v.buffers.empty() || (buffer >= 0 && static_cast<size_t>(buffer) < v.buffers.size() && v.buffers[buffer]);
   };
+  // Per view: event weights, and per rank the one stream holding its effects (-1 none, -2 several).
+  std::vector<std::vector<int64_t>> weight(views.size(), std::vector<int64_t>(events, 0));
+  std::vector<std::vector<int32_t>> effect_stream(views.size(), std::vector<int32_t>(ranks, -1));
+  for (size_t v = 0; v < views.size(); ++v)
+    for (OpId op = 0; op < static_cast<OpId>(program.ops.size()); ++op) {
+      const Op& o = program.ops[op];
+      bool any = false;
+      for (const MemEffect* m = program.mem_begin(op); m != program.mem_end(op); ++m) {
+        if (!counted(views[v], m->buffer)) continue;
+        weight[v][m->at_end ? end_event(op) : start_event(op)] += m->bytes;
+        any |= m->bytes != 0;
+      }
+      if (!any || o.rank < 0 || o.rank >= ranks) continue;
+      int32_t& s = effect_stream[v][o.rank];
+      s = s == -1 ? o.stream : (s == o.stream ? s : -2);
+    }
+
+  std::vector<WorstCaseMemory> out(views.size());
+  for (auto& w : out) {
+    w.bytes_per_rank.assign(ranks, 0);
+    w.live_buffers.assign(ranks, {});
+    w.running_ops.assign(ranks, {});
+    w.used_min_cut.assign(ranks, 0);
+  }
+  std::unique_ptr<HappensBefore> hb;
   std::vector<int64_t> net(program.buffers.size(), 0);
   for (int32_t r = 0; r < ranks; ++r) {
-    Moment m;
+    // The rank's projected order, built at most once and shared by the views.
     EventOrder order;
-    if (effect_stream[r] == -1) {
-      // No effects: the worst case is the static bytes, at the empty moment.
-    } else if (effect_stream[r] >= 0 && !force_min_cut) {
-      m = scan_stream(program, weight, effect_stream[r]);
-      // With other streams on the rank, ops there may have to be running at that moment too.
-      if (!m.events.empty() && program.rank_streams[r].size() > 1)
-        m.running = solver_for(r, order).running_below(m.events.back(), r);
-    } else {
-      m = solver_for(r, order).solve(r);
-      out.used_min_cut[r] = 1;
+    bool projected = false;
+    auto order_of = [&]() -> const EventOrder& {
+      if (!projected) {
+        if (!hb) hb = std::make_unique<HappensBefore>(program);
+        order = project_order(program, *hb, r);
+        projected = true;
+      }
+      return order;
+    };
+    for (size_t v = 0; v < views.size(); ++v) {
+      Moment m;
+      const int32_t stream = effect_stream[v][r];
+      if (stream == -1) {
+        // No effects: the worst case is the static bytes, at the empty moment.
+      } else if (stream >= 0 && !force_min_cut) {
+        m = scan_stream(program, weight[v], stream);
+        // With other streams on the rank, ops there may have to be running at that moment too.
+        if (!m.events.empty() && program.rank_streams[r].size() > 1)
+          m.running = ClosureSolver(program, order_of(), weight[v]).running_below(m.events.back(), r);
+      } else {
+        m = ClosureSolver(program, order_of(), weight[v]).solve(r);
+        out[v].used_min_cut[r] = 1;
+      }
+      const int64_t fixed = views[v].with_static && r < static_cast<int32_t>(program.static_bytes_per_rank.size())
+                                ? program.static_bytes_per_rank[r] : 0;
+      out[v].bytes_per_rank[r] = fixed + m.bytes;
+      std::vector<int32_t> live = live_buffers_of(program, r, m.events, net);
+      std::erase_if(live, [&](int32_t b) { return !counted(views[v], b); });
+      out[v].live_buffers[r] = std::move(live);
+      out[v].running_ops[r] = std::move(m.running);
     }
-    const int64_t fixed = r < static_cast<int32_t>(program.static_bytes_per_rank.size())
-                              ? program.static_bytes_per_rank[r] : 0;
-    out.bytes_per_rank[r] = fixed + m.bytes;
-    out.live_buffers[r] = live_buffers_of(program, r, m.events, net);
-    out.running_ops[r] = std::move(m.running);
   }
   return out;
+}
+
+WorstCaseMemory worst_case_memory(const Program& program, bool force_min_cut) {
+  return std::move(worst_case_memory_views(program, {MemoryView{}}, force_min_cut).front());
 }
 
 }  // namespace sc

@@ -34,4 +34,17 @@ struct WorstCaseMemory {
 /// Precondition: the order is acyclic (run it only on programs that execute to completion).
 WorstCaseMemory worst_case_memory(const Program& program, bool force_min_cut = false);
 
+/// Which memory a worst case counts: the effects of `buffers` (indexed like Program::buffers,
+/// 1 = counted; empty = every buffer), plus the static bytes when `with_static`.
+struct MemoryView {
+  std::vector<uint8_t> buffers;
+  bool with_static = true;
+};
+
+/// worst_case_memory for several views at once (one result per view, in order); each rank's
+/// projected happens-before order is built once and shared by the views. `live_buffers` lists
+/// only the view's buffers.
+std::vector<WorstCaseMemory> worst_case_memory_views(const Program& program, const std::vector<MemoryView>& views,
+                                                     bool force_min_cut = false);
+
 }  // namespace sc
