@@ -383,6 +383,11 @@ TEST_CASE("fsdp1 backward prefetch places the previous unit's gather before or a
   CHECK(pre.first < pre.second);
   auto post = order(BackwardPrefetch::kPost);
   CHECK(post.first == post.second + 2);  // after B and its reshard, before RS
+  // POST prefetches once the gradient exists: the all-gather waits for the backward (an event).
+  s.backward_prefetch_fsdp1 = BackwardPrefetch::kPost;
+  FsdpProgram posted = lower_fsdp(s);
+  std::vector<std::string> ag_deps = dep_labels(posted, find_op(posted, 0, "AG layer.1 (it0 bwd)"));
+  CHECK(std::find(ag_deps.begin(), ag_deps.end(), "B layer.2 (it0 mb0)") != ag_deps.end());
   auto none = order(BackwardPrefetch::kNone);
   CHECK(none.first > none.second + 2);   // at layer.1's own pre-backward, after RS layer.2
   FsdpProgram fp = lower_fsdp(s);
@@ -408,8 +413,13 @@ TEST_CASE("zero3 prefetch stops at the bucket and live-parameter bounds", "[fsdp
   CHECK(dep_labels(fp, find_op(fp, 0, "AG layer.0 (it0 fwd)")).empty());
   CHECK(dep_labels(fp, find_op(fp, 0, "AG layer.2 (it0 fwd)")) ==
         std::vector<std::string>{"reshard layer.0 (it0 fwd)"});
-  // A bucket smaller than one unit prefetches nothing.
+  // DeepSpeed checks the elements in flight before adding one: a bucket smaller than one unit
+  // still prefetches one unit; a bucket of 0 prefetches nothing.
   s.prefetch_bucket_size = 500;
+  FsdpProgram one = lower_fsdp(s);
+  CHECK(labels(one, 0)[1] == "AG layer.1 (it0 fwd)");
+  CHECK(peak_param_bytes(one, 0) == 4000);
+  s.prefetch_bucket_size = 0;
   FsdpProgram none = lower_fsdp(s);
   std::vector<std::string> l2 = labels(none, 0);
   CHECK(l2[1] == "wait AG layer.0 (it0 fwd)");

@@ -68,6 +68,7 @@ std::vector<Finding> check_buffer_residency(const Program& p, size_t max_finding
       for (OpId id : p.streams[s].ops)
         for (const int32_t* u = p.uses_begin(id); u != p.uses_end(id); ++u) {
           const Buffer& b = p.buffers[*u];
+          if (b.bytes == 0) continue;  // nothing allocated, nothing to free (a unit without parameters)
           std::string bname = b.name >= 0 ? p.names[b.name] : fmt::format("buffer {}", *u);
           Finding f;
           f.kind = FindingKind::kResidency;

@@ -273,7 +273,13 @@ class RankGen {
     if (fsdp1() && spec_.backward_prefetch_fsdp1 == BackwardPrefetch::kPre) prefetch_one(s - 1);
     backward_compute(s);
     reshard(s);
-    if (fsdp1() && spec_.backward_prefetch_fsdp1 == BackwardPrefetch::kPost) prefetch_one(s - 1);
+    if (fsdp1() && spec_.backward_prefetch_fsdp1 == BackwardPrefetch::kPost) {
+      // BACKWARD_POST prefetches from the post-backward hook, once the current unit's gradient
+      // exists (FACTS §3): the all-gather waits for the backward's end.
+      hook_dep_ = backward_op_[s];
+      prefetch_one(s - 1);
+      hook_dep_ = kNoOp;
+    }
     reduce(s);
   }
 
@@ -287,7 +293,9 @@ class RankGen {
     for (int32_t t = s + dir; t >= 0 && t < num_slots(); t += dir) {
       if (gathered(t)) continue;
       const int64_t n = unit_params(spec_, slots_[t].unit);
-      if (bucket + n > spec_.prefetch_bucket_size || live_params_ + n > spec_.max_live_parameters) break;
+      // DeepSpeed's loop: keep prefetching while fewer than prefetch_bucket_size elements are in
+      // flight (checked before adding), and while max_live_parameters allows the next one.
+      if (bucket >= spec_.prefetch_bucket_size || live_params_ + n > spec_.max_live_parameters) break;
       bucket += n;
       unshard(t);
     }
@@ -435,6 +443,7 @@ class RankGen {
     if (!fsdp2()) {
       b_.dep(backward_op_[s]);
       b_.free(grad_[s], true);  // the gradient is the reduce-scatter's input
+      b_.use(grad_[s]);
     }
     if (grad_shard_[u] < 0) {
       const int64_t shard = rs_bytes / shard_size_of(spec_);
@@ -458,6 +467,7 @@ class RankGen {
     b_.free(pending_rs_input_, false);
     b_.alloc(input, false);
     b_.free(grad_[s], true);
+    b_.use(grad_[s]);  // copies the gradient into the reduce-scatter input
     pending_rs_input_ = input;
   }
 

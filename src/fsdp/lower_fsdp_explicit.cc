@@ -150,7 +150,9 @@ class ExplicitRank {
                          spec_.reduce_dtype, op.loc);
     OpId id = b_.add(c, info, label);
     add_deps(op, label);
-    b_.free(pop(grads_[u]), true);
+    const int32_t grad = pop(grads_[u]);
+    b_.free(grad, true);
+    b_.use(grad);  // reads the gradient: the backward that makes it must come first
     return id;
   }
 
