@@ -10,6 +10,8 @@
 #include "check/verify.h"
 #include "cli_util.h"
 #include "fixtures.h"
+#include "fsdp/fsdp_yaml.h"
+#include "fsdp/verify_fsdp.h"
 #include "pipeline/named_schedule.h"
 #include "spec/yaml_spec.h"
 #include "test_util.h"
@@ -256,6 +258,29 @@ TEST_CASE("a collective's members each wait for every member's ready point", "[g
         problems.end());
 }
 
+TEST_CASE("the FSDP GPU example's plan replays to the predicted timeline, collectives in communicator order", "[gpu-plan]") {
+  Diagnostics diags;
+  auto spec = load_fsdp_spec(test::source_path("examples/gpu-fsdp2-8layers.yaml"), diags);
+  REQUIRE(spec);
+  FsdpVerifyResult fr = verify_fsdp(*spec);
+  REQUIRE(fr.base.findings.empty());
+  auto plan = make_plan(fr.base.program, *fr.base.timeline);
+  REQUIRE(plan);
+  const Program& p = fr.base.program;
+  size_t collectives = std::count_if(p.ops.begin(), p.ops.end(),
+                                     [](const Op& o) { return o.kind == OpKind::kCollective && o.comm >= 0; });
+  REQUIRE(collectives > 0);
+  size_t ready = std::count_if(plan->events.begin(), plan->events.end(), [](const PlanEvent& e) { return !e.timing; });
+  CHECK(ready == collectives);
+  require_replay_matches(fr.base, *plan);
+  ReplayResult rep = replay(*plan);
+  CHECK(check_execution(*plan, rep.tickets, rep.leaked_bytes_per_rank).empty());
+  // The 8 ranks' pools at their peaks fit one 141 GB GPU together.
+  int64_t total = 0;
+  for (int64_t b : plan->expected_peak_bytes_per_rank) total += b;
+  CHECK(total < int64_t{120} << 30);
+}
+
 TEST_CASE("the pool's rounding raises the expected peak by at most one unit per live buffer", "[gpu-plan]") {
   VerifyResult r = verify(load("examples/gpu-1f1b-p4-m8.yaml"), {});
   auto plan = make_plan(r.program, *r.timeline);
@@ -440,6 +465,9 @@ TEST_CASE("schedcheck run --dry-run plans and replays a schedule without a GPU",
   CHECK(run.out.find("measurement agrees with the prediction") != std::string::npos);
   CHECK(run.out.find("op order agreement: 1.0000") != std::string::npos);
   CHECK(run.out.find("every op ran once") != std::string::npos);
+  auto fsdp = test::run_schedcheck("run examples/gpu-fsdp2-8layers.yaml --dry-run");
+  CHECK(fsdp.exit_code == 0);
+  CHECK(fsdp.out.find("measurement agrees with the prediction") != std::string::npos);
   auto js = test::run_schedcheck("run examples/gpu-1f1b-p4-m8.yaml --dry-run --format json --lower pytorch", false);
   CHECK(js.exit_code == 0);
   auto j = nlohmann::json::parse(js.out);

@@ -250,7 +250,12 @@ std::string measured_json(const GpuPlan& plan, const Comparison& c, const Measur
 
 std::string run_json_report(const VerifyResult& r, const GpuPlan& plan, const Comparison& c, const Measurement& m,
                             const Tolerance& tol, int exit_code) {
-  nlohmann::json j = nlohmann::json::parse(json_report(r));
+  return run_json_report(json_report(r), plan, c, m, tol, exit_code);
+}
+
+std::string run_json_report(const std::string& verify_json, const GpuPlan& plan, const Comparison& c,
+                            const Measurement& m, const Tolerance& tol, int exit_code) {
+  nlohmann::json j = nlohmann::json::parse(verify_json);
   j["exit_code"] = exit_code;
   j["measured"] = measured_object(plan, c, m, tol);
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";

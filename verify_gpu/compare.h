@@ -113,7 +113,12 @@ struct Measurement {
 /// agreement; calibration; repeats; correctness. Units in `units`.
 std::string measured_json(const GpuPlan& plan, const Comparison& c, const Measurement& m, const Tolerance& tol);
 
-/// The verify JSON report of `r` with the `measured` object added and `exit_code` replaced.
+/// A verify JSON report (`verify_json`, one object: json_report or fsdp_json_report) with the
+/// `measured` object added and `exit_code` replaced.
+std::string run_json_report(const std::string& verify_json, const GpuPlan& plan, const Comparison& c,
+                            const Measurement& m, const Tolerance& tol, int exit_code);
+
+/// The same for the pipeline verify result `r` (json_report).
 std::string run_json_report(const VerifyResult& r, const GpuPlan& plan, const Comparison& c, const Measurement& m,
                             const Tolerance& tol, int exit_code);
 

@@ -26,6 +26,11 @@ struct CudaFailure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The device has too little free memory for the plan's pools and staging buffers.
+struct TooLittleMemory : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 std::string where(const char* file, int line, const char* call) {
   return std::string(file) + ":" + std::to_string(line) + ": " + call + ": ";
 }
@@ -212,6 +217,18 @@ class Runner {
     cal.device_name = prop.name;
     cal.device = o_.device;
     cal.compute_capability = prop.major * 10 + prop.minor;
+    // Every rank's pool at its planned peak (plus 2 MiB per live buffer of rounding) and the
+    // staging buffers must fit in the device's free memory.
+    size_t free_bytes = 0, total_bytes = 0;
+    SC_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+    double need = 0;
+    for (int32_t r = 0; r < plan_.num_ranks; ++r)
+      need += static_cast<double>(plan_.expected_peak_bytes_per_rank[r]) + (2 << 20) * plan_.max_live_buffers_per_rank[r] +
+              plan_.send_staging_bytes[r] + plan_.recv_staging_bytes[r];
+    if (need > static_cast<double>(free_bytes))
+      throw TooLittleMemory("the plan needs " + std::to_string(need / (1 << 30)) + " GiB on device " +
+                            std::to_string(o_.device) + " (" + prop.name + "), which has " +
+                            std::to_string(static_cast<double>(free_bytes) / (1 << 30)) + " GiB free (exit 69)");
 
     streams_.resize(plan_.streams.size());
     for (auto& s : streams_) SC_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -567,6 +584,10 @@ ExecOutcome execute_plan(const GpuPlan& plan, const ExecOptions& options) {
   try {
     Runner r(plan, options);
     return r.run();
+  } catch (const TooLittleMemory& f) {
+    out.ok = false;
+    out.error = {ExecFailure::kNoDevice, f.what()};
+    return out;
   } catch (const CudaFailure& f) {
     out.ok = false;
     out.error = {ExecFailure::kCuda, f.what()};

@@ -30,7 +30,8 @@ struct ExecOptions {
 /// Why the executor could not produce a measurement.
 enum class ExecFailure : uint8_t {
   kNotBuilt,   ///< schedcheck was built without CUDA
-  kNoDevice,   ///< no CUDA driver or no GPU (or the requested device does not exist)
+  kNoDevice,   ///< no CUDA driver or no GPU, no such device, or too little free memory on it for
+               ///< the planned pools (sum of expected peaks + 2 MiB per live buffer + staging)
   kCuda,       ///< a CUDA, cuBLAS or allocation error (message has file:line and CUDA's text)
   kHang,       ///< the watchdog fired: the message lists the items that never ended
 };

@@ -215,6 +215,16 @@ class Builder {
     return c;
   }
 
+  // The member's previous collective on the same communicator, or kNoOp.
+  OpId previous_collective(OpId id) const {
+    const Op& op = p_.ops[id];
+    if (op.kind != OpKind::kCollective || op.comm < 0 || op.seq <= 0) return kNoOp;
+    const Communicator& c = p_.comms[op.comm];
+    int32_t m = c.member_index(op.rank);
+    if (m < 0 || op.seq > static_cast<int32_t>(c.ops[m].size())) return kNoOp;
+    return c.ops[m][op.seq - 1];
+  }
+
   // The collective's hold time: the smallest predicted duration over its instance (the member
   // that arrives last waits for nobody), and its per-rank traffic bytes.
   double collective_hold(OpId id) const {
@@ -234,6 +244,12 @@ class Builder {
       auto [src_item, src_step] = dep_source(*d, id);
       steps_[arrive_[id]].cmds.push_back(wait(s, plan_.items[src_item].end_event));
       edge(src_step, arrive_[id]);
+    }
+    // A communicator runs its collectives one after another (NCCL): a member's collective
+    // also waits for its previous one on the communicator when that ran on another stream.
+    if (OpId prev = previous_collective(id); prev != kNoOp && p_.ops[prev].stream != s) {
+      steps_[arrive_[id]].cmds.push_back(wait(s, plan_.items[prev].end_event));
+      edge(body_[prev], arrive_[id]);
     }
     if (ready_event_[id] >= 0) steps_[arrive_[id]].cmds.push_back(record(s, ready_event_[id]));
     edge(arrive_[id], body_[id]);
@@ -478,10 +494,12 @@ class Builder {
       ebb(tr.src, tr.item);
       ebb(tr.item, tr.dst);
     }
-    // Everything an op's arrival waits for: its stream predecessor and its local deps.
+    // Everything an op's arrival waits for: its stream predecessor, its local deps and its
+    // previous collective on the communicator.
     auto arrival_preds = [&](OpId id) {
       std::vector<int32_t> v;
       if (prev_item[id] >= 0) v.push_back(prev_item[id]);
+      if (OpId pc = previous_collective(id); pc != kNoOp) v.push_back(pc);
       for (const Dep* d = p_.deps_begin(id); d != p_.deps_end(id); ++d)
         if (d->kind == DepKind::kLocal) v.push_back(d->src);
       return v;
@@ -497,6 +515,7 @@ class Builder {
           for (int32_t a : arrival_preds(id)) ebb(a, op.match);
         }
       }
+      if (OpId pc = previous_collective(id); pc != kNoOp) ebb(pc, id);
       if (op.kind == OpKind::kCollective && op.comm >= 0)
         for (OpId m : p_.instance(id))
           if (m != kNoOp && m != id)

@@ -8,6 +8,8 @@
 
 #include "check/verify.h"
 #include "cli/common.h"
+#include "fsdp/fsdp_yaml.h"
+#include "fsdp/verify_fsdp.h"
 #include "report/report.h"
 #include "verify_gpu/compare.h"
 #include "verify_gpu/executor.h"
@@ -72,19 +74,38 @@ int run_run(const RunArgs& a) {
       return kExitUsage;
     }
   }
+  // FSDP specs (a top-level `fsdp:` key) are verified by their own front-end; pipelines by verify.
+  std::optional<FsdpVerifyResult> fsdp;
+  VerifyResult r;
   Diagnostics diags;
-  auto spec = load_spec(a.file, std::nullopt, diags);
-  if (!spec || diags.has_errors()) return report_spec_errors(diags);
-  diags.print(std::cerr);
-
-  VerifyOptions opt;
-  if (a.semantics) opt.semantics = parse_semantics(*a.semantics);
-  if (a.lower) opt.lower = *a.lower == "deferred" ? LowerPolicy::kDeferred : LowerPolicy::kPyTorch;
-  VerifyResult r = verify(*spec, opt);
+  if (is_fsdp_spec(a.file)) {
+    if (a.semantics || a.lower) {
+      std::cerr << "schedcheck: error: --semantics and --lower apply to pipeline specs, not to fsdp specs\n";
+      return kExitUsage;
+    }
+    auto spec = load_fsdp_spec(a.file, diags);
+    if (!spec || diags.has_errors()) return report_spec_errors(diags);
+    diags.print(std::cerr);
+    fsdp = verify_fsdp(*spec);
+    r = fsdp->base;
+  } else {
+    auto spec = load_spec(a.file, std::nullopt, diags);
+    if (!spec || diags.has_errors()) return report_spec_errors(diags);
+    diags.print(std::cerr);
+    VerifyOptions opt;
+    if (a.semantics) opt.semantics = parse_semantics(*a.semantics);
+    if (a.lower) opt.lower = *a.lower == "deferred" ? LowerPolicy::kDeferred : LowerPolicy::kPyTorch;
+    r = verify(*spec, opt);
+  }
+  auto verify_json = [&] { return fsdp ? fsdp_json_report(*fsdp) : json_report(r); };
+  auto verify_text = [&](std::ostream& os) {
+    if (fsdp) write_fsdp_text_report(os, *fsdp);
+    else write_text_report(os, r, 0);
+  };
   bool free_of_deadlock = deadlock_free(r);
   if (!free_of_deadlock || (!r.findings.empty() && !a.force)) {
-    if (a.format == "json") std::cout << json_report(r);
-    else write_text_report(std::cout, r);
+    if (a.format == "json") std::cout << verify_json();
+    else verify_text(std::cout);
     if (!free_of_deadlock && a.force)
       std::cerr << "schedcheck: error: cannot run: the schedule has no complete execution (verify found a deadlock), so "
                    "there is no order to issue its ops in; the ops verify reports stuck are the ones that would hang\n";
@@ -155,9 +176,9 @@ int run_run(const RunArgs& a) {
   if (!m.correctness_problems.empty()) exit = gpu::kExitMeasurementDisagrees;
   if (exit == 0) exit = r.exit_code;
   if (a.format == "json") {
-    std::cout << gpu::run_json_report(r, *plan, c, m, tol, exit);
+    std::cout << gpu::run_json_report(verify_json(), *plan, c, m, tol, exit);
   } else {
-    write_text_report(std::cout, r, 0);
+    verify_text(std::cout);
     std::cout << "\n" << gpu::comparison_text(*plan, c, m, tol);
   }
   if (a.trace && !write_output(*a.trace, gpu::side_by_side_trace(r, *plan, m.items))) return kExitUsage;
@@ -175,6 +196,7 @@ Command add_run(CLI::App& parent) {
       "  schedcheck run examples/gpu-1f1b-p4-m8.yaml --repeat 5 --trace side-by-side.json\n"
       "  schedcheck run examples/gpu-zbh1-p4-m8.yaml --format json --tolerance 5%\n"
       "  schedcheck run SPEC --dry-run      # plan and replay on the CPU, no GPU needed\n"
+      "SPEC is a pipeline spec (YAML or CSV) or an fsdp spec (collectives run as copies between ranks on the GPU).\n"
       "Exit codes: 0 the measurement agrees; 20 a figure differs beyond tolerance (or the correctness pass failed);\n"
       "11 verify does not prove the schedule deadlock-free (refused) or the run hung; 12-14, 10: verify's findings\n"
       "(refused without --force; with --force they are returned when the measurement agrees); 2 spec error;\n"
