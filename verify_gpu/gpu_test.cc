@@ -7,6 +7,8 @@
 #include "catch.h"
 #include "check/verify.h"
 #include "fixtures.h"
+#include "fsdp/fsdp_yaml.h"
+#include "fsdp/verify_fsdp.h"
 #include "pipeline/named_schedule.h"
 #include "spec/yaml_spec.h"
 #include "test_util.h"
@@ -32,9 +34,9 @@ struct Ran {
   Comparison c;
 };
 
-Ran run_spec(const PipelineSpec& spec, const VerifyOptions& vo = {}, ExecOptions eo = {}) {
+Ran run_result(VerifyResult r, ExecOptions eo = {}) {
   Ran x;
-  x.r = verify(spec, vo);
+  x.r = std::move(r);
   REQUIRE(x.r.findings.empty());
   auto plan = make_plan(x.r.program, *x.r.timeline);
   REQUIRE(plan);
@@ -54,6 +56,8 @@ Ran run_spec(const PipelineSpec& spec, const VerifyOptions& vo = {}, ExecOptions
                 figures_of(x.plan, x.m.items, x.m.peak_bytes_per_rank), pt, x.m.items, tol);
   return x;
 }
+
+Ran run_spec(const PipelineSpec& spec, const VerifyOptions& vo = {}) { return run_result(verify(spec, vo)); }
 
 void require_agrees(const Ran& x) {
   for (const auto& p : x.m.correctness_problems) FAIL_CHECK(p);
@@ -100,6 +104,14 @@ TEST_CASE("the 1F1B example runs within 5 percent and its pool peak is the plann
 
 TEST_CASE("the ZB-H1 example runs within 5 percent", "[gpu]") {
   Ran x = run_spec(load("examples/gpu-zbh1-p4-m8.yaml"));
+  require_agrees(x);
+}
+
+TEST_CASE("the FSDP example (8 ranks, collectives as copies) runs within 5 percent", "[gpu]") {
+  Diagnostics diags;
+  auto spec = load_fsdp_spec(test::source_path("examples/gpu-fsdp2-8layers.yaml"), diags);
+  REQUIRE(spec);
+  Ran x = run_result(verify_fsdp(*spec).base);
   require_agrees(x);
 }
 
