@@ -7,14 +7,12 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
-#include <sstream>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include "spec/yaml_util.h"
@@ -23,11 +21,6 @@
 
 namespace sc {
 namespace {
-
-// yaml-cpp scans deeply nested flow collections slowly before it gives up: such text is refused
-// before parsing. Errors are capped so a large broken spec stays readable.
-constexpr int kMaxFlowDepth = 256;
-constexpr int kMaxErrors = 100;
 
 const std::vector<std::string> kTopKeys = {"schedcheck", "name", "ranks", "memory", "fsdp"};
 const std::vector<std::string> kMemoryKeys = {"limit_bytes"};
@@ -63,8 +56,10 @@ const std::vector<std::pair<std::string, std::vector<std::string>>> kOptionOwner
 };
 
 using yaml_util::describe;
+using yaml_util::did_you_mean;
 using yaml_util::Entry;
 using yaml_util::Fields;
+using yaml_util::printable;
 
 std::vector<std::string> option_keys() {
   std::vector<std::string> out;
@@ -72,55 +67,14 @@ std::vector<std::string> option_keys() {
   return out;
 }
 
-// Text from yaml-cpp's messages, with control bytes shown as \xNN so junk input prints safely.
-std::string printable(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f || c >= 0x80)
-      out += fmt::format("\\x{:02x}", static_cast<unsigned>(c));
-    else
-      out += static_cast<char>(c);
-  }
-  return out;
-}
-
-std::string suggestion(const std::string& word, const std::vector<std::string>& names) {
-  std::string near = closest_match(word, names);
-  return near.empty() ? std::string() : fmt::format("; did you mean '{}'?", near);
-}
-
-class FsdpLoader {
+class FsdpLoader : public yaml_util::Reader {
  public:
-  FsdpLoader(int32_t file, const std::string& text, Diagnostics& diags) : file_(file), text_(text), diags_(diags) {}
+  FsdpLoader(int32_t file, Diagnostics& diags) : Reader(file, diags) {}
 
-  SourceLoc at(int64_t line0, int64_t col0) const {
-    return SourceLoc{file_, static_cast<int32_t>(std::max<int64_t>(line0, 0) + 1),
-                     static_cast<int32_t>(std::max<int64_t>(col0, 0) + 1)};
-  }
-  SourceLoc file_start() const { return SourceLoc{file_, 1, 1}; }
-
-  /// Refuses a NUL byte, flow collections nested deeper than kMaxFlowDepth and a second
-  /// document (yaml-cpp reads those slowly or wrongly). Reports and returns false on the first.
-  bool prescan();
   std::optional<FsdpSpec> load(const YAML::Node& root, const std::string& stem);
 
  private:
-  SourceLoc loc(const YAML::Node& n) const {
-    YAML::Mark m = n.Mark();
-    if (m.is_null()) return file_start();
-    return at(m.line, m.column);
-  }
-  // A null value ("ranks:") carries the mark of whatever follows; point at its key instead.
-  SourceLoc loc(const Entry& e) const { return e.value.IsNull() ? loc(e.key) : loc(e.value); }
-  void error(const SourceLoc& l, std::string message) {
-    if (errors_++ < kMaxErrors) diags_.error(l, std::move(message));
-  }
-
-  Fields fields(const YAML::Node& map, const std::string& section, const std::vector<std::string>& allowed);
-  bool is_map(const Entry& e, const std::string& key, const char* what);
-  std::optional<int64_t> whole(const Entry& e, const std::string& key, int64_t min, int64_t max);
-  std::optional<bool> boolean(const Entry& e, const std::string& key);
-  std::optional<std::string> choice(const Entry& e, const std::string& key, const std::vector<std::string>& names);
+  // Reader's duration and bytes of e's value at loc(e), capped at kMaxFsdpSeconds and kMaxFsdpBytes.
   std::optional<double> duration(const Entry& e, const std::string& key);
   std::optional<int64_t> bytes(const Entry& e, const std::string& key);
   std::optional<int64_t> count(const Entry& e, const std::string& key);
@@ -142,163 +96,15 @@ class FsdpLoader {
   void read_programs(const Entry& e, FsdpSpec& spec);
   std::vector<FsdpProgramOp> read_program(const Entry& e, const std::string& key);
 
-  int32_t file_;
-  const std::string& text_;
-  Diagnostics& diags_;
-  int errors_ = 0;  // errors found, reported or not
   std::vector<std::string> unit_names_;                  // expanded, in forward order
   std::unordered_map<std::string, size_t> unit_index_;  // expanded name -> position
   std::unordered_map<std::string, int64_t> repeated_;    // name of a unit with repeat -> repeat
   bool units_ok_ = false;  // the unit list loaded without errors (references can be checked)
 };
 
-bool FsdpLoader::prescan() {
-  int depth = 0;
-  int64_t line = 0, col = 0;
-  bool comment = false, content = false;
-  char prev = '\n';
-  for (size_t i = 0; i < text_.size(); ++i) {
-    char c = text_[i];
-    if (c == '\0') {
-      error(at(line, col), "the spec is not text: it holds a NUL byte");
-      return false;
-    }
-    if (c == '\n') {
-      comment = false;
-      ++line;
-      col = 0;
-      prev = c;
-      continue;
-    }
-    if (col == 0) {
-      if (std::isalnum(static_cast<unsigned char>(c))) depth = 0;
-      bool marker = text_.compare(i, 3, "---") == 0 &&
-                    (i + 3 == text_.size() || std::isspace(static_cast<unsigned char>(text_[i + 3])));
-      if (marker && content) {
-        error(at(line, col), "a spec file holds one YAML document; remove everything from here on");
-        return false;
-      }
-      if (marker) {
-        i += 2;
-        col += 3;
-        prev = '-';
-        continue;
-      }
-      if (c == '%') comment = true;  // a directive line
-    }
-    if (!comment) {
-      if (c == '#' && (prev == ' ' || prev == '\t' || prev == '\n' || prev == '-')) {
-        comment = true;
-      } else if (c == '[' || c == '{') {
-        if (++depth > kMaxFlowDepth) {
-          error(at(line, col), fmt::format("collections are nested more than {} levels deep", kMaxFlowDepth));
-          return false;
-        }
-      } else if ((c == ']' || c == '}') && depth > 0) {
-        --depth;
-      }
-      if (!comment && !std::isspace(static_cast<unsigned char>(c))) content = true;
-    }
-    prev = c;
-    ++col;
-  }
-  return true;
-}
-
-Fields FsdpLoader::fields(const YAML::Node& map, const std::string& section, const std::vector<std::string>& allowed) {
-  Fields out;
-  for (const auto& kv : map) {
-    const YAML::Node& k = kv.first;
-    if (!k.IsScalar()) {
-      error(loc(k), fmt::format("a key must be a name, got {}", describe(k)));
-      continue;
-    }
-    const std::string& name = k.Scalar();
-    if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
-      std::string msg = fmt::format("unknown key '{}' in {}", name, section);
-      std::string near = closest_match(name, allowed);
-      if (!near.empty())
-        msg += fmt::format("; did you mean '{}'?", near);
-      else
-        msg += fmt::format(" (expected one of: {})", fmt::join(allowed, ", "));
-      error(loc(k), msg);
-      continue;
-    }
-    auto [pos, inserted] = out.emplace(name, Entry{k, kv.second});
-    if (!inserted)
-      error(loc(k), fmt::format("duplicate key '{}' (first given at line {})", name, loc(pos->second.key).line));
-  }
-  return out;
-}
-
-bool FsdpLoader::is_map(const Entry& e, const std::string& key, const char* what) {
-  if (e.value.IsMap()) return true;
-  error(loc(e), fmt::format("{} must be a map of {}, got {}", key, what, describe(e.value)));
-  return false;
-}
-
-std::optional<int64_t> FsdpLoader::whole(const Entry& e, const std::string& key, int64_t min, int64_t max) {
-  const std::string s = e.value.IsScalar() ? e.value.Scalar() : std::string();
-  auto all_digits = [](std::string_view t) {
-    return !t.empty() && std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
-  };
-  if (!all_digits(s)) {
-    if (s.size() > 1 && s[0] == '-' && all_digits(std::string_view(s).substr(1)))
-      error(loc(e), fmt::format("{} must be at least {}, got {}", key, min, s));
-    else
-      error(loc(e), fmt::format("{} must be a whole number, got {}", key, describe(e.value)));
-    return std::nullopt;
-  }
-  if (s.size() > 18) {
-    error(loc(e), fmt::format("{} is too large (at most {})", key, max));
-    return std::nullopt;
-  }
-  int64_t v = std::stoll(s);
-  if (v < min) {
-    error(loc(e), fmt::format("{} must be at least {}, got {}", key, min, v));
-    return std::nullopt;
-  }
-  if (v > max) {
-    error(loc(e), fmt::format("{} is too large (at most {})", key, max));
-    return std::nullopt;
-  }
-  return v;
-}
-
-std::optional<bool> FsdpLoader::boolean(const Entry& e, const std::string& key) {
-  if (e.value.IsScalar()) {
-    const std::string& s = e.value.Scalar();
-    if (s == "true" || s == "True") return true;
-    if (s == "false" || s == "False") return false;
-  }
-  error(loc(e), fmt::format("{} must be true or false, got {}", key, describe(e.value)));
-  return std::nullopt;
-}
-
-std::optional<std::string> FsdpLoader::choice(const Entry& e, const std::string& key,
-                                              const std::vector<std::string>& names) {
-  if (e.value.IsScalar()) {
-    const std::string& s = e.value.Scalar();
-    if (std::find(names.begin(), names.end(), s) != names.end()) return s;
-    error(loc(e), fmt::format("{} must be one of {}, got '{}'{}", key, fmt::join(names, ", "), printable(s),
-                              suggestion(s, names)));
-    return std::nullopt;
-  }
-  error(loc(e), fmt::format("{} must be one of {}, got {}", key, fmt::join(names, ", "), describe(e.value)));
-  return std::nullopt;
-}
-
 std::optional<double> FsdpLoader::duration(const Entry& e, const std::string& key) {
-  if (!e.value.IsScalar()) {
-    error(loc(e), fmt::format("{} must be a duration such as 1.5ms, got {}", key, describe(e.value)));
-    return std::nullopt;
-  }
-  std::string why;
-  auto v = parse_duration_s(e.value.Scalar(), &why);
-  if (!v) {
-    error(loc(e), fmt::format("{}: {}", key, why));
-    return std::nullopt;
-  }
+  auto v = Reader::duration(e.value, loc(e), key);
+  if (!v) return std::nullopt;
   if (*v > kMaxFsdpSeconds) {
     error(loc(e), fmt::format("{} is too long (at most {:g} s)", key, kMaxFsdpSeconds));
     return std::nullopt;
@@ -307,16 +113,8 @@ std::optional<double> FsdpLoader::duration(const Entry& e, const std::string& ke
 }
 
 std::optional<int64_t> FsdpLoader::bytes(const Entry& e, const std::string& key) {
-  if (!e.value.IsScalar()) {
-    error(loc(e), fmt::format("{} must be a byte count such as 64MiB, got {}", key, describe(e.value)));
-    return std::nullopt;
-  }
-  std::string why;
-  auto v = parse_bytes(e.value.Scalar(), &why);
-  if (!v) {
-    error(loc(e), fmt::format("{}: {}", key, why));
-    return std::nullopt;
-  }
+  auto v = Reader::bytes(e.value, loc(e), key);
+  if (!v) return std::nullopt;
   if (*v > kMaxFsdpBytes) {
     error(loc(e), fmt::format("{} is too large (at most 2^62 bytes)", key));
     return std::nullopt;
@@ -378,7 +176,7 @@ std::optional<std::string> FsdpLoader::unit_ref(const YAML::Node& n, const std::
                               it->second, printable(s), printable(s), it->second - 1));
     return std::nullopt;
   }
-  error(loc(n), fmt::format("{} names '{}', which is no unit{}", key, printable(s), suggestion(s, unit_names_)));
+  error(loc(n), fmt::format("{} names '{}', which is no unit{}", key, printable(s), did_you_mean(s, unit_names_)));
   return std::nullopt;
 }
 
@@ -457,18 +255,13 @@ void FsdpLoader::read_link(const Entry* e, FsdpSpec& spec) {
   Fields f = fields(e->value, "fsdp.link", kLinkKeys);
   if (auto it = f.find("bandwidth"); it != f.end()) {
     const Entry& b = it->second;
-    std::string why;
-    std::optional<double> v;
-    if (b.value.IsScalar()) v = parse_bandwidth_bytes_per_s(b.value.Scalar(), &why);
-    if (!b.value.IsScalar())
-      error(loc(b), fmt::format("fsdp.link.bandwidth must be bytes per second such as 450GB/s, got {}",
-                                describe(b.value)));
-    else if (!v)
-      error(loc(b), fmt::format("fsdp.link.bandwidth: {}", why));
-    else if (!(*v > 0) || !std::isfinite(*v))
-      error(loc(b), "fsdp.link.bandwidth must be above 0");
-    else
-      spec.bandwidth_bytes_per_s = *v;
+    if (auto v = parsed(b.value, loc(b), "fsdp.link.bandwidth", "bytes per second such as 450GB/s",
+                        parse_bandwidth_bytes_per_s)) {
+      if (!(*v > 0) || !std::isfinite(*v))
+        error(loc(b), "fsdp.link.bandwidth must be above 0");
+      else
+        spec.bandwidth_bytes_per_s = *v;
+    }
   } else {
     error(loc(e->key), "fsdp.link needs bandwidth (bytes per second per rank, such as 450GB/s)");
   }
@@ -533,13 +326,10 @@ void FsdpLoader::read_units(const Entry* e, FsdpSpec& spec) {
     u.loc = loc(item);
     bool ok = true;
     if (auto it = f.find("name"); it != f.end()) {
-      const YAML::Node& n = it->second.value;
-      if (!n.IsScalar() || n.Scalar().empty()) {
-        error(loc(it->second), fmt::format("{}.name must be text, got {}", key, describe(n)));
+      if (auto n = text(it->second, key + ".name"))
+        u.name = *n;
+      else
         ok = false;
-      } else {
-        u.name = n.Scalar();
-      }
     } else {
       error(u.loc, fmt::format("{} needs a name", key));
       ok = false;
@@ -793,13 +583,12 @@ std::vector<FsdpProgramOp> FsdpLoader::read_program(const Entry& e, const std::s
     }
     if (auto it = f.find("id"); it != f.end()) {
       const YAML::Node& n = it->second.value;
-      if (!n.IsScalar() || n.Scalar().empty()) {
-        error(loc(it->second), fmt::format("{}.id must be text, got {}", okey, describe(n)));
-      } else if (auto [pos, inserted] = ids.emplace(n.Scalar(), std::pair(i, loc(n))); !inserted) {
-        error(loc(n), fmt::format("id '{}' is used twice in {} (first at line {})", printable(n.Scalar()), key,
-                                  pos->second.second.line));
-      } else {
-        op.id = n.Scalar();
+      if (auto id = text(it->second, okey + ".id")) {
+        if (auto [pos, inserted] = ids.emplace(*id, std::pair(i, loc(n))); !inserted)
+          error(loc(n), fmt::format("id '{}' is used twice in {} (first at line {})", printable(*id), key,
+                                    pos->second.second.line));
+        else
+          op.id = *id;
       }
     }
     if (auto it = f.find("after"); it != f.end()) {
@@ -828,7 +617,7 @@ std::vector<FsdpProgramOp> FsdpLoader::read_program(const Entry& e, const std::s
       auto it = ids.find(id);
       if (it == ids.end())
         error(loc(node), fmt::format("{}[{}].after names '{}', which is no id in {}{}", key, k, printable(id), key,
-                                     suggestion(id, id_names)));
+                                     did_you_mean(id, id_names)));
       else if (it->second.first >= k)
         error(loc(node), fmt::format("{}[{}].after names '{}', which is not an earlier op (it is at line {})", key, k,
                                      printable(id), it->second.second.line));
@@ -875,18 +664,9 @@ std::optional<FsdpSpec> FsdpLoader::load(const YAML::Node& root, const std::stri
     auto it = f.find(key);
     return it == f.end() ? nullptr : &it->second;
   };
-  if (const Entry* v = field(top, "schedcheck")) {
-    if (auto n = whole(*v, "schedcheck", 0, 1'000'000); n && *n != 1)
-      error(loc(*v), fmt::format("unsupported spec version {}; this schedcheck reads version 1", *n));
-  } else {
-    error(file_start(), "missing required key 'schedcheck' (the spec version, 1)");
-  }
-  if (const Entry* n = field(top, "name")) {
-    if (n->value.IsScalar() && !n->value.Scalar().empty())
-      spec.name = n->value.Scalar();
-    else
-      error(loc(*n), fmt::format("name must be text, got {}", describe(n->value)));
-  }
+  check_version(field(top, "schedcheck"));
+  if (const Entry* n = field(top, "name"))
+    if (auto v = text(*n, "name")) spec.name = *v;
   if (const Entry* r = field(top, "ranks")) {
     if (auto n = whole(*r, "ranks", 1, kMaxFsdpRanks)) spec.ranks = static_cast<int>(*n);
   } else {
@@ -931,35 +711,18 @@ std::optional<FsdpSpec> FsdpLoader::load(const YAML::Node& root, const std::stri
   if (const Entry* o = field(f, "ranks_override")) read_overrides(*o, spec);
   if (const Entry* p = field(f, "programs")) read_programs(*p, spec);
 
-  if (errors_ > kMaxErrors)
-    diags_.note(file_start(), fmt::format("{} more errors are not shown", errors_ - kMaxErrors));
+  note_unshown();
   if (diags_.error_count() != errors_before) return std::nullopt;
   return spec;
 }
 
 std::optional<FsdpSpec> parse_registered(int32_t file, const std::string& name, const std::string& text,
                                          Diagnostics& diags) {
-  FsdpLoader loader(file, text, diags);
-  if (!loader.prescan()) return std::nullopt;
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::DeepRecursion& e) {
-    diags.error(e.mark.is_null() ? SourceLoc{file, 1, 1} : loader.at(e.mark.line, e.mark.column),
-                "collections are nested too deeply");
-    return std::nullopt;
-  } catch (const YAML::Exception& e) {
-    diags.error(e.mark.is_null() ? SourceLoc{file, 1, 1} : loader.at(e.mark.line, e.mark.column),
-                fmt::format("invalid YAML: {}", printable(e.msg)));
-    return std::nullopt;
-  }
-  std::string stem = std::filesystem::path(name).stem().string();
-  try {
-    return loader.load(root, stem.empty() ? name : stem);
-  } catch (const YAML::Exception& e) {
-    diags.error(SourceLoc{file, 1, 1}, fmt::format("cannot read the spec: {}", printable(e.msg)));
-    return std::nullopt;
-  }
+  FsdpLoader loader(file, diags);
+  if (!loader.prescan(text)) return std::nullopt;
+  std::optional<YAML::Node> root = loader.parse(text);
+  if (!root) return std::nullopt;
+  return loader.guard([&] { return loader.load(*root, yaml_util::default_name(name)); });
 }
 
 }  // namespace
@@ -968,29 +731,13 @@ bool is_fsdp_spec(const std::string& path) {
   std::string ext = std::filesystem::path(path).extension().string();
   if (ext != ".yaml" && ext != ".yml") return false;
   std::string text, why;
-  if (!read_input_file(path, &text, &why) || text.find('\0') != std::string::npos) return false;
-  try {
-    const YAML::Node root = YAML::Load(text);
-    if (root.IsMap()) return static_cast<bool>(root["fsdp"]);
-  } catch (const YAML::Exception&) {
-    // Broken YAML: a line that starts with "fsdp:" decides.
-  }
-  std::istringstream lines(text);
-  std::string line;
-  while (std::getline(lines, line))
-    if (line.rfind("fsdp:", 0) == 0) return true;
-  return false;
+  return read_input_file(path, &text, &why) && yaml_util::declares_key(text, "fsdp");
 }
 
 std::optional<FsdpSpec> load_fsdp_spec(const std::string& path, Diagnostics& diags) {
-  std::string text, problem;
-  if (!read_input_file(path, &text, &problem)) {
-    int32_t file = register_source(path, "");
-    diags.error(SourceLoc{file, 1, 1}, fmt::format("cannot read the spec: {}", problem));
-    return std::nullopt;
-  }
-  int32_t file = register_source(path, text);
-  return parse_registered(file, path, text, diags);
+  std::optional<yaml_util::SpecFile> f = yaml_util::read_spec_file(path, diags);
+  if (!f) return std::nullopt;
+  return parse_registered(f->file, path, f->text, diags);
 }
 
 std::optional<FsdpSpec> parse_fsdp_spec(const std::string& name, const std::string& text, Diagnostics& diags) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <system_error>
@@ -41,32 +42,24 @@ using yaml_util::Entry;
 using yaml_util::Fields;
 using yaml_util::describe;
 
+// Reader options of router specs: every error is reported and user text is quoted as given.
+yaml_util::ReaderOptions loader_options() {
+  yaml_util::ReaderOptions o;
+  o.max_errors = std::numeric_limits<int>::max();
+  o.escape_text = false;
+  return o;
+}
 
-class RouterLoader {
+class RouterLoader : public yaml_util::Reader {
  public:
-  RouterLoader(int32_t file, Diagnostics& diags) : file_(file), diags_(diags) {}
+  RouterLoader(int32_t file, Diagnostics& diags) : Reader(file, diags, loader_options()) {}
 
-  SourceLoc at(int64_t line0, int64_t col0) const {
-    return SourceLoc{file_, static_cast<int32_t>(std::max<int64_t>(line0, 0) + 1),
-                     static_cast<int32_t>(std::max<int64_t>(col0, 0) + 1)};
-  }
   std::optional<RouterSpec> load(const YAML::Node& root, const std::string& stem);
 
  private:
-  SourceLoc loc(const YAML::Node& n) const {
-    YAML::Mark m = n.Mark();
-    if (m.is_null()) return SourceLoc{file_, 1, 1};
-    return at(m.line, m.column);
-  }
-  SourceLoc loc(const Entry& e) const { return e.value.IsNull() ? loc(e.key) : loc(e.value); }
-  void error(const SourceLoc& l, std::string m) { diags_.error(l, std::move(m)); }
-
-  Fields fields(const YAML::Node& map, const std::string& section, const std::vector<std::string>& allowed);
-  std::optional<int64_t> whole(const Entry& e, const std::string& key, int64_t min, int64_t max);
+  // A whole number in [min, max] of at most 18 digits; errors name both bounds (unlike Reader::whole).
+  std::optional<int64_t> ranged(const Entry& e, const std::string& key, int64_t min, int64_t max);
   std::optional<double> positive(const Entry& e, const std::string& key);
-  std::optional<bool> boolean(const Entry& e, const std::string& key);
-  std::optional<std::string> choice(const Entry& e, const std::string& key, const std::vector<std::string>& names);
-  bool map_or_error(const Entry& e, const std::string& key);
 
   // Reads the core keys present in `f` into `c` (for the top level and for `inference`).
   void read_core(const Fields& f, const std::string& section, RouterConfig& c, RouterLocs* locs, bool* cap_given,
@@ -77,38 +70,9 @@ class RouterLoader {
   void read_dispatch(const Entry& e, RouterSpec& spec);
   void check_config(RouterConfig& c, const std::string& what, const SourceLoc& where, bool cap_given,
                     bool dropless_given, bool drop_policy_given);
-
-  int32_t file_;
-  Diagnostics& diags_;
 };
 
-Fields RouterLoader::fields(const YAML::Node& map, const std::string& section, const std::vector<std::string>& allowed) {
-  Fields out;
-  for (const auto& kv : map) {
-    const YAML::Node& k = kv.first;
-    if (!k.IsScalar()) {
-      error(loc(k), fmt::format("a key must be a name, got {}", describe(k)));
-      continue;
-    }
-    const std::string& name = k.Scalar();
-    if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
-      std::string msg = fmt::format("unknown key '{}' in {}", name, section);
-      std::string near = closest_match(name, allowed);
-      if (!near.empty())
-        msg += fmt::format("; did you mean '{}'?", near);
-      else
-        msg += fmt::format(" (expected one of: {})", fmt::join(allowed, ", "));
-      error(loc(k), msg);
-      continue;
-    }
-    auto [pos, inserted] = out.emplace(name, Entry{k, kv.second});
-    if (!inserted)
-      error(loc(k), fmt::format("duplicate key '{}' (first given at line {})", name, loc(pos->second.key).line));
-  }
-  return out;
-}
-
-std::optional<int64_t> RouterLoader::whole(const Entry& e, const std::string& key, int64_t min, int64_t max) {
+std::optional<int64_t> RouterLoader::ranged(const Entry& e, const std::string& key, int64_t min, int64_t max) {
   const std::string s = e.value.IsScalar() ? e.value.Scalar() : std::string();
   bool digits = !s.empty() && s.size() <= 18 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
   if (!digits) {
@@ -134,36 +98,6 @@ std::optional<double> RouterLoader::positive(const Entry& e, const std::string& 
   return std::nullopt;
 }
 
-std::optional<bool> RouterLoader::boolean(const Entry& e, const std::string& key) {
-  if (e.value.IsScalar()) {
-    const std::string& s = e.value.Scalar();
-    if (s == "true" || s == "True") return true;
-    if (s == "false" || s == "False") return false;
-  }
-  error(loc(e), fmt::format("{} must be true or false, got {}", key, describe(e.value)));
-  return std::nullopt;
-}
-
-std::optional<std::string> RouterLoader::choice(const Entry& e, const std::string& key,
-                                                const std::vector<std::string>& names) {
-  if (e.value.IsScalar()) {
-    const std::string& s = e.value.Scalar();
-    if (std::find(names.begin(), names.end(), s) != names.end()) return s;
-    std::string near = closest_match(s, names);
-    error(loc(e), fmt::format("{} must be one of {}, got '{}'{}", key, fmt::join(names, ", "), s,
-                              near.empty() ? "" : fmt::format("; did you mean '{}'?", near)));
-    return std::nullopt;
-  }
-  error(loc(e), fmt::format("{} must be one of {}, got {}", key, fmt::join(names, ", "), describe(e.value)));
-  return std::nullopt;
-}
-
-bool RouterLoader::map_or_error(const Entry& e, const std::string& key) {
-  if (e.value.IsMap()) return true;
-  error(loc(e), fmt::format("{} must be a map, got {}", key, describe(e.value)));
-  return false;
-}
-
 void RouterLoader::read_core(const Fields& f, const std::string& section, RouterConfig& c, RouterLocs* locs,
                              bool* cap_given, bool* dropless_given) {
   auto key = [&](const char* k) { return section.empty() ? std::string(k) : section + "." + k; };
@@ -172,9 +106,9 @@ void RouterLoader::read_core(const Fields& f, const std::string& section, Router
     return it == f.end() ? nullptr : &it->second;
   };
   if (const Entry* e = get("experts"))
-    if (auto v = whole(*e, key("experts"), 1, kMaxRouterExperts)) c.experts = static_cast<int32_t>(*v);
+    if (auto v = ranged(*e, key("experts"), 1, kMaxRouterExperts)) c.experts = static_cast<int32_t>(*v);
   if (const Entry* e = get("top_k"))
-    if (auto v = whole(*e, key("top_k"), 1, kMaxRouterExperts)) c.top_k = static_cast<int32_t>(*v);
+    if (auto v = ranged(*e, key("top_k"), 1, kMaxRouterExperts)) c.top_k = static_cast<int32_t>(*v);
   if (const Entry* e = get("policy")) {
     if (locs) locs->policy = loc(*e);
     if (auto v = choice(*e, key("policy"), {"token_choice", "expert_choice"}))
@@ -196,7 +130,7 @@ void RouterLoader::read_core(const Fields& f, const std::string& section, Router
     }
   }
   if (const Entry* e = get("min_capacity"))
-    if (auto v = whole(*e, key("min_capacity"), 0, 1 << 30)) c.min_capacity = static_cast<int32_t>(*v);
+    if (auto v = ranged(*e, key("min_capacity"), 0, 1 << 30)) c.min_capacity = static_cast<int32_t>(*v);
   if (const Entry* e = get("drop_policy")) {
     if (locs) locs->drop_policy = loc(*e);
     if (auto v = choice(*e, key("drop_policy"), {"position", "probs", "priority", "random"}))
@@ -244,12 +178,12 @@ void RouterLoader::check_config(RouterConfig& c, const std::string& what, const 
 
 void RouterLoader::read_bound(const Entry& e, RouterSpec& spec) {
   spec.locs.bound = loc(e);
-  if (!map_or_error(e, "router.bound")) return;
+  if (!is_map(e, "router.bound")) return;
   Fields f = fields(e.value, "router.bound", kBoundKeys);
   if (auto it = f.find("batch"); it != f.end())
-    if (auto v = whole(it->second, "router.bound.batch", 1, kMaxRouterBatch)) spec.batch = static_cast<int32_t>(*v);
+    if (auto v = ranged(it->second, "router.bound.batch", 1, kMaxRouterBatch)) spec.batch = static_cast<int32_t>(*v);
   if (auto it = f.find("seq_len"); it != f.end())
-    if (auto v = whole(it->second, "router.bound.seq_len", 1, kMaxRouterSeqLen)) spec.seq_len = static_cast<int32_t>(*v);
+    if (auto v = ranged(it->second, "router.bound.seq_len", 1, kMaxRouterSeqLen)) spec.seq_len = static_cast<int32_t>(*v);
   if (spec.batch * spec.seq_len > kMaxRouterTokens)
     error(loc(e), fmt::format("router.bound has {} x {} = {} tokens; the proofs take at most {}", spec.batch,
                               spec.seq_len, spec.batch * spec.seq_len, kMaxRouterTokens));
@@ -257,14 +191,14 @@ void RouterLoader::read_bound(const Entry& e, RouterSpec& spec) {
 
 void RouterLoader::read_dispatch(const Entry& e, RouterSpec& spec) {
   spec.locs.dispatch = loc(e);
-  if (!map_or_error(e, "router.dispatch")) return;
+  if (!is_map(e, "router.dispatch")) return;
   Fields f = fields(e.value, "router.dispatch", kDispatchKeys);
   DispatchSpec& d = spec.dispatch;
   d.given = true;
   if (auto it = f.find("ep_size"); it != f.end())
-    if (auto v = whole(it->second, "router.dispatch.ep_size", 1, 1 << 16)) d.ep_size = static_cast<int32_t>(*v);
+    if (auto v = ranged(it->second, "router.dispatch.ep_size", 1, 1 << 16)) d.ep_size = static_cast<int32_t>(*v);
   if (auto it = f.find("hidden"); it != f.end()) {
-    if (auto v = whole(it->second, "router.dispatch.hidden", 1, int64_t{1} << 24)) d.hidden = *v;
+    if (auto v = ranged(it->second, "router.dispatch.hidden", 1, int64_t{1} << 24)) d.hidden = *v;
   } else {
     error(loc(e), "router.dispatch needs hidden (elements per token, e.g. 4096)");
   }
@@ -275,9 +209,9 @@ void RouterLoader::read_dispatch(const Entry& e, RouterSpec& spec) {
     }
   }
   if (auto it = f.find("batch"); it != f.end())
-    if (auto v = whole(it->second, "router.dispatch.batch", 1, 1 << 20)) d.batch = *v;
+    if (auto v = ranged(it->second, "router.dispatch.batch", 1, 1 << 20)) d.batch = *v;
   if (auto it = f.find("seq_len"); it != f.end())
-    if (auto v = whole(it->second, "router.dispatch.seq_len", 1, 1 << 24)) d.seq_len = *v;
+    if (auto v = ranged(it->second, "router.dispatch.seq_len", 1, 1 << 24)) d.seq_len = *v;
   if (auto it = f.find("limit_bytes"); it != f.end()) {
     spec.locs.limit = loc(it->second);
     std::string why;
@@ -292,7 +226,7 @@ void RouterLoader::read_dispatch(const Entry& e, RouterSpec& spec) {
 
 void RouterLoader::read_megatron(const Entry& e, RouterSpec& spec) {
   spec.preset = "megatron";
-  if (!map_or_error(e, "router.megatron")) return;
+  if (!is_map(e, "router.megatron")) return;
   Fields f = fields(e.value, "router.megatron", kMegatronKeys);
   RouterConfig& c = spec.train;
   // Megatron-Core: capacity over the local tokens flattened from [s, b, h] (position-major).
@@ -302,13 +236,13 @@ void RouterLoader::read_megatron(const Entry& e, RouterSpec& spec) {
   c.drop_policy = DropPolicy::kProbs;
   c.dropless = true;
   if (auto it = f.find("num_moe_experts"); it != f.end()) {
-    if (auto v = whole(it->second, "router.megatron.num_moe_experts", 1, kMaxRouterExperts))
+    if (auto v = ranged(it->second, "router.megatron.num_moe_experts", 1, kMaxRouterExperts))
       c.experts = static_cast<int32_t>(*v);
   } else {
     error(loc(e), "router.megatron needs num_moe_experts");
   }
   if (auto it = f.find("moe_router_topk"); it != f.end())
-    if (auto v = whole(it->second, "router.megatron.moe_router_topk", 1, kMaxRouterExperts))
+    if (auto v = ranged(it->second, "router.megatron.moe_router_topk", 1, kMaxRouterExperts))
       c.top_k = static_cast<int32_t>(*v);
   if (auto it = f.find("moe_expert_capacity_factor"); it != f.end()) {
     spec.locs.capacity = loc(it->second);
@@ -331,7 +265,7 @@ void RouterLoader::read_megatron(const Entry& e, RouterSpec& spec) {
 
 void RouterLoader::read_deepspeed(const Entry& e, RouterSpec& spec) {
   spec.preset = "deepspeed";
-  if (!map_or_error(e, "router.deepspeed")) return;
+  if (!is_map(e, "router.deepspeed")) return;
   Fields f = fields(e.value, "router.deepspeed", kDeepSpeedKeys);
   RouterConfig& c = spec.train;
   // DeepSpeed MoE (deepspeed/moe/sharded_moe.py): capacity over the microbatch's tokens flattened
@@ -345,13 +279,13 @@ void RouterLoader::read_deepspeed(const Entry& e, RouterSpec& spec) {
   bool drop_tokens = true, use_rts = true;
   double eval_cf = 1.0;
   if (auto it = f.find("num_experts"); it != f.end()) {
-    if (auto v = whole(it->second, "router.deepspeed.num_experts", 1, kMaxRouterExperts))
+    if (auto v = ranged(it->second, "router.deepspeed.num_experts", 1, kMaxRouterExperts))
       c.experts = static_cast<int32_t>(*v);
   } else {
     error(loc(e), "router.deepspeed needs num_experts");
   }
   if (auto it = f.find("k"); it != f.end())
-    if (auto v = whole(it->second, "router.deepspeed.k", 1, 2)) c.top_k = static_cast<int32_t>(*v);
+    if (auto v = ranged(it->second, "router.deepspeed.k", 1, 2)) c.top_k = static_cast<int32_t>(*v);
   if (auto it = f.find("capacity_factor"); it != f.end()) {
     spec.locs.capacity = loc(it->second);
     if (auto v = positive(it->second, "router.deepspeed.capacity_factor")) c.capacity_factor = *v;
@@ -363,7 +297,7 @@ void RouterLoader::read_deepspeed(const Entry& e, RouterSpec& spec) {
     eval_given = true;
   }
   if (auto it = f.find("min_capacity"); it != f.end())
-    if (auto v = whole(it->second, "router.deepspeed.min_capacity", 0, 1 << 30)) c.min_capacity = static_cast<int32_t>(*v);
+    if (auto v = ranged(it->second, "router.deepspeed.min_capacity", 0, 1 << 30)) c.min_capacity = static_cast<int32_t>(*v);
   if (auto it = f.find("drop_tokens"); it != f.end()) {
     if (!spec.locs.capacity.valid()) spec.locs.capacity = loc(it->second);
     if (auto v = boolean(it->second, "router.deepspeed.drop_tokens")) drop_tokens = *v;
@@ -385,7 +319,7 @@ std::optional<RouterSpec> RouterLoader::load(const YAML::Node& root, const std::
   const size_t errors_before = diags_.error_count();
   RouterSpec spec;
   spec.name = stem;
-  spec.locs.file = SourceLoc{file_, 1, 1};
+  spec.locs.file = file_start();
   if (!root.IsMap()) {
     error(loc(root), fmt::format("a router spec is a map with schedcheck: 1 and router:, got {}", describe(root)));
     return std::nullopt;
@@ -396,12 +330,8 @@ std::optional<RouterSpec> RouterLoader::load(const YAML::Node& root, const std::
   } else if (!it->second.value.IsScalar() || it->second.value.Scalar() != "1") {
     error(loc(it->second), fmt::format("schedcheck must be 1 (the spec version), got {}", describe(it->second.value)));
   }
-  if (auto it = top.find("name"); it != top.end()) {
-    if (it->second.value.IsScalar() && !it->second.value.Scalar().empty())
-      spec.name = it->second.value.Scalar();
-    else
-      error(loc(it->second), fmt::format("name must be text, got {}", describe(it->second.value)));
-  }
+  if (auto it = top.find("name"); it != top.end())
+    if (auto v = text(it->second, "name")) spec.name = *v;
   auto rt = top.find("router");
   if (rt == top.end()) {
     error(spec.locs.file, "the spec has no router: section");
@@ -409,7 +339,7 @@ std::optional<RouterSpec> RouterLoader::load(const YAML::Node& root, const std::
   }
   const Entry& r = rt->second;
   spec.locs.router = loc(r.key);
-  if (!map_or_error(r, "router")) return std::nullopt;
+  if (!is_map(r, "router")) return std::nullopt;
   std::vector<std::string> allowed = kCoreKeys;
   allowed.insert(allowed.end(), kFrameKeys.begin(), kFrameKeys.end());
   Fields f = fields(r.value, "router", allowed);
@@ -442,7 +372,7 @@ std::optional<RouterSpec> RouterLoader::load(const YAML::Node& root, const std::
   if (auto it = f.find("bound"); it != f.end()) read_bound(it->second, spec);
   if (auto it = f.find("inference"); it != f.end()) {
     spec.locs.inference = loc(it->second.key);
-    if (map_or_error(it->second, "router.inference")) {
+    if (is_map(it->second, "router.inference")) {
       Fields inf = fields(it->second.value, "router.inference", kInferenceKeys);
       bool icap = false, idropless = false;
       if (inf.count("capacity_factor")) spec.inference.dropless = false;
@@ -497,13 +427,7 @@ std::optional<RouterSpec> parse_registered(int32_t file, const std::string& name
                 fmt::format("invalid YAML: {}", e.msg));
     return std::nullopt;
   }
-  std::string stem = std::filesystem::path(name).stem().string();
-  try {
-    return loader.load(root, stem.empty() ? name : stem);
-  } catch (const YAML::Exception& e) {
-    diags.error(SourceLoc{file, 1, 1}, fmt::format("cannot read the spec: {}", e.msg));
-    return std::nullopt;
-  }
+  return loader.guard([&] { return loader.load(root, yaml_util::default_name(name)); });
 }
 
 bool read_text(const std::string& path, std::string& text) {
@@ -523,18 +447,7 @@ bool is_router_spec(const std::string& path) {
   std::string ext = std::filesystem::path(path).extension().string();
   if (ext != ".yaml" && ext != ".yml") return false;
   std::string text;
-  if (!read_text(path, text) || text.find('\0') != std::string::npos) return false;
-  try {
-    const YAML::Node root = YAML::Load(text);
-    if (root.IsMap()) return static_cast<bool>(root["router"]);
-  } catch (const YAML::Exception&) {
-    // Broken YAML: a line that starts with "router:" decides.
-  }
-  std::istringstream lines(text);
-  std::string line;
-  while (std::getline(lines, line))
-    if (line.rfind("router:", 0) == 0) return true;
-  return false;
+  return read_text(path, text) && yaml_util::declares_key(text, "router");
 }
 
 std::optional<RouterSpec> load_router_spec(const std::string& path, Diagnostics& diags) {

@@ -11,7 +11,6 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include "spec/yaml_util.h"
@@ -27,12 +26,6 @@ namespace {
 constexpr int64_t kMaxRanks = 1 << 16;
 constexpr int64_t kMaxStages = 1 << 20;
 constexpr int64_t kMaxMicrobatches = 1 << 24;
-// yaml-cpp scans deeply nested flow collections ("[[[[...") slowly before it gives up; such text
-// is rejected before parsing.
-constexpr int kMaxFlowDepth = 256;
-// Errors are capped so a large broken spec (or a junk file that happens to parse) stays
-// readable and quick to print.
-constexpr int kMaxErrors = 100;
 
 const std::vector<std::string> kTopKeys = {"schedcheck", "name",   "ranks", "stages",
                                            "placement",  "pipelines", "microbatches", "costs",
@@ -45,78 +38,42 @@ const std::vector<std::string> kScheduleKeys = {"actions", "csv", "format", "nam
                                                 "megatron"};
 
 // The sections with their keys, for "it belongs in p2p" hints.
-const std::vector<std::pair<std::string, const std::vector<std::string>*>> kSections = {
+const yaml_util::Sections kSections = {
     {"", &kTopKeys},       {"costs", &kCostKeys},   {"p2p", &kP2PKeys},
     {"memory", &kMemoryKeys}, {"schedule", &kScheduleKeys}};
 
 using yaml_util::Entry;
 using yaml_util::Fields;
 using yaml_util::describe;
+using yaml_util::printable;
 
-// Text from yaml-cpp's messages, with control bytes shown as \xNN so junk input prints safely.
-std::string printable(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f || c >= 0x80)
-      out += fmt::format("\\x{:02x}", static_cast<unsigned>(c));
-    else
-      out += static_cast<char>(c);
-  }
-  return out;
+// Reader options of pipeline specs: keys are hinted to their section, duplicates named with it.
+yaml_util::ReaderOptions loader_options() {
+  yaml_util::ReaderOptions o;
+  o.sections = &kSections;
+  o.qualify_duplicates = true;
+  return o;
 }
 
-std::string join_path(const std::string& section, const std::string& key) {
-  return section.empty() ? key : section + "." + key;
-}
-
-
-class Loader {
+class Loader : public yaml_util::Reader {
  public:
   Loader(int32_t file, const std::string& text, std::string dir, Diagnostics& diags)
-      : file_(file), text_(text), dir_(std::move(dir)), diags_(diags) {
+      : Reader(file, diags, loader_options()), text_(text), dir_(std::move(dir)) {
     line_starts_.push_back(0);
     for (size_t i = 0; i < text_.size(); ++i)
       if (text_[i] == '\n') line_starts_.push_back(i + 1);
   }
 
-  /// Rejects text yaml-cpp would read slowly or wrongly: a NUL byte, flow collections nested
-  /// deeper than kMaxFlowDepth, a second document. Reports and returns false on the first.
-  bool prescan();
-  /// True when prescan() saw anything besides blanks, comments, directives and markers.
-  bool has_content() const { return has_content_; }
   std::optional<PipelineSpec> load(const YAML::Node& root, const std::string& path,
                                    const std::string& default_name);
 
-  SourceLoc at(int64_t line0, int64_t col0) const {
-    return SourceLoc{file_, static_cast<int32_t>(std::max<int64_t>(line0, 0) + 1),
-                     static_cast<int32_t>(std::max<int64_t>(col0, 0) + 1)};
-  }
-  SourceLoc file_start() const { return SourceLoc{file_, 1, 1}; }
-
  private:
-  SourceLoc loc(const YAML::Node& n) const {
-    YAML::Mark m = n.Mark();
-    if (m.is_null()) return file_start();
-    return at(m.line, m.column);
-  }
-  // A null value ("ranks:") carries the mark of whatever follows; point at its key instead.
-  SourceLoc loc(const Entry& e) const {
-    return e.value.IsNull() ? loc(e.key) : loc(e.value);
-  }
   SourceLoc loc_of_offset(size_t offset) const {
     size_t line = static_cast<size_t>(
         std::upper_bound(line_starts_.begin(), line_starts_.end(), offset) - line_starts_.begin() - 1);
     return at(static_cast<int64_t>(line), static_cast<int64_t>(offset - line_starts_[line]));
   }
-  void error(const SourceLoc& l, std::string message) {
-    if (errors_++ < kMaxErrors) diags_.error(l, std::move(message));
-  }
 
-  Fields fields(const YAML::Node& map, const std::string& section,
-                const std::vector<std::string>& allowed);
-  std::optional<int64_t> whole(const Entry& e, const std::string& key, int64_t min, int64_t max);
-  std::optional<double> duration(const YAML::Node& n, const SourceLoc& l, const std::string& key);
-  std::optional<int64_t> bytes(const YAML::Node& n, const SourceLoc& l, const std::string& key);
   template <typename T, typename Parse>
   std::optional<std::vector<T>> per_stage(const Entry& e, const std::string& key,
                                           const char* what, Parse parse);
@@ -143,166 +100,13 @@ class Loader {
   void read_p2p(const Entry& e, PipelineSpec& spec);
   void read_memory(const Entry& e, PipelineSpec& spec);
 
-  int32_t file_;
   const std::string& text_;
   std::string dir_;
-  Diagnostics& diags_;
   std::vector<size_t> line_starts_;
   int32_t stages_ = 0;  // known stage count, 0 while unknown
   bool check_lengths_ = true;  // false while a named schedule may still change the stage count
-  int errors_ = 0;  // errors found, reported or not
-  bool has_content_ = false;
   std::vector<std::vector<SourceLoc>> seconds_;  // per rank, per step: second action's location
 };
-
-bool Loader::prescan() {
-  int depth = 0;
-  int64_t line = 0, col = 0;
-  bool comment = false;
-  char prev = '\n';
-  for (size_t i = 0; i < text_.size(); ++i) {
-    char c = text_[i];
-    if (c == '\0') {
-      error(at(line, col), "the spec is not text: it holds a NUL byte");
-      return false;
-    }
-    if (c == '\n') {
-      comment = false;
-      ++line;
-      col = 0;
-      prev = c;
-      continue;
-    }
-    if (col == 0) {
-      // A block key at the start of a line closes every flow collection (bracket pairs inside
-      // quoted or plain text then cannot add up across lines).
-      if (std::isalnum(static_cast<unsigned char>(c))) depth = 0;
-      // A document marker after content starts a second document. (yaml-cpp's LoadAll can loop
-      // forever on some broken input, so documents are told apart here.)
-      bool marker = text_.compare(i, 3, "---") == 0 &&
-                    (i + 3 == text_.size() || std::isspace(static_cast<unsigned char>(text_[i + 3])));
-      if (marker && has_content_) {
-        error(at(line, col), "a spec file holds one YAML document; remove everything from here on");
-        return false;
-      }
-      if (marker) {
-        i += 2;
-        col += 3;
-        prev = '-';
-        continue;
-      }
-      if (c == '%') comment = true;  // a directive line
-    }
-    if (!comment) {
-      if (c == '#' && (prev == ' ' || prev == '\t' || prev == '\n' || prev == '-')) {
-        comment = true;
-      } else if (c == '[' || c == '{') {
-        if (++depth > kMaxFlowDepth) {
-          error(at(line, col), fmt::format("collections are nested more than {} levels deep",
-                                           kMaxFlowDepth));
-          return false;
-        }
-      } else if ((c == ']' || c == '}') && depth > 0) {
-        --depth;
-      }
-      if (!comment && !std::isspace(static_cast<unsigned char>(c))) has_content_ = true;
-    }
-    prev = c;
-    ++col;
-  }
-  return true;
-}
-
-Fields Loader::fields(const YAML::Node& map, const std::string& section,
-                      const std::vector<std::string>& allowed) {
-  Fields out;
-  for (const auto& kv : map) {
-    const YAML::Node& k = kv.first;
-    if (!k.IsScalar()) {
-      error(loc(k), fmt::format("a key must be a name, got {}", describe(k)));
-      continue;
-    }
-    const std::string& name = k.Scalar();
-    if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
-      std::string where = section.empty() ? "" : fmt::format(" in {}", section);
-      std::string msg = fmt::format("unknown key '{}'{}", name, where);
-      std::string near = closest_match(name, allowed);
-      std::string home;
-      for (const auto& [sec, keys] : kSections)
-        if (sec != section && std::find(keys->begin(), keys->end(), name) != keys->end())
-          home = sec.empty() ? "the top level" : sec;
-      if (!near.empty())
-        msg += fmt::format("; did you mean '{}'?", near);
-      else if (!home.empty())
-        msg += fmt::format("; '{}' belongs in {}", name, home);
-      else
-        msg += fmt::format(" (expected one of: {})", fmt::join(allowed, ", "));
-      error(loc(k), msg);
-      continue;
-    }
-    auto [pos, inserted] = out.emplace(name, Entry{k, kv.second});
-    if (!inserted)
-      error(loc(k), fmt::format("duplicate key '{}' (first given at line {})",
-                                join_path(section, name), loc(pos->second.key).line));
-  }
-  return out;
-}
-
-std::optional<int64_t> Loader::whole(const Entry& e, const std::string& key, int64_t min,
-                                     int64_t max) {
-  if (!e.value.IsScalar()) {
-    error(loc(e), fmt::format("{} must be a whole number, got {}", key, describe(e.value)));
-    return std::nullopt;
-  }
-  const std::string& s = e.value.Scalar();
-  bool digits = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-  if (!digits) {
-    if (!s.empty() && s[0] == '-' && s.size() > 1 &&
-        std::all_of(s.begin() + 1, s.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      error(loc(e), fmt::format("{} must be at least {}, got {}", key, min, s));
-    else
-      error(loc(e), fmt::format("{} must be a whole number, got {}", key, describe(e.value)));
-    return std::nullopt;
-  }
-  if (s.size() > 18) {
-    error(loc(e), fmt::format("{} is too large (at most {})", key, max));
-    return std::nullopt;
-  }
-  int64_t v = std::stoll(s);
-  if (v < min) {
-    error(loc(e), fmt::format("{} must be at least {}, got {}", key, min, v));
-    return std::nullopt;
-  }
-  if (v > max) {
-    error(loc(e), fmt::format("{} is too large (at most {})", key, max));
-    return std::nullopt;
-  }
-  return v;
-}
-
-std::optional<double> Loader::duration(const YAML::Node& n, const SourceLoc& l,
-                                       const std::string& key) {
-  if (!n.IsScalar()) {
-    error(l, fmt::format("{} must be a duration such as 1.5ms, got {}", key, describe(n)));
-    return std::nullopt;
-  }
-  std::string why;
-  auto v = parse_duration_s(n.Scalar(), &why);
-  if (!v) error(l, fmt::format("{}: {}", key, why));
-  return v;
-}
-
-std::optional<int64_t> Loader::bytes(const YAML::Node& n, const SourceLoc& l,
-                                     const std::string& key) {
-  if (!n.IsScalar()) {
-    error(l, fmt::format("{} must be a byte count such as 64MiB, got {}", key, describe(n)));
-    return std::nullopt;
-  }
-  std::string why;
-  auto v = parse_bytes(n.Scalar(), &why);
-  if (!v) error(l, fmt::format("{}: {}", key, why));
-  return v;
-}
 
 template <typename T, typename Parse>
 std::optional<std::vector<T>> Loader::per_stage(const Entry& e, const std::string& key,
@@ -542,10 +346,7 @@ void Loader::check_actions(const PipelineSpec& spec, bool microbatches_given) {
 }
 
 void Loader::read_costs(const Entry& e, PipelineSpec& spec) {
-  if (!e.value.IsMap()) {
-    error(loc(e), fmt::format("costs must be a map of F, I, W and B, got {}", describe(e.value)));
-    return;
-  }
+  if (!is_map(e, "costs", "F, I, W and B")) return;
   Fields f = fields(e.value, "costs", kCostKeys);
   auto dur = [this](const YAML::Node& n, const SourceLoc& l, const std::string& key) {
     return duration(n, l, key);
@@ -589,53 +390,27 @@ void Loader::read_costs(const Entry& e, PipelineSpec& spec) {
 }
 
 void Loader::read_p2p(const Entry& e, PipelineSpec& spec) {
-  if (!e.value.IsMap()) {
-    error(loc(e), fmt::format("p2p must be a map of latency, bandwidth, message_bytes and "
-                              "semantics, got {}",
-                              describe(e.value)));
-    return;
-  }
+  if (!is_map(e, "p2p", "latency, bandwidth, message_bytes and semantics")) return;
   Fields f = fields(e.value, "p2p", kP2PKeys);
   if (auto it = f.find("latency"); it != f.end())
     if (auto v = duration(it->second.value, loc(it->second), "p2p.latency")) spec.p2p.latency_s = *v;
   if (auto it = f.find("bandwidth"); it != f.end()) {
-    const Entry& b = it->second;
-    if (!b.value.IsScalar()) {
-      error(loc(b), fmt::format("p2p.bandwidth must be bytes per second such as 50GB/s, got {}",
-                                describe(b.value)));
-    } else {
-      std::string why;
-      if (auto v = parse_bandwidth_bytes_per_s(b.value.Scalar(), &why))
-        spec.p2p.bandwidth_bytes_per_s = *v;
-      else
-        error(loc(b), fmt::format("p2p.bandwidth: {}", why));
-    }
+    if (auto v = parsed(it->second.value, loc(it->second), "p2p.bandwidth", "bytes per second such as 50GB/s",
+                        parse_bandwidth_bytes_per_s))
+      spec.p2p.bandwidth_bytes_per_s = *v;
   }
   if (auto it = f.find("message_bytes"); it != f.end())
     if (auto v = bytes(it->second.value, loc(it->second), "p2p.message_bytes"))
       spec.p2p.message_bytes = *v;
   if (auto it = f.find("semantics"); it != f.end()) {
-    const Entry& s = it->second;
-    std::string why;
-    std::optional<Semantics> sem;
-    if (s.value.IsScalar()) sem = parse_semantics(s.value.Scalar(), &why);
-    if (!s.value.IsScalar())
-      error(loc(s), fmt::format("p2p.semantics must be eager, rendezvous or buffered:N, got {}",
-                                describe(s.value)));
-    else if (!sem)
-      error(loc(s), fmt::format("p2p.semantics: {}", why));
-    else
+    if (auto sem = parsed(it->second.value, loc(it->second), "p2p.semantics", "eager, rendezvous or buffered:N",
+                          parse_semantics))
       spec.p2p.semantics = *sem;
   }
 }
 
 void Loader::read_memory(const Entry& e, PipelineSpec& spec) {
-  if (!e.value.IsMap()) {
-    error(loc(e), fmt::format("memory must be a map of limit_bytes, params_bytes, "
-                              "activation_bytes and weight_grad_bytes, got {}",
-                              describe(e.value)));
-    return;
-  }
+  if (!is_map(e, "memory", "limit_bytes, params_bytes, activation_bytes and weight_grad_bytes")) return;
   Fields f = fields(e.value, "memory", kMemoryKeys);
   if (auto it = f.find("limit_bytes"); it != f.end()) {
     spec.locs.memory_limit = loc(it->second);
@@ -857,12 +632,7 @@ std::optional<PipelineSpec> Loader::load(const YAML::Node& root, const std::stri
     return it == top.end() ? nullptr : &it->second;
   };
 
-  if (const Entry* v = field("schedcheck")) {
-    if (auto n = whole(*v, "schedcheck", 0, 1'000'000); n && *n != 1)
-      error(loc(*v), fmt::format("unsupported spec version {}; this schedcheck reads version 1", *n));
-  } else {
-    error(file_start(), "missing required key 'schedcheck' (the spec version, 1)");
-  }
+  check_version(field("schedcheck"));
 
   if (const Entry* n = field("name")) {
     if (n->value.IsScalar())
@@ -923,34 +693,19 @@ std::optional<PipelineSpec> Loader::load(const YAML::Node& root, const std::stri
   if (const Entry* p = field("p2p")) read_p2p(*p, spec);
   if (const Entry* m = field("memory")) read_memory(*m, spec);
 
-  if (errors_ > kMaxErrors)
-    diags_.note(file_start(), fmt::format("{} more errors are not shown", errors_ - kMaxErrors));
+  note_unshown();
   if (diags_.error_count() != errors_before) return std::nullopt;
   return spec;
-}
-
-std::string stem_of(const std::string& path) {
-  std::string s = std::filesystem::path(path).stem().string();
-  return s.empty() ? path : s;
 }
 
 std::optional<PipelineSpec> parse_registered(int32_t file, const std::string& name,
                                              const std::string& text, Diagnostics& diags) {
   std::string dir = std::filesystem::path(name).parent_path().string();
   Loader loader(file, text, dir, diags);
-  if (!loader.prescan()) return std::nullopt;
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::DeepRecursion& e) {
-    diags.error(e.mark.is_null() ? SourceLoc{file, 1, 1} : loader.at(e.mark.line, e.mark.column),
-                "collections are nested too deeply");
-    return std::nullopt;
-  } catch (const YAML::Exception& e) {
-    diags.error(e.mark.is_null() ? SourceLoc{file, 1, 1} : loader.at(e.mark.line, e.mark.column),
-                fmt::format("invalid YAML: {}", printable(e.msg)));
-    return std::nullopt;
-  }
+  if (!loader.prescan(text)) return std::nullopt;
+  std::optional<YAML::Node> parsed = loader.parse(text);
+  if (!parsed) return std::nullopt;
+  const YAML::Node& root = *parsed;
   // yaml-cpp reads some broken text (a line starting with ',' or ']') as an empty document
   // without an error; text that is more than comments cannot be an empty spec.
   if (loader.has_content() && (!root.IsDefined() || root.IsNull())) {
@@ -968,27 +723,15 @@ std::optional<PipelineSpec> parse_registered(int32_t file, const std::string& na
       return std::nullopt;
     }
   }
-  try {
-    return loader.load(root, name, stem_of(name));
-  } catch (const YAML::Exception& e) {
-    diags.error(SourceLoc{file, 1, 1}, fmt::format("cannot read the spec: {}", printable(e.msg)));
-    return std::nullopt;
-  }
+  return loader.guard([&] { return loader.load(root, name, yaml_util::default_name(name)); });
 }
 
 }  // namespace
 
 std::optional<PipelineSpec> load_yaml_spec(const std::string& path, Diagnostics& diags) {
-  std::string problem;
-  std::string text;
-  if (!read_input_file(path, &text, &problem)) text.clear();
-  else problem.clear();
-  int32_t file = register_source(path, problem.empty() ? text : std::string());
-  if (!problem.empty()) {
-    diags.error(SourceLoc{file, 1, 1}, fmt::format("cannot read the spec: {}", problem));
-    return std::nullopt;
-  }
-  return parse_registered(file, path, text, diags);
+  std::optional<yaml_util::SpecFile> f = yaml_util::read_spec_file(path, diags);
+  if (!f) return std::nullopt;
+  return parse_registered(f->file, path, f->text, diags);
 }
 
 std::optional<PipelineSpec> parse_yaml_spec(const std::string& name, const std::string& text,

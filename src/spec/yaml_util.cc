@@ -1,0 +1,277 @@
+// yaml-cpp helpers shared by the spec loaders.
+#include "spec/yaml_util.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <sstream>
+
+#include <fmt/ranges.h>
+#include <yaml-cpp/depthguard.h>
+
+#include "support/units.h"
+
+namespace sc::yaml_util {
+
+std::string printable(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f || c >= 0x80)
+      out += fmt::format("\\x{:02x}", static_cast<unsigned>(c));
+    else
+      out += static_cast<char>(c);
+  }
+  return out;
+}
+
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& names) {
+  std::string near = closest_match(word, names);
+  return near.empty() ? std::string() : fmt::format("; did you mean '{}'?", near);
+}
+
+std::string default_name(const std::string& path) {
+  std::string s = std::filesystem::path(path).stem().string();
+  return s.empty() ? path : s;
+}
+
+bool declares_key(const std::string& text, const std::string& key) {
+  if (text.find('\0') != std::string::npos) return false;
+  try {
+    const YAML::Node root = YAML::Load(text);
+    if (root.IsMap()) return static_cast<bool>(root[key]);
+  } catch (const YAML::Exception&) {
+    // Broken YAML: a line that starts with "key:" decides.
+  }
+  const std::string prefix = key + ":";
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line))
+    if (line.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+std::optional<SpecFile> read_spec_file(const std::string& path, Diagnostics& diags) {
+  SpecFile out;
+  std::string why;
+  if (!read_input_file(path, &out.text, &why)) {
+    int32_t file = register_source(path, "");
+    diags.error(SourceLoc{file, 1, 1}, fmt::format("cannot read the spec: {}", why));
+    return std::nullopt;
+  }
+  out.file = register_source(path, out.text);
+  return out;
+}
+
+Reader::Reader(int32_t file, Diagnostics& diags, ReaderOptions options)
+    : file_(file), diags_(diags), options_(options) {}
+
+SourceLoc Reader::at(int64_t line0, int64_t col0) const {
+  return SourceLoc{file_, static_cast<int32_t>(std::max<int64_t>(line0, 0) + 1),
+                   static_cast<int32_t>(std::max<int64_t>(col0, 0) + 1)};
+}
+
+SourceLoc Reader::loc(const YAML::Node& n) const {
+  YAML::Mark m = n.Mark();
+  if (m.is_null()) return file_start();
+  return at(m.line, m.column);
+}
+
+void Reader::error(const SourceLoc& l, std::string message) {
+  if (errors_++ < options_.max_errors) diags_.error(l, std::move(message));
+}
+
+void Reader::note_unshown() {
+  if (errors_ > options_.max_errors)
+    diags_.note(file_start(), fmt::format("{} more errors are not shown", errors_ - options_.max_errors));
+}
+
+bool Reader::prescan(std::string_view text) {
+  int depth = 0;
+  int64_t line = 0, col = 0;
+  bool comment = false;
+  char prev = '\n';
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '\0') {
+      error(at(line, col), "the spec is not text: it holds a NUL byte");
+      return false;
+    }
+    if (c == '\n') {
+      comment = false;
+      ++line;
+      col = 0;
+      prev = c;
+      continue;
+    }
+    if (col == 0) {
+      // A block key at the start of a line closes every flow collection (bracket pairs inside
+      // quoted or plain text then cannot add up across lines).
+      if (std::isalnum(static_cast<unsigned char>(c))) depth = 0;
+      // A document marker after content starts a second document. (yaml-cpp's LoadAll can loop
+      // forever on some broken input, so documents are told apart here.)
+      bool marker = text.compare(i, 3, "---") == 0 &&
+                    (i + 3 == text.size() || std::isspace(static_cast<unsigned char>(text[i + 3])));
+      if (marker && has_content_) {
+        error(at(line, col), "a spec file holds one YAML document; remove everything from here on");
+        return false;
+      }
+      if (marker) {
+        i += 2;
+        col += 3;
+        prev = '-';
+        continue;
+      }
+      if (c == '%') comment = true;  // a directive line
+    }
+    if (!comment) {
+      if (c == '#' && (prev == ' ' || prev == '\t' || prev == '\n' || prev == '-')) {
+        comment = true;
+      } else if (c == '[' || c == '{') {
+        if (++depth > kMaxFlowDepth) {
+          error(at(line, col), fmt::format("collections are nested more than {} levels deep", kMaxFlowDepth));
+          return false;
+        }
+      } else if ((c == ']' || c == '}') && depth > 0) {
+        --depth;
+      }
+      if (!comment && !std::isspace(static_cast<unsigned char>(c))) has_content_ = true;
+    }
+    prev = c;
+    ++col;
+  }
+  return true;
+}
+
+std::optional<YAML::Node> Reader::parse(const std::string& text) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {
+    diags_.error(e.mark.is_null() ? file_start() : at(e.mark.line, e.mark.column),
+                 "collections are nested too deeply");
+  } catch (const YAML::Exception& e) {
+    diags_.error(e.mark.is_null() ? file_start() : at(e.mark.line, e.mark.column),
+                 fmt::format("invalid YAML: {}", printable(e.msg)));
+  }
+  return std::nullopt;
+}
+
+Fields Reader::fields(const YAML::Node& map, const std::string& section, const std::vector<std::string>& allowed) {
+  Fields out;
+  for (const auto& kv : map) {
+    const YAML::Node& k = kv.first;
+    if (!k.IsScalar()) {
+      error(loc(k), fmt::format("a key must be a name, got {}", describe(k)));
+      continue;
+    }
+    const std::string& name = k.Scalar();
+    if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+      std::string where = section.empty() ? "" : fmt::format(" in {}", section);
+      std::string msg = fmt::format("unknown key '{}'{}", name, where);
+      std::string near = closest_match(name, allowed);
+      std::string home;
+      if (options_.sections)
+        for (const auto& [sec, keys] : *options_.sections)
+          if (sec != section && std::find(keys->begin(), keys->end(), name) != keys->end())
+            home = sec.empty() ? "the top level" : sec;
+      if (!near.empty())
+        msg += fmt::format("; did you mean '{}'?", near);
+      else if (!home.empty())
+        msg += fmt::format("; '{}' belongs in {}", name, home);
+      else
+        msg += fmt::format(" (expected one of: {})", fmt::join(allowed, ", "));
+      error(loc(k), msg);
+      continue;
+    }
+    auto [pos, inserted] = out.emplace(name, Entry{k, kv.second});
+    if (!inserted) {
+      std::string shown_name = options_.qualify_duplicates && !section.empty() ? section + "." + name : name;
+      error(loc(k), fmt::format("duplicate key '{}' (first given at line {})", shown_name, loc(pos->second.key).line));
+    }
+  }
+  return out;
+}
+
+bool Reader::is_map(const Entry& e, const std::string& key, std::string_view what) {
+  if (e.value.IsMap()) return true;
+  if (what.empty())
+    error(loc(e), fmt::format("{} must be a map, got {}", key, describe(e.value)));
+  else
+    error(loc(e), fmt::format("{} must be a map of {}, got {}", key, what, describe(e.value)));
+  return false;
+}
+
+std::optional<int64_t> Reader::whole(const Entry& e, const std::string& key, int64_t min, int64_t max) {
+  const std::string s = e.value.IsScalar() ? e.value.Scalar() : std::string();
+  auto all_digits = [](std::string_view t) {
+    return !t.empty() && std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (!all_digits(s)) {
+    if (s.size() > 1 && s[0] == '-' && all_digits(std::string_view(s).substr(1)))
+      error(loc(e), fmt::format("{} must be at least {}, got {}", key, min, s));
+    else
+      error(loc(e), fmt::format("{} must be a whole number, got {}", key, describe(e.value)));
+    return std::nullopt;
+  }
+  if (s.size() > 18) {
+    error(loc(e), fmt::format("{} is too large (at most {})", key, max));
+    return std::nullopt;
+  }
+  int64_t v = std::stoll(s);
+  if (v < min) {
+    error(loc(e), fmt::format("{} must be at least {}, got {}", key, min, v));
+    return std::nullopt;
+  }
+  if (v > max) {
+    error(loc(e), fmt::format("{} is too large (at most {})", key, max));
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<bool> Reader::boolean(const Entry& e, const std::string& key) {
+  if (e.value.IsScalar()) {
+    const std::string& s = e.value.Scalar();
+    if (s == "true" || s == "True") return true;
+    if (s == "false" || s == "False") return false;
+  }
+  error(loc(e), fmt::format("{} must be true or false, got {}", key, describe(e.value)));
+  return std::nullopt;
+}
+
+std::optional<std::string> Reader::choice(const Entry& e, const std::string& key,
+                                          const std::vector<std::string>& names) {
+  if (e.value.IsScalar()) {
+    const std::string& s = e.value.Scalar();
+    if (std::find(names.begin(), names.end(), s) != names.end()) return s;
+    error(loc(e), fmt::format("{} must be one of {}, got '{}'{}", key, fmt::join(names, ", "), shown(s),
+                              did_you_mean(s, names)));
+    return std::nullopt;
+  }
+  error(loc(e), fmt::format("{} must be one of {}, got {}", key, fmt::join(names, ", "), describe(e.value)));
+  return std::nullopt;
+}
+
+std::optional<std::string> Reader::text(const Entry& e, const std::string& key) {
+  if (e.value.IsScalar() && !e.value.Scalar().empty()) return e.value.Scalar();
+  error(loc(e), fmt::format("{} must be text, got {}", key, describe(e.value)));
+  return std::nullopt;
+}
+
+std::optional<double> Reader::duration(const YAML::Node& n, const SourceLoc& l, const std::string& key) {
+  return parsed(n, l, key, "a duration such as 1.5ms", parse_duration_s);
+}
+
+std::optional<int64_t> Reader::bytes(const YAML::Node& n, const SourceLoc& l, const std::string& key) {
+  return parsed(n, l, key, "a byte count such as 64MiB", parse_bytes);
+}
+
+void Reader::check_version(const Entry* v) {
+  if (!v) {
+    error(file_start(), "missing required key 'schedcheck' (the spec version, 1)");
+    return;
+  }
+  if (auto n = whole(*v, "schedcheck", 0, 1'000'000); n && *n != 1)
+    error(loc(*v), fmt::format("unsupported spec version {}; this schedcheck reads version 1", *n));
+}
+
+}  // namespace sc::yaml_util
