@@ -89,3 +89,26 @@ TEST_CASE("verify --trace writes the FSDP timeline with collectives on their str
 }
 
 }  // namespace
+
+namespace {
+
+TEST_CASE("fsdp specs too large to check, or with an infinite collective time, are refused with exit 2",
+          "[fsdp][cli]") {
+  std::string many = temp_fsdp_spec("many.yaml",
+                                    "schedcheck: 1\nranks: 2\nfsdp:\n  link: {bandwidth: 100GB/s}\n  units:\n"
+                                    "    - {name: l, repeat: 8000, params_bytes: 1MiB, forward: 1ms, backward: 2ms}\n");
+  auto r = run_schedcheck("verify '" + many + "' --format json", false);
+  CHECK(r.exit_code == 2);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["verdict"] == "error");
+  CHECK(j["diagnostics"][0]["line"] == 3);
+  CHECK(j["diagnostics"][0]["message"].get<std::string>().find("each rank runs about 1.92e+05 ops") == 0);
+  std::string slow = temp_fsdp_spec("slow.yaml",
+                                    "schedcheck: 1\nranks: 2\nfsdp:\n  link: {bandwidth: 1e-300B/s}\n  units:\n"
+                                    "    - {name: l, params_bytes: 1GiB, forward: 1ms, backward: 2ms}\n");
+  auto s = run_schedcheck("verify '" + slow + "'");
+  CHECK(s.exit_code == 2);
+  CHECK(s.out.find("slow.yaml:3:1: error: an all-gather of the largest unit would take inf s") != std::string::npos);
+}
+
+}  // namespace

@@ -197,3 +197,47 @@ TEST_CASE("exposed communication per unit, overlap and step time match a hand-co
 
 }  // namespace
 }  // namespace sc
+
+namespace sc {
+namespace {
+
+TEST_CASE("symmetric programs: rank 0's interleaving results equal every rank's computed in full", "[fsdp]") {
+  const std::string programs =
+      "  programs:\n    all:\n      - {op: all_gather, unit: layer.0, id: g0}\n"
+      "      - {op: forward, unit: layer.0, after: [g0], id: f0}\n      - {op: all_gather, unit: layer.1, id: g1}\n"
+      "      - {op: free, unit: layer.0, stream: all_gather}\n      - {op: forward, unit: layer.1, after: [g1]}\n";
+  struct Case {
+    const char* impl;
+    std::string extra;
+    int units;
+  };
+  for (const Case& c : {Case{"fsdp1", "  options: {limit_all_gathers: false}\n", 6}, Case{"fsdp2", "", 6},
+                        Case{"zero3", "", 6}, Case{"fsdp2", "  microbatches: 2\n", 4},
+                        Case{"fsdp2", programs, 2}}) {
+    INFO(c.impl << c.extra);
+    FsdpSpec spec = spec_of(c.impl, c.extra, "4000GB/s", c.units);
+    FsdpVerifyResult fast = verify_fsdp(spec);
+    FsdpVerifyResult full = verify_fsdp(spec, false, /*use_symmetry=*/false);
+    REQUIRE(fast.base.worst_case);
+    REQUIRE(full.base.worst_case);
+    CHECK(fast.base.worst_case->bytes_per_rank == full.base.worst_case->bytes_per_rank);
+    CHECK(fast.base.worst_case->live_buffers == full.base.worst_case->live_buffers);
+    CHECK(fast.figures->gathered_worst_case_bytes_per_rank == full.figures->gathered_worst_case_bytes_per_rank);
+    REQUIRE(fast.base.findings.size() == full.base.findings.size());
+    for (size_t i = 0; i < fast.base.findings.size(); ++i) {
+      CHECK(fast.base.findings[i].message == full.base.findings[i].message);
+      CHECK(fast.base.findings[i].ranks == full.base.findings[i].ranks);
+    }
+  }
+  // HSDP: shard groups of 2, replicated twice.
+  std::string text =
+      "schedcheck: 1\nranks: 4\nfsdp:\n  replicate_size: 2\n  link: {bandwidth: 100GB/s}\n"
+      "  units:\n    - {name: layer, repeat: 3, params_bytes: 1GiB, forward: 1ms, backward: 2ms}\n";
+  Diagnostics d;
+  auto spec = parse_fsdp_spec("hsdp.yaml", text, d);
+  REQUIRE(spec);
+  CHECK(verify_fsdp(*spec).base.worst_case->bytes_per_rank == verify_fsdp(*spec, false, false).base.worst_case->bytes_per_rank);
+}
+
+}  // namespace
+}  // namespace sc

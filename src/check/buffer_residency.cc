@@ -51,7 +51,7 @@ std::vector<std::string> describe_moment(const Program& p, const RankClocks& clo
 
 }  // namespace
 
-std::vector<Finding> check_buffer_residency(const Program& p, size_t max_findings) {
+std::vector<Finding> check_buffer_residency(const Program& p, size_t max_findings, const std::vector<int32_t>* only_ranks) {
   std::vector<Finding> out;
   if (p.uses.empty()) return out;
   HappensBefore hb(p);
@@ -59,6 +59,7 @@ std::vector<Finding> check_buffer_residency(const Program& p, size_t max_finding
   BufferEvents be = buffer_events(p);
   size_t suppressed = 0;
   for (int32_t r = 0; r < p.num_ranks; ++r) {
+    if (only_ranks && std::find(only_ranks->begin(), only_ranks->end(), r) == only_ranks->end()) continue;
     bool any = false;
     for (int32_t s : p.rank_streams[r])
       for (OpId id : p.streams[s].ops) any |= p.ops[id].use_end > p.ops[id].use_begin;

@@ -21,6 +21,15 @@ class Executor {
     queued_.assign(p_.streams.size(), 0);
     sent_.assign(p_.channels.size(), 0);
     received_.assign(p_.channels.size(), 0);
+    counted_.assign(n, 0);
+    int32_t instances = 0;
+    for (const Communicator& c : p_.comms) {
+      instance_base_.push_back(instances);
+      size_t longest = 0;
+      for (const auto& seqs : c.ops) longest = std::max(longest, seqs.size());
+      instances += static_cast<int32_t>(longest);
+    }
+    arrived_.assign(instances, 0);
     build_dependents();
     for (size_t s = 0; s < p_.streams.size(); ++s) push(static_cast<int32_t>(s));
     while (!work_.empty()) {
@@ -99,10 +108,6 @@ class Executor {
         // A rendezvous partner may be waiting for this op to be posted.
         if ((op.kind == OpKind::kSend || op.kind == OpKind::kRecv) && op.match != kNoOp)
           push(p_.ops[op.match].stream);
-        // So may the other members of a collective.
-        if (op.kind == OpKind::kCollective && op.comm >= 0)
-          for (OpId m : p_.instance(id))
-            if (m != kNoOp && m != id) push(p_.ops[m].stream);
       }
       if (!deps_done(id)) return;
       if (op.kind == OpKind::kCollective && op.comm >= 0) {
@@ -133,12 +138,23 @@ class Executor {
     return prev == kNoOp || res_.done[prev];
   }
 
-  // A collective completes, with every member of its instance, once all are ready.
+  // A collective completes, with every member of its instance, once all are ready. Readiness
+  // is monotone, so each member is counted once when it becomes ready and the last one to
+  // arrive completes the instance: O(members) per instance.
   bool try_collective(OpId id) {
-    std::vector<OpId> members = p_.instance(id);
-    for (OpId m : members)
-      if (m == kNoOp || !member_ready(m)) return false;
-    for (OpId m : members) complete(m);
+    if (!member_ready(id)) return false;
+    const Op& op = p_.ops[id];
+    if (!counted_[id]) {
+      counted_[id] = 1;
+      ++arrived_[instance_base_[op.comm] + op.seq];
+    }
+    const Communicator& c = p_.comms[op.comm];
+    if (arrived_[instance_base_[op.comm] + op.seq] < static_cast<int32_t>(c.ranks.size())) return false;
+    for (const auto& seqs : c.ops) {
+      OpId m = seqs[op.seq];
+      complete(m);
+      if (m != id) push(p_.ops[m].stream);
+    }
     return true;
   }
 
@@ -347,6 +363,9 @@ class Executor {
   std::vector<uint8_t> queued_;
   std::deque<int32_t> work_;
   std::vector<int64_t> sent_, received_;
+  std::vector<uint8_t> counted_;         ///< per op: a collective counted as arrived
+  std::vector<int32_t> instance_base_;   ///< per communicator: its first instance's index
+  std::vector<int32_t> arrived_;         ///< per instance: members ready
   std::vector<uint32_t> dep_start_;
   std::vector<OpId> dependents_;
 };

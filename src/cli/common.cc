@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "pipeline/named_schedule.h"
 #include "spec/csv_schedule.h"
@@ -169,6 +170,17 @@ std::string check_output_path(const std::string& option, const std::string& path
   if (parent.empty()) parent = ".";
   if (!fs::is_directory(parent, ec)) return fmt::format("{} {}: no such directory {}", option, path, parent.string());
   return {};
+}
+
+void print_json_diagnostics(const Diagnostics& diags) {
+  nlohmann::json j = {{"verdict", "error"}, {"exit_code", kExitSpec}, {"diagnostics", nlohmann::json::array()}};
+  for (const auto& d : diags.all())
+    j["diagnostics"].push_back({{"severity", d.severity == Severity::kError ? "error" : "warning"},
+                                {"file", d.loc.valid() ? source_name(d.loc.file) : ""},
+                                {"line", d.loc.line},
+                                {"col", d.loc.col},
+                                {"message", d.message}});
+  std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
 
 }  // namespace sc::cli

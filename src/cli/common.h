@@ -24,6 +24,10 @@ inline constexpr int64_t kMaxStageMicrobatchPairs = 10'000'000;
 std::optional<PipelineSpec> load_spec(const std::string& path, const std::optional<std::string>& placement,
                                       Diagnostics& diags);
 
+/// Prints `diags` to standard output as one JSON object: {"verdict": "error", "exit_code": 2,
+/// "diagnostics": [{severity, file, line, col, message}]} (for --format json).
+void print_json_diagnostics(const Diagnostics& diags);
+
 /// Prints `diags` and the closing line to standard error; returns kExitSpec.
 int report_spec_errors(const Diagnostics& diags);
 

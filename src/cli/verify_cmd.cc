@@ -78,16 +78,7 @@ int run_verify(const VerifyArgs& a) {
     if (spec) specs.push_back(std::move(*spec));
   }
   if (diags.has_errors()) {
-    if (a.format == "json") {  // scripts get the diagnostics as JSON too (and as text on stderr)
-      nlohmann::json j = {{"verdict", "error"}, {"exit_code", kExitSpec}, {"diagnostics", nlohmann::json::array()}};
-      for (const auto& d : diags.all())
-        j["diagnostics"].push_back({{"severity", d.severity == Severity::kError ? "error" : "warning"},
-                                    {"file", d.loc.valid() ? source_name(d.loc.file) : ""},
-                                    {"line", d.loc.line},
-                                    {"col", d.loc.col},
-                                    {"message", d.message}});
-      std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    }
+    if (a.format == "json") print_json_diagnostics(diags);  // scripts get them as JSON too
     return report_spec_errors(diags);
   }
   diags.print(std::cerr);  // warnings

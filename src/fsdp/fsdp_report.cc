@@ -33,7 +33,7 @@ void write_fsdp_text_report(std::ostream& os, const FsdpVerifyResult& r) {
   os << fmt::format("  fsdp {}: {} on {} ranks (shard {}, replicate {}), {} units, {} microbatch{}, {}, {} ops\n",
                     s.name, implementation_name(s.implementation), s.ranks, s.shard_size, s.replicate_size,
                     s.units.size(), s.microbatches, s.microbatches == 1 ? "" : "es",
-                    s.programs.empty() ? fmt::format("{} steps", s.iterations) : std::string("explicit programs"), p.ops.size());
+                    s.programs.empty() ? fmt::format("{} step{}", s.iterations, s.iterations == 1 ? "" : "s") : std::string("explicit programs"), p.ops.size());
   write_findings(os, v.findings);
   if (!r.figures || !v.timeline || !v.worst_case) {
     os << "\n  no timeline: the program does not run to completion\n";
@@ -53,7 +53,7 @@ void write_fsdp_text_report(std::ostream& os, const FsdpVerifyResult& r) {
   std::vector<FsdpUnitExposure> top = f.exposure;
   std::stable_sort(top.begin(), top.end(), [](const auto& a, const auto& b) { return a.exposed_s > b.exposed_s; });
   if (!top.empty() && top.front().exposed_s > 0) {
-    os << "  most exposed all-gathers:";
+    os << fmt::format("  most exposed all-gathers (over {} step{}):", f.step_time_s.size(), f.step_time_s.size() == 1 ? "" : "s");
     for (size_t i = 0; i < top.size() && i < 5 && top[i].exposed_s > 0; ++i)
       os << fmt::format(" {} {} (rank {}){}", top[i].unit, format_duration(top[i].exposed_s), top[i].rank,
                         i + 1 < std::min<size_t>(top.size(), 5) && top[i + 1].exposed_s > 0 ? "," : "");

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -23,7 +24,7 @@ std::string base_label(const Program& p, OpId id) {
 
 /// What the k-th collective of a member is, for comparison and messages.
 std::string identity(const Program& p, OpId id) {
-  if (id == kNoOp) return "nothing (its sequence has ended)";
+  if (id == kNoOp) return "nothing more (no collective left)";
   const Op& o = p.ops[id];
   std::string dtype = o.dtype && *o.dtype ? fmt::format(" {}", o.dtype) : std::string();
   return fmt::format("{} '{}' ({}{})", collective_name(o.collective), base_label(p, id),
@@ -185,6 +186,44 @@ std::vector<int64_t> gathered_peak(const Program& p, const Timeline& t) {
   return peak;
 }
 
+/// Every rank runs the same program up to its rank (no overrides, one program for all) and the
+/// lowering laid the ranks out in equal contiguous blocks of ops and buffers with the same
+/// shape: then any rank's interleaving results are rank 0's, shifted by the block sizes (the
+/// shard and replicate groups are rows and columns of one mesh, so a permutation of ranks maps
+/// rank 0 to any other and preserves the program). Returns the ops and buffers per rank, or
+/// nullopt when the layout does not hold.
+std::optional<std::pair<int32_t, int32_t>> rank_blocks(const FsdpSpec& spec, const Program& p) {
+  if (!spec.overrides.empty()) return std::nullopt;
+  if (!spec.programs.empty() && !(spec.programs.size() == 1 && spec.programs.count(-1))) return std::nullopt;
+  const int32_t R = p.num_ranks;
+  if (R < 2 || p.ops.size() % R || p.buffers.size() % R) return std::nullopt;
+  const int32_t K = static_cast<int32_t>(p.ops.size() / R), B = static_cast<int32_t>(p.buffers.size() / R);
+  for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id) {
+    const Op& o = p.ops[id];
+    const Op& base = p.ops[id % K];
+    if (o.rank != id / K || o.kind != base.kind || o.duration_s != base.duration_s || o.bytes != base.bytes ||
+        o.seq != base.seq || o.dep_end - o.dep_begin != base.dep_end - base.dep_begin ||
+        o.mem_end - o.mem_begin != base.mem_end - base.mem_begin)
+      return std::nullopt;
+  }
+  for (size_t b = 0; b < p.buffers.size(); ++b)
+    if (p.buffers[b].rank != static_cast<int32_t>(b / B) || p.buffers[b].bytes != p.buffers[b % B].bytes)
+      return std::nullopt;
+  return std::make_pair(K, B);
+}
+
+/// Copies rank 0's worst case to every rank, shifting buffer and op ids by the block sizes.
+void replicate_rank0(WorstCaseMemory& w, int32_t ranks, int32_t ops_per_rank, int32_t buffers_per_rank) {
+  for (int32_t r = 1; r < ranks; ++r) {
+    w.bytes_per_rank[r] = w.bytes_per_rank[0];
+    w.used_min_cut[r] = w.used_min_cut[0];
+    w.live_buffers[r] = w.live_buffers[0];
+    for (int32_t& b : w.live_buffers[r]) b += r * buffers_per_rank;
+    w.running_ops[r] = w.running_ops[0];
+    for (OpId& op : w.running_ops[r]) op += r * ops_per_rank;
+  }
+}
+
 /// The view of the parameter buffers ("param", "ag-buffer"), without static bytes.
 MemoryView gathered_view(const Program& p) {
   MemoryView v;
@@ -284,8 +323,8 @@ void explain_hangs(std::vector<Finding>& hangs, const std::vector<Finding>& dive
   for (const Finding& f : hangs) hung.insert(hung.end(), f.ranks.begin(), f.ranks.end());
   std::sort(hung.begin(), hung.end());
   hung.erase(std::unique(hung.begin(), hung.end()), hung.end());
-  h.message = fmt::format("hang caused by {}: {}; ranks {} wait forever: {}", who, d.message, format_rank_ranges(hung),
-                          h.message);
+  h.message = fmt::format("hang caused by {}: {}; {} {} {} forever: {}", who, d.message, hung.size() == 1 ? "rank" : "ranks",
+                          format_rank_ranges(hung), hung.size() == 1 ? "waits" : "wait", h.message);
   h.ranks.clear();
   for (int32_t r : culprits) h.ranks.push_back(r);
   for (int32_t r : hung)
@@ -297,7 +336,7 @@ void explain_hangs(std::vector<Finding>& hangs, const std::vector<Finding>& dive
 
 }  // namespace
 
-FsdpVerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut) {
+FsdpVerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut, bool use_symmetry) {
   FsdpVerifyResult r;
   r.spec = spec;
   VerifyResult& v = r.base;
@@ -317,9 +356,12 @@ FsdpVerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut) {
   timer.run("deadlock", [&] { v.execution = execute(v.program); });
   std::vector<Finding> hangs = v.execution.findings;
   if (v.program.channels.empty()) {  // no point-to-point messages: the P2P semantics play no part
+    // "deadlock under rendezvous semantics: wait-for cycle ..." -> "wait-for cycle ..."
     const std::string sem = fmt::format(" under {} semantics", format_semantics(v.program.semantics));
-    for (Finding& h : hangs)
+    for (Finding& h : hangs) {
       if (auto pos = h.message.find(sem); pos != std::string::npos) h.message.erase(pos, sem.size());
+      if (h.message.rfind("deadlock: ", 0) == 0) h.message.erase(0, 10);
+    }
   }
   explain_hangs(hangs, divergence);
   for (auto& f : hangs) v.findings.push_back(std::move(f));
@@ -328,13 +370,28 @@ FsdpVerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut) {
   v.edges += v.program.deps.size();
 
   if (v.execution.completed) {
+    // Symmetric programs: the interleaving passes run on rank 0 and hold for every rank.
+    const auto blocks = use_symmetry ? rank_blocks(spec, v.program) : std::nullopt;
+    const std::vector<int32_t> rank0{0};
+    const std::vector<int32_t>* only = blocks ? &rank0 : nullptr;
     timer.run("residency", [&] {
-      for (auto& f : check_buffer_residency(v.program)) v.findings.push_back(std::move(f));
+      for (auto& f : check_buffer_residency(v.program, 8, only)) {
+        if (blocks) {  // the same violation on every rank
+          const std::string one = "on rank 0 ";
+          if (auto pos = f.message.find(one); pos != std::string::npos)
+            f.message.replace(pos, one.size(), fmt::format("on ranks 0-{} ", v.program.num_ranks - 1));
+          f.ranks.clear();
+          for (int32_t k = 0; k < v.program.num_ranks; ++k) f.ranks.push_back(k);
+        }
+        v.findings.push_back(std::move(f));
+      }
     });
     timer.run("timing", [&] { v.timeline = simulate(v.program, v.execution.order); });
     std::vector<WorstCaseMemory> worst;
     timer.run("worst-case memory", [&] {
-      worst = worst_case_memory_views(v.program, {MemoryView{}, gathered_view(v.program)}, force_min_cut);
+      worst = worst_case_memory_views(v.program, {MemoryView{}, gathered_view(v.program)}, force_min_cut, only);
+      if (blocks)
+        for (auto& w : worst) replicate_rank0(w, v.program.num_ranks, blocks->first, blocks->second);
       v.worst_case = std::move(worst[0]);
     });
     if (spec.limit_bytes)

@@ -65,8 +65,11 @@ struct FsdpVerifyResult {
 /// in every interleaving: a gather and the free must be ordered with the use by stream order or
 /// events; else a "residency" finding with the interleaving that breaks it); timeline; worst-case
 /// memory over all interleavings; the memory limit; FSDP figures. `force_min_cut` as for
-/// pipelines. Never fails: problems are findings.
-FsdpVerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut = false);
+/// pipelines. When every rank runs the same program (no overrides, one program for all), the
+/// residency and worst-case passes run on rank 0 and are copied to the others (exact by
+/// symmetry; `use_symmetry` false computes every rank, for tests). Never fails: problems are
+/// findings.
+FsdpVerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut = false, bool use_symmetry = true);
 
 /// The collective-agreement findings of a program (one per communicator that diverges): the
 /// identity of a collective is (kind, bytes, dtype, label without the "(...)" suffix); and

@@ -308,7 +308,7 @@ class ClosureSolver {
 }  // namespace
 
 std::vector<WorstCaseMemory> worst_case_memory_views(const Program& program, const std::vector<MemoryView>& views,
-                                                     bool force_min_cut) {
+                                                     bool force_min_cut, const std::vector<int32_t>* only_ranks) {
   const int32_t ranks = program.num_ranks;
   const size_t events = 2 * program.ops.size();
   auto counted = [&](const MemoryView& v, int32_t buffer) {
@@ -341,6 +341,7 @@ std::vector<WorstCaseMemory> worst_case_memory_views(const Program& program, con
   std::unique_ptr<HappensBefore> hb;
   std::vector<int64_t> net(program.buffers.size(), 0);
   for (int32_t r = 0; r < ranks; ++r) {
+    if (only_ranks && std::find(only_ranks->begin(), only_ranks->end(), r) == only_ranks->end()) continue;
     // The rank's projected order, built at most once and shared by the views.
     EventOrder order;
     bool projected = false;

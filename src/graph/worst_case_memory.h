@@ -43,8 +43,10 @@ struct MemoryView {
 
 /// worst_case_memory for several views at once (one result per view, in order); each rank's
 /// projected happens-before order is built once and shared by the views. `live_buffers` lists
-/// only the view's buffers.
+/// only the view's buffers. `only_ranks`: compute these ranks only (the others stay empty with
+/// 0 bytes); all when null.
 std::vector<WorstCaseMemory> worst_case_memory_views(const Program& program, const std::vector<MemoryView>& views,
-                                                     bool force_min_cut = false);
+                                                     bool force_min_cut = false,
+                                                     const std::vector<int32_t>* only_ranks = nullptr);
 
 }  // namespace sc
