@@ -200,9 +200,9 @@ Command add_run(CLI::App& parent) {
       "Exit codes: 0 the measurement agrees; 20 a figure differs beyond tolerance (or the correctness pass failed);\n"
       "11 verify does not prove the schedule deadlock-free (refused) or the run hung; 12-14, 10: verify's findings\n"
       "(refused without --force; with --force they are returned when the measurement agrees); 2 spec error;\n"
-      "1 usage error; 69 no GPU: schedcheck was built without CUDA, or no CUDA driver or device; 70 internal or\n"
-      "CUDA error.");
-  cmd->add_option("file", a->file, "YAML spec (.yaml) or PyTorch schedule CSV (.csv)")->required();
+      "1 usage error; 69 no GPU: schedcheck was built without CUDA, no CUDA driver or device, or too little free\n"
+      "device memory for every rank's planned peak; 70 internal or CUDA error.");
+  cmd->add_option("file", a->file, "pipeline YAML spec (.yaml), PyTorch schedule CSV (.csv), or fsdp spec")->required();
   cmd->add_option("--device", a->device, "CUDA device index all ranks run on")->check(CLI::NonNegativeNumber);
   cmd->add_option("--repeat", a->repeat, "timed runs; the median by makespan is reported")->check(CLI::Range(1, 1000));
   cmd->add_option("--warmup", a->warmup, "untimed runs before the timed ones")->check(CLI::Range(0, 100));
