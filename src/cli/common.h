@@ -58,5 +58,6 @@ Command add_lower(CLI::App& parent);
 Command add_gen(CLI::App& parent);
 Command add_compare(CLI::App& parent);
 Command add_synth(CLI::App& parent);
+Command add_run(CLI::App& parent);  ///< `schedcheck run` (GPU confirmation, verify_gpu/)
 
 }  // namespace sc::cli
