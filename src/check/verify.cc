@@ -1,38 +1,13 @@
 #include "check/verify.h"
 
-#include <chrono>
-
 #include <fmt/format.h>
 
+#include "check/pass_timer.h"
 #include "check/passes.h"
 #include "pipeline/build_program.h"
 
 namespace sc {
 namespace {
-
-class PassTimer {
- public:
-  explicit PassTimer(std::vector<PassTime>& out) : out_(out) {}
-  template <typename F>
-  auto run(const char* name, F&& f) {
-    auto t0 = std::chrono::steady_clock::now();
-    if constexpr (std::is_void_v<decltype(f())>) {
-      f();
-      record(name, t0);
-    } else {
-      auto v = f();
-      record(name, t0);
-      return v;
-    }
-  }
-
- private:
-  void record(const char* name, std::chrono::steady_clock::time_point t0) {
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    out_.push_back({name, s});
-  }
-  std::vector<PassTime>& out_;
-};
 
 void append(std::vector<Finding>& to, std::vector<Finding>&& from) {
   for (auto& f : from) to.push_back(std::move(f));

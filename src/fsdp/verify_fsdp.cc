@@ -1,7 +1,6 @@
 #include "fsdp/verify_fsdp.h"
 
 #include <algorithm>
-#include <chrono>
 #include <iterator>
 #include <map>
 #include <optional>
@@ -9,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "check/pass_timer.h"
 #include "check/passes.h"
 #include "support/units.h"
 
@@ -30,20 +30,6 @@ std::string identity(const Program& p, OpId id) {
   return fmt::format("{} '{}' ({}{})", collective_name(o.collective), base_label(p, id),
                      format_bytes(static_cast<double>(o.bytes)), dtype);
 }
-
-class Stopwatch {
- public:
-  explicit Stopwatch(std::vector<PassTime>& out) : out_(out) {}
-  template <typename F>
-  void run(const char* name, F&& f) {
-    auto t0 = std::chrono::steady_clock::now();
-    f();
-    out_.push_back({name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
-  }
-
- private:
-  std::vector<PassTime>& out_;
-};
 
 }  // namespace
 
@@ -340,7 +326,7 @@ FsdpVerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut, bool use_
   FsdpVerifyResult r;
   r.spec = spec;
   VerifyResult& v = r.base;
-  Stopwatch timer(v.pass_times);
+  PassTimer timer(v.pass_times);
   v.spec.name = spec.name;
   v.spec.path = source_name(spec.locs.file.file);
   v.spec.ranks = spec.ranks;
