@@ -414,3 +414,22 @@ TEST_CASE("fsdp specs are told apart by their top-level fsdp key and load from f
   CHECK(e.all()[0].message.rfind("cannot read the spec: ", 0) == 0);
   fs::remove_all(dir);
 }
+
+namespace sc {
+namespace {
+
+TEST_CASE("a unit both skipped and repeated on a rank is an error", "[fsdp-spec]") {
+  const std::string text =
+      "schedcheck: 1\nranks: 2\nfsdp:\n  link: {bandwidth: 100GB/s}\n  units:\n"
+      "    - {name: l, repeat: 3, params_bytes: 1MiB, forward: 1ms, backward: 2ms}\n"
+      "  ranks_override: {1: {skip_units: [l.1], repeat_units: [l.1]}}\n";
+  Diagnostics d;
+  CHECK_FALSE(parse_fsdp_spec("c.yaml", text, d));
+  REQUIRE(d.all().size() == 1);
+  CHECK(d.all()[0].loc.line == 7);
+  CHECK(d.all()[0].loc.col == 57);
+  CHECK(d.all()[0].message == "fsdp.ranks_override.1: unit 'l.1' is both skipped and repeated");
+}
+
+}  // namespace
+}  // namespace sc

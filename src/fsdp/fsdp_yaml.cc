@@ -534,6 +534,10 @@ void FsdpLoader::read_overrides(const Entry& e, FsdpSpec& spec) {
     if (auto it = f.find("microbatches"); it != f.end())
       if (auto v = whole(it->second, key + ".microbatches", 1, kMaxFsdpMicrobatches))
         o.microbatches = static_cast<int>(*v);
+    for (const std::string& u : o.skip_units)
+      if (std::find(o.repeat_units.begin(), o.repeat_units.end(), u) != o.repeat_units.end())
+        error(loc(f.find("repeat_units")->second.value),
+              fmt::format("{}: unit '{}' is both skipped and repeated", key, u));
     if (auto [pos, inserted] = spec.overrides.emplace(*rank, o); !inserted)
       error(o.loc, fmt::format("rank {} is overridden twice (first at line {})", *rank, pos->second.loc.line));
   }
