@@ -238,6 +238,9 @@ FsdpFigures compute_figures(const FsdpSpec& spec, const FsdpProgram& fp, const T
   std::vector<double> comm_time(p.num_ranks, 0.0), exposed(p.num_ranks, 0.0);
   std::vector<std::vector<double>> unit_exposed(spec.units.size(), std::vector<double>(p.num_ranks, 0.0));
   std::vector<std::vector<double>> opt_end(p.num_ranks, std::vector<double>(iters, 0.0));
+  std::vector<OpId> stream_prev(p.ops.size(), kNoOp);  // the op before each op on its stream
+  for (const Stream& st : p.streams)
+    for (size_t i = 1; i < st.ops.size(); ++i) stream_prev[st.ops[i]] = st.ops[i - 1];
   for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id) {
     const Op& o = p.ops[id];
     const FsdpOpInfo& in = fp.info[id];
@@ -250,9 +253,8 @@ FsdpFigures compute_figures(const FsdpSpec& spec, const FsdpProgram& fp, const T
     }
     if (in.kind == FsdpOpKind::kOptimizer) opt_end[o.rank][it] = std::max(opt_end[o.rank][it], t.ops[id].end_s);
     if (in.kind == FsdpOpKind::kWait || in.kind == FsdpOpKind::kWaitReduce) {
-      const auto& sops = p.streams[o.stream].ops;
-      auto pos = std::find(sops.begin(), sops.end(), id) - sops.begin();
-      double free_at = pos > 0 ? t.ops[sops[pos - 1]].end_s : 0.0;
+      const OpId before = stream_prev[id];
+      double free_at = before != kNoOp ? t.ops[before].end_s : 0.0;
       double wait = std::max(0.0, t.ops[id].start_s - free_at);
       exposed[o.rank] += wait;
       if (in.unit >= 0 && in.unit < static_cast<int32_t>(spec.units.size())) unit_exposed[in.unit][o.rank] += wait;
