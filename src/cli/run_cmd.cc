@@ -198,7 +198,8 @@ Command add_run(CLI::App& parent) {
       "  schedcheck run SPEC --dry-run      # plan and replay on the CPU, no GPU needed\n"
       "SPEC is a pipeline spec (YAML or CSV) or an fsdp spec (collectives run as copies between ranks on the GPU).\n"
       "Exit codes: 0 the measurement agrees; 20 a figure differs beyond tolerance (or the correctness pass failed);\n"
-      "11 verify does not prove the schedule deadlock-free (refused) or the run hung; 12-14, 10: verify's findings\n"
+      "a schedule verify does not prove deadlock-free is refused with verify's exit code (11 deadlock, 10 when\n"
+      "findings of several kinds come with it); 11 also when the run hung; 12-14: verify's other findings\n"
       "(refused without --force; with --force they are returned when the measurement agrees); 2 spec error;\n"
       "1 usage error; 69 no GPU: schedcheck was built without CUDA, no CUDA driver or device, or too little free\n"
       "device memory for every rank's planned peak; 70 internal or CUDA error.");

@@ -713,7 +713,15 @@ std::optional<FsdpSpec> FsdpLoader::load(const YAML::Node& root, const std::stri
   read_units(field(f, "units"), spec);
   if (const Entry* o = field(f, "options")) read_options(*o, impl, spec);
   if (const Entry* o = field(f, "ranks_override")) read_overrides(*o, spec);
-  if (const Entry* p = field(f, "programs")) read_programs(*p, spec);
+  if (const Entry* p = field(f, "programs")) {
+    read_programs(*p, spec);
+    // Explicit programs replace the generated sequences these keys describe.
+    for (const char* k : {"ranks_override", "microbatches", "iterations"})
+      if (const Entry* e = field(f, k))
+        diags_.warning(loc(e->key), fmt::format("fsdp.{} has no effect with fsdp.programs (explicit programs "
+                                                "replace the generated sequences)",
+                                                k));
+  }
 
   note_unshown();
   if (diags_.error_count() != errors_before) return std::nullopt;
