@@ -30,9 +30,9 @@ void write_fsdp_text_report(std::ostream& os, const FsdpVerifyResult& r) {
   const FsdpSpec& s = r.spec;
   const Program& p = v.program;
   os << verdict_line(v.spec.path, v.findings, v.exit_code);
-  os << fmt::format("  fsdp {}: {} on {} ranks (shard {}, replicate {}), {} units, {} microbatch{}, {}, {} ops\n",
+  os << fmt::format("  fsdp {}: {} on {} ranks (shard {}, replicate {}), {} unit{}, {} microbatch{}, {}, {} ops\n",
                     s.name, implementation_name(s.implementation), s.ranks, s.shard_size, s.replicate_size,
-                    s.units.size(), s.microbatches, s.microbatches == 1 ? "" : "es",
+                    s.units.size(), s.units.size() == 1 ? "" : "s", s.microbatches, s.microbatches == 1 ? "" : "es",
                     s.programs.empty() ? fmt::format("{} step{}", s.iterations, s.iterations == 1 ? "" : "s") : std::string("explicit programs"), p.ops.size());
   write_findings(os, v.findings);
   if (!r.figures || !v.timeline || !v.worst_case) {
