@@ -204,25 +204,25 @@ Command add_run(CLI::App& parent) {
       "1 usage error; 69 no GPU: schedcheck was built without CUDA, no CUDA driver or device, or too little free\n"
       "device memory for every rank's planned peak; 70 internal or CUDA error.");
   cmd->add_option("file", a->file, "pipeline YAML spec (.yaml), PyTorch schedule CSV (.csv), or fsdp spec")->required();
-  cmd->add_option("--device", a->device, "CUDA device index all ranks run on")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--repeat", a->repeat, "timed runs; the median by makespan is reported")->check(CLI::Range(1, 1000));
-  cmd->add_option("--warmup", a->warmup, "untimed runs before the timed ones")->check(CLI::Range(0, 100));
+  cmd->add_option("--device", a->device, "CUDA device index all ranks run on")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--repeat", a->repeat, "timed runs; the median by makespan is reported")->check(CLI::Range(1, 1000))->capture_default_str();
+  cmd->add_option("--warmup", a->warmup, "untimed runs before the timed ones")->check(CLI::Range(0, 100))->capture_default_str();
   cmd->add_option("--tolerance", a->tolerance,
                   "allowed relative error of makespan and span (and of idle and overlap, relative to the makespan): "
-                  "5% or 0.05; peak memory is allowed 1% plus the pool's rounding");
+                  "5% or 0.05; peak memory is allowed 1% plus the pool's rounding")->capture_default_str();
   cmd->add_option("--trace", a->trace, "write predicted and measured timelines side by side as Chrome trace JSON (Perfetto)");
   cmd->add_option("--format", a->format, "text or json (the verify report with a `measured` object)")
-      ->check(CLI::IsMember({"text", "json"}));
+      ->check(CLI::IsMember({"text", "json"}))->capture_default_str();
   cmd->add_flag("--force", a->force,
                 "run even when verify reports findings other than a deadlock (memory limit, channel, structure); "
                 "the watchdog reports a run that does not finish");
   cmd->add_option("--kernels", a->kernels, "spin (timer-driven kernels, default) or gemm (cuBLAS GEMMs sized from the costs)")
-      ->check(CLI::IsMember({"spin", "gemm"}));
+      ->check(CLI::IsMember({"spin", "gemm"}))->capture_default_str();
   add_semantics_option(cmd, a->semantics);
   cmd->add_option("--lower", a->lower, "add SEND/RECV to a compute-only schedule first: pytorch or deferred")
       ->check(CLI::IsMember({"pytorch", "deferred"}));
   cmd->add_option("--watchdog", a->watchdog_s, "seconds after which a run that has not finished is reported as a hang")
-      ->check(CLI::Range(1.0, 86400.0));
+      ->check(CLI::Range(1.0, 86400.0))->capture_default_str();
   cmd->add_flag("--dry-run", a->dry_run, "plan and replay on an ideal in-memory GPU instead of a device (no CUDA needed)");
   return {cmd, [a] { return run_run(*a); }};
 }

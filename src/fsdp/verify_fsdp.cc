@@ -210,6 +210,35 @@ void replicate_rank0(WorstCaseMemory& w, int32_t ranks, int32_t ops_per_rank, in
   }
 }
 
+/// Findings that differ only in their leading "rank N " (one per rank, as the memory pass
+/// reports) become one finding naming every such rank: "ranks 0-7: each ..." with the first rank's
+/// counterexample. Others pass through in order.
+std::vector<Finding> group_by_rank(std::vector<Finding> findings) {
+  std::vector<Finding> out;
+  std::vector<std::string> keys;
+  std::vector<std::vector<int32_t>> ranks;
+  for (Finding& f : findings) {
+    std::string key = f.message;
+    if (f.ranks.size() == 1 && key.rfind(fmt::format("rank {} ", f.ranks[0]), 0) == 0)
+      key = key.substr(fmt::format("rank {} ", f.ranks[0]).size());
+    auto it = std::find(keys.begin(), keys.end(), key);
+    if (it != keys.end() && f.ranks.size() == 1) {
+      ranks[it - keys.begin()].push_back(f.ranks[0]);
+      continue;
+    }
+    keys.push_back(key);
+    ranks.push_back(std::vector<int32_t>(f.ranks.begin(), f.ranks.end()));
+    out.push_back(std::move(f));
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (ranks[i].size() < 2) continue;
+    out[i].message = fmt::format("ranks {}: each {}", format_rank_ranges(ranks[i]), keys[i]);
+    out[i].ranks.assign(ranks[i].begin(), ranks[i].end());
+    out[i].details.insert(out[i].details.begin(), fmt::format("shown for rank {}; the others are the same", ranks[i][0]));
+  }
+  return out;
+}
+
 /// The view of the parameter buffers ("param", "ag-buffer"), without static bytes.
 MemoryView gathered_view(const Program& p) {
   MemoryView v;
@@ -384,7 +413,7 @@ FsdpVerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut, bool use_
     });
     if (spec.limit_bytes)
       timer.run("memory", [&] {
-        for (auto& f : check_memory(v.program, &*v.timeline, &*v.worst_case, *spec.limit_bytes))
+        for (auto& f : group_by_rank(check_memory(v.program, &*v.timeline, &*v.worst_case, *spec.limit_bytes)))
           v.findings.push_back(std::move(f));
       });
     timer.run("figures", [&] {
