@@ -366,7 +366,7 @@ FsdpVerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut, bool use_
   timer.run("lower", [&] { lowered = lower_fsdp(spec); });
   v.program = std::move(lowered.program);
   r.info = lowered.info;
-  for (auto& f : lowered.findings) v.findings.push_back(std::move(f));
+  for (auto& f : group_by_rank(std::move(lowered.findings))) v.findings.push_back(std::move(f));
 
   std::vector<Finding> divergence;
   timer.run("collectives", [&] { divergence = check_collectives(v.program); });
