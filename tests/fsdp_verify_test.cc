@@ -10,6 +10,16 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024 * 1024;
 
+/// The spec `text` parses without errors (a test failure otherwise).
+FsdpSpec parse_or_fail(const std::string& name, const std::string& text) {
+  Diagnostics d;
+  auto spec = parse_fsdp_spec(name, text, d);
+  INFO(text);
+  REQUIRE(spec);
+  REQUIRE_FALSE(d.has_errors());
+  return *spec;
+}
+
 /// A spec with `units` identical 1 GiB layers on 4 ranks; `extra` is appended inside `fsdp:`.
 FsdpSpec spec_of(const std::string& implementation, const std::string& extra, const std::string& bandwidth = "100GB/s",
                  int units = 8, const std::string& top = "") {
@@ -17,12 +27,7 @@ FsdpSpec spec_of(const std::string& implementation, const std::string& extra, co
                      "\n  dtypes: {param: bf16}\n  link: {bandwidth: " + bandwidth +
                      ", latency: 10us}\n  units:\n    - {name: layer, repeat: " + std::to_string(units) +
                      ", params_bytes: 1GiB, forward: 1ms, backward: 2ms, activation_bytes: 0.1GiB}\n" + extra;
-  Diagnostics d;
-  auto spec = parse_fsdp_spec("test.yaml", text, d);
-  INFO(text);
-  REQUIRE(spec);
-  REQUIRE_FALSE(d.has_errors());
-  return *spec;
+  return parse_or_fail("test.yaml", text);
 }
 
 const Finding* find_kind(const FsdpVerifyResult& r, FindingKind k) {
@@ -105,10 +110,8 @@ TEST_CASE("communication per step is (N-1)/N x 3 x the parameter bytes when dtyp
   std::string text =
       "schedcheck: 1\nranks: 4\nfsdp:\n  dtypes: {param: bf16, reduce: fp32}\n  link: {bandwidth: 100GB/s}\n"
       "  units:\n    - {name: layer, repeat: 8, params_bytes: 1GiB, forward: 1ms, backward: 2ms}\n";
-  Diagnostics d;
-  auto spec = parse_fsdp_spec("fp32.yaml", text, d);
-  REQUIRE(spec);
-  FsdpVerifyResult r = verify_fsdp(*spec);
+  FsdpSpec spec = parse_or_fail("fp32.yaml", text);
+  FsdpVerifyResult r = verify_fsdp(spec);
   REQUIRE(r.figures);
   CHECK(r.figures->comm_bytes_per_step == Approx(24 * kGiB));
 }
@@ -177,10 +180,8 @@ TEST_CASE("exposed communication per unit, overlap and step time match a hand-co
   std::string text =
       "schedcheck: 1\nranks: 2\nfsdp:\n  link: {bandwidth: 1GB/s, latency: 0us}\n  optimizer: none\n"
       "  units:\n    - {name: u, repeat: 2, params_bytes: 1GB, forward: 1ms, backward: 2ms}\n";
-  Diagnostics d;
-  auto spec = parse_fsdp_spec("exposed.yaml", text, d);
-  REQUIRE(spec);
-  FsdpVerifyResult r = verify_fsdp(*spec);
+  FsdpSpec spec = parse_or_fail("exposed.yaml", text);
+  FsdpVerifyResult r = verify_fsdp(spec);
   REQUIRE(r.figures);
   const FsdpFigures& f = *r.figures;
   REQUIRE(f.step_time_s.size() == 2);
@@ -233,10 +234,8 @@ TEST_CASE("symmetric programs: rank 0's interleaving results equal every rank's 
   std::string text =
       "schedcheck: 1\nranks: 4\nfsdp:\n  replicate_size: 2\n  link: {bandwidth: 100GB/s}\n"
       "  units:\n    - {name: layer, repeat: 3, params_bytes: 1GiB, forward: 1ms, backward: 2ms}\n";
-  Diagnostics d;
-  auto spec = parse_fsdp_spec("hsdp.yaml", text, d);
-  REQUIRE(spec);
-  CHECK(verify_fsdp(*spec).base.worst_case->bytes_per_rank == verify_fsdp(*spec, false, false).base.worst_case->bytes_per_rank);
+  FsdpSpec spec = parse_or_fail("hsdp.yaml", text);
+  CHECK(verify_fsdp(spec).base.worst_case->bytes_per_rank == verify_fsdp(spec, false, false).base.worst_case->bytes_per_rank);
 }
 
 }  // namespace

@@ -10,9 +10,6 @@
 namespace sc {
 namespace {
 
-/// The grouping key stored as the first detail of a residency finding under construction.
-std::string residency_key(const Finding& f) { return f.details.front().substr(4); }
-
 /// Per buffer, the event of its allocation and of its free (-1 when none).
 struct BufferEvents {
   std::vector<int32_t> alloc, free;  ///< per buffer: event, or -1
@@ -57,6 +54,7 @@ std::vector<Finding> check_buffer_residency(const Program& p, size_t max_finding
   HappensBefore hb(p);
   if (!hb.acyclic()) return out;
   BufferEvents be = buffer_events(p);
+  std::vector<std::string> keys;  // per finding in `out`: its message without the rank
   size_t suppressed = 0;
   for (int32_t r = 0; r < p.num_ranks; ++r) {
     if (only_ranks && std::find(only_ranks->begin(), only_ranks->end(), r) == only_ranks->end()) continue;
@@ -106,27 +104,20 @@ std::vector<Finding> check_buffer_residency(const Program& p, size_t max_finding
           std::string key = f.message;
           const std::string on_rank = fmt::format("on rank {} ", r);
           for (size_t pos; (pos = key.find(on_rank)) != std::string::npos;) key.erase(pos, on_rank.size());
-          auto same = std::find_if(out.begin(), out.end(), [&](const Finding& g) {
-            return g.ops == f.ops && residency_key(g) == key;
-          });
-          if (same != out.end()) {
-            same->ranks.push_back(r);
-            continue;
+          size_t same = 0;
+          while (same < out.size() && !(out[same].ops == f.ops && keys[same] == key)) ++same;
+          if (same < out.size()) {
+            out[same].ranks.push_back(r);
+          } else if (out.size() < max_findings) {
+            out.push_back(std::move(f));
+            keys.push_back(std::move(key));
+          } else {
+            ++suppressed;
           }
-          f.details.insert(f.details.begin(), "key:" + key);
-          if (out.size() < max_findings) out.push_back(std::move(f));
-          else ++suppressed;
         }
   }
-  for (Finding& f : out) {
-    f.details.erase(f.details.begin());  // the grouping key
-    if (f.ranks.size() > 1) {
-      std::vector<int32_t> ranks(f.ranks.begin(), f.ranks.end());
-      std::string one = fmt::format("on rank {} ", ranks.front());
-      size_t pos = f.message.find(one);
-      if (pos != std::string::npos) f.message.replace(pos, one.size(), fmt::format("on ranks {} ", format_rank_ranges(ranks)));
-    }
-  }
+  for (Finding& f : out)
+    if (f.ranks.size() > 1) name_ranks(f, std::vector<int32_t>(f.ranks.begin(), f.ranks.end()));
   if (suppressed && !out.empty())
     out.back().details.push_back(fmt::format("{} more residency violations not listed", suppressed));
   return out;

@@ -46,4 +46,12 @@ std::string format_rank_ranges(const std::vector<int32_t>& ranks) {
   return out;
 }
 
+void name_ranks(Finding& f, const std::vector<int32_t>& ranks) {
+  if (ranks.empty()) return;
+  const std::string one = fmt::format("on rank {} ", f.ranks.empty() ? ranks.front() : f.ranks.front());
+  if (size_t pos = f.message.find(one); pos != std::string::npos)
+    f.message.replace(pos, one.size(), fmt::format("on ranks {} ", format_rank_ranges(ranks)));
+  f.ranks.assign(ranks.begin(), ranks.end());
+}
+
 }  // namespace sc

@@ -30,6 +30,10 @@ struct Finding {
 /// "0-2, 4-7" for a sorted list of ranks.
 std::string format_rank_ranges(const std::vector<int32_t>& ranks);
 
+/// Makes a finding found on one rank stand for `ranks` (sorted): its ranks become `ranks` and
+/// "on rank R " in its message becomes "on ranks 0-3, 5 ".
+void name_ranks(Finding& f, const std::vector<int32_t>& ranks);
+
 /// Exit code for a set of findings (DESIGN.md): 0 none; 11 deadlock; 12 structure, causality or
 /// residency; 13 memory; 14 channel; 10 when findings of several of these classes are present.
 int exit_code_for(const std::vector<Finding>& findings);

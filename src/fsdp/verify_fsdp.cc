@@ -251,9 +251,8 @@ MemoryView gathered_view(const Program& p) {
   return v;
 }
 
-FsdpFigures compute_figures(const FsdpSpec& spec, const FsdpProgram& fp, const Timeline& t,
-                            std::vector<int64_t> gathered_worst_case) {
-  const Program& p = fp.program;
+FsdpFigures compute_figures(const FsdpSpec& spec, const Program& p, const std::vector<FsdpOpInfo>& info,
+                            const Timeline& t, std::vector<int64_t> gathered_worst_case) {
   FsdpFigures f;
   // Explicit programs have no optimizer step: the whole program is one step.
   const bool generated = spec.programs.empty();
@@ -272,7 +271,7 @@ FsdpFigures compute_figures(const FsdpSpec& spec, const FsdpProgram& fp, const T
     for (size_t i = 1; i < st.ops.size(); ++i) stream_prev[st.ops[i]] = st.ops[i - 1];
   for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id) {
     const Op& o = p.ops[id];
-    const FsdpOpInfo& in = fp.info[id];
+    const FsdpOpInfo& in = info[id];
     int it = std::clamp<int>(in.iteration, 0, iters - 1);
     if (o.kind == OpKind::kCollective && o.comm >= 0) {
       double n = static_cast<double>(p.comms[o.comm].ranks.size());
@@ -365,7 +364,7 @@ FsdpVerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut, bool use_
   FsdpProgram lowered;
   timer.run("lower", [&] { lowered = lower_fsdp(spec); });
   v.program = std::move(lowered.program);
-  r.info = lowered.info;
+  r.info = std::move(lowered.info);
   for (auto& f : group_by_rank(std::move(lowered.findings))) v.findings.push_back(std::move(f));
 
   std::vector<Finding> divergence;
@@ -394,11 +393,9 @@ FsdpVerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut, bool use_
     timer.run("residency", [&] {
       for (auto& f : check_buffer_residency(v.program, 8, only)) {
         if (blocks) {  // the same violation on every rank
-          const std::string one = "on rank 0 ";
-          if (auto pos = f.message.find(one); pos != std::string::npos)
-            f.message.replace(pos, one.size(), fmt::format("on ranks 0-{} ", v.program.num_ranks - 1));
-          f.ranks.clear();
-          for (int32_t k = 0; k < v.program.num_ranks; ++k) f.ranks.push_back(k);
+          std::vector<int32_t> all(v.program.num_ranks);
+          for (int32_t k = 0; k < v.program.num_ranks; ++k) all[k] = k;
+          name_ranks(f, all);
         }
         v.findings.push_back(std::move(f));
       }
@@ -417,12 +414,7 @@ FsdpVerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut, bool use_
           v.findings.push_back(std::move(f));
       });
     timer.run("figures", [&] {
-      FsdpProgram ref;
-      ref.info = r.info;
-      // figures() needs the program; avoid a copy by swapping it in and out.
-      std::swap(ref.program, v.program);
-      r.figures = compute_figures(spec, ref, *v.timeline, std::move(worst[1].bytes_per_rank));
-      std::swap(ref.program, v.program);
+      r.figures = compute_figures(spec, v.program, r.info, *v.timeline, std::move(worst[1].bytes_per_rank));
     });
   }
   v.exit_code = exit_code_for(v.findings);

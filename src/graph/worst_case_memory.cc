@@ -55,16 +55,6 @@ EventOrder project_order(const Program& p, const HappensBefore& hb, int32_t rank
   return order;
 }
 
-/// The sum of an event's memory effects, in bytes.
-int64_t effect_bytes(const Program& p, int32_t event) {
-  const OpId op = event_op(event);
-  const bool at_end = is_end_event(event);
-  int64_t sum = 0;
-  for (const MemEffect* m = p.mem_begin(op); m != p.mem_end(op); ++m)
-    if (m->at_end == at_end) sum += m->bytes;
-  return sum;
-}
-
 /// Witness helper: the buffers of `rank` with net positive bytes over `events`, sorted.
 /// `net` is scratch of Program::buffers' size, all zero on entry and on return.
 std::vector<int32_t> live_buffers_of(const Program& p, int32_t rank, const std::vector<int32_t>& events,
