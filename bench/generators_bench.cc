@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "check/verify.h"
+#include "pipeline/verify_pipeline.h"
 #include "pipeline/generators.h"
 
 int main(int argc, char** argv) {

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "check/verify.h"
+#include "pipeline/verify_pipeline.h"
 #include "pipeline/generators.h"
 
 int main() {

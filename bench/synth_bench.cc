@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "check/verify.h"
+#include "pipeline/verify_pipeline.h"
 #include "solver/smt_differential.h"
 #include "solver/synth.h"
 

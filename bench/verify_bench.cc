@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "check/verify.h"
+#include "pipeline/verify_pipeline.h"
 #include "fixtures.h"
 
 namespace {

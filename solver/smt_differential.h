@@ -6,7 +6,7 @@
 #include <functional>
 #include <string>
 
-#include "check/verify.h"
+#include "pipeline/verify_pipeline.h"
 #include "solver/smt_engine.h"
 #include "spec/pipeline_spec.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "check/verify.h"
+#include "pipeline/verify_pipeline.h"
 #include "ir/program.h"
 
 namespace sc {

@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 #include <z3++.h>
 
-#include "check/verify.h"
+#include "pipeline/verify_pipeline.h"
 #include "pipeline/generators.h"
 
 namespace sc {

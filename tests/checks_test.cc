@@ -2,7 +2,7 @@
 #include <sstream>
 
 #include "catch.h"
-#include "check/verify.h"
+#include "pipeline/verify_pipeline.h"
 #include "fixtures.h"
 
 namespace sc {

@@ -199,6 +199,7 @@ TEST_CASE("worst-case memory over stream interleavings sees a gather that runs a
 }  // namespace
 }  // namespace sc
 
+#include "check/passes.h"
 #include "fsdp/verify_fsdp.h"
 
 namespace sc {

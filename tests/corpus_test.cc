@@ -1,7 +1,7 @@
 // Every schedule of the shared PyTorch corpus verifies with the right verdict (skips cleanly
 // when ../shared/corpus is absent).
 #include "catch.h"
-#include "check/verify.h"
+#include "pipeline/verify_pipeline.h"
 #include "spec/csv_schedule.h"
 #include "test_util.h"
 

@@ -5,7 +5,7 @@
 #include <tuple>
 
 #include "catch.h"
-#include "check/verify.h"
+#include "pipeline/verify_pipeline.h"
 #include "pipeline/generators.h"
 #include "spec/csv_schedule.h"
 #include "test_util.h"

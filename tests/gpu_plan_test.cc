@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "catch.h"
-#include "check/verify.h"
+#include "pipeline/verify_pipeline.h"
 #include "cli_util.h"
 #include "fixtures.h"
 #include "fsdp/fsdp_yaml.h"

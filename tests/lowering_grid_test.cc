@@ -2,7 +2,7 @@
 // (issue: schedule library, item 5). The full grid (p up to 16, m up to 64) is
 // bench/lowering_grid_bench.cc; this test runs a bounded sample.
 #include "catch.h"
-#include "check/verify.h"
+#include "pipeline/verify_pipeline.h"
 #include "pipeline/generators.h"
 
 namespace sc {

@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "catch.h"
-#include "check/verify.h"
+#include "pipeline/verify_pipeline.h"
 #include "pipeline/generators.h"
 #include "pipeline/named_schedule.h"
 #include "solver/smt_differential.h"

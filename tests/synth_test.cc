@@ -12,7 +12,7 @@
 
 #include "catch.h"
 #include "cli_util.h"
-#include "check/verify.h"
+#include "pipeline/verify_pipeline.h"
 #include "fixtures.h"
 #include "solver/synth.h"
 

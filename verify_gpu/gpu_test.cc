@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "catch.h"
-#include "check/verify.h"
+#include "pipeline/verify_pipeline.h"
 #include "fixtures.h"
 #include "fsdp/fsdp_yaml.h"
 #include "fsdp/verify_fsdp.h"

@@ -78,7 +78,10 @@ class Executor {
     res_.done[id] = 1;
     res_.order.push_back(id);
     const Op& op = p_.ops[id];
-    ++head_[op.stream];
+    if (op.group < 0)
+      ++head_[op.stream];
+    else
+      push(op.stream);  // advance() moves past the group once every member is done
     for (uint32_t k = dep_start_[id]; k < dep_start_[id + 1]; ++k) push(p_.ops[dependents_[k]].stream);
     if (op.kind == OpKind::kCollective && op.comm >= 0) {
       // The rank's next collective on this communicator may now start.
@@ -103,6 +106,10 @@ class Executor {
     while (head_[s] < st.ops.size()) {
       OpId id = st.ops[head_[s]];
       const Op& op = p_.ops[id];
+      if (op.group >= 0) {
+        if (!advance_group(s, op.group)) return;
+        continue;
+      }
       if (announced_[s] != static_cast<int64_t>(head_[s])) {
         announced_[s] = static_cast<int64_t>(head_[s]);
         // A rendezvous partner may be waiting for this op to be posted.
@@ -120,6 +127,47 @@ class Executor {
         complete(id);
       }
     }
+  }
+
+  // Every member's deps are done: the stream may launch the group.
+  bool group_deps_done(int32_t g) const {
+    for (OpId m : p_.groups[g])
+      if (!deps_done(m)) return false;
+    return true;
+  }
+
+  // A P2P op is posted: at the head of its stream with its deps done, or a not yet completed
+  // member of a group that is at the head of its stream with every member's deps done.
+  bool posted(OpId id) const {
+    const Op& op = p_.ops[id];
+    if (op.group < 0) return at_head(id) && deps_done(id);
+    const auto& members = p_.groups[op.group];
+    const Stream& st = p_.streams[op.stream];
+    size_t h = head_[op.stream];
+    return !res_.done[id] && h < st.ops.size() && st.ops[h] == members.front() && group_deps_done(op.group);
+  }
+
+  // A group at the head of stream s: once posted, every member tries to complete with its
+  // partner; true (and the head moves past the group) when all have completed.
+  bool advance_group(int32_t s, int32_t g) {
+    const auto& members = p_.groups[g];
+    if (!group_deps_done(g)) return false;
+    if (announced_[s] != static_cast<int64_t>(head_[s])) {
+      announced_[s] = static_cast<int64_t>(head_[s]);
+      for (OpId m : members)  // rendezvous partners may be waiting for these to be posted
+        if (p_.ops[m].match != kNoOp) push(p_.ops[p_.ops[m].match].stream);
+    }
+    bool all = true;
+    for (OpId m : members) {
+      if (!res_.done[m]) {
+        if (p_.ops[m].kind == OpKind::kSend) try_send(m);
+        else try_recv(m);
+      }
+      all = all && res_.done[m];
+    }
+    if (!all) return false;
+    head_[s] += members.size();
+    return true;
   }
 
   // The rank's previous collective on the same communicator, or kNoOp.
@@ -169,7 +217,7 @@ class Executor {
         complete(id);
         return true;
       case Semantics::kRendezvous: {
-        if (op.match == kNoOp || !at_head(op.match) || !deps_done(op.match)) return false;
+        if (op.match == kNoOp || !posted(op.match)) return false;
         OpId r = op.match;
         complete(id);
         complete(r);
@@ -184,7 +232,7 @@ class Executor {
     if (op.match == kNoOp) return false;
     if (p_.semantics.kind == Semantics::kRendezvous) {
       OpId s = op.match;
-      if (!at_head(s) || !deps_done(s)) return false;
+      if (!posted(s)) return false;
       complete(s);
       complete(id);
       return true;
@@ -202,6 +250,11 @@ class Executor {
 
   Wait wait_of(OpId id) const {
     const Op& op = p_.ops[id];
+    if (op.group >= 0)  // a group is launched only when every member's inputs are ready
+      for (OpId m : p_.groups[op.group])
+        for (const Dep* d = p_.deps_begin(m); m != id && d != p_.deps_end(m); ++d)
+          if (!res_.done[d->src])
+            return {d->src, fmt::format("waits with its batch group: {} needs {} first", p_.label(m), p_.label(d->src))};
     for (const Dep* d = p_.deps_begin(id); d != p_.deps_end(id); ++d)
       if (!res_.done[d->src]) {
         const Op& src = p_.ops[d->src];
@@ -249,9 +302,15 @@ class Executor {
     return {kNoOp, "waits"};
   }
 
+  // The op stream s is stuck at: its head, or for a group the first member not completed.
   OpId head_op(int32_t s) const {
     const Stream& st = p_.streams[s];
-    return head_[s] < st.ops.size() ? st.ops[head_[s]] : kNoOp;
+    if (head_[s] >= st.ops.size()) return kNoOp;
+    OpId h = st.ops[head_[s]];
+    if (p_.ops[h].group >= 0)
+      for (OpId m : p_.groups[p_.ops[h].group])
+        if (!res_.done[m]) return m;
+    return h;
   }
 
   std::string describe_stream(int32_t s) const {

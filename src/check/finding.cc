@@ -1,5 +1,7 @@
 #include "check/finding.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace sc {
@@ -52,6 +54,35 @@ void name_ranks(Finding& f, const std::vector<int32_t>& ranks) {
   if (size_t pos = f.message.find(one); pos != std::string::npos)
     f.message.replace(pos, one.size(), fmt::format("on ranks {} ", format_rank_ranges(ranks)));
   f.ranks.assign(ranks.begin(), ranks.end());
+}
+
+/// Findings that differ only in their leading "rank N " (one per rank, as the memory pass
+/// reports) become one finding naming every such rank: "ranks 0-7: each ..." with the first rank's
+/// counterexample. Others pass through in order.
+std::vector<Finding> group_by_rank(std::vector<Finding> findings) {
+  std::vector<Finding> out;
+  std::vector<std::string> keys;
+  std::vector<std::vector<int32_t>> ranks;
+  for (Finding& f : findings) {
+    std::string key = f.message;
+    if (f.ranks.size() == 1 && key.rfind(fmt::format("rank {} ", f.ranks[0]), 0) == 0)
+      key = key.substr(fmt::format("rank {} ", f.ranks[0]).size());
+    auto it = std::find(keys.begin(), keys.end(), key);
+    if (it != keys.end() && f.ranks.size() == 1) {
+      ranks[it - keys.begin()].push_back(f.ranks[0]);
+      continue;
+    }
+    keys.push_back(key);
+    ranks.push_back(std::vector<int32_t>(f.ranks.begin(), f.ranks.end()));
+    out.push_back(std::move(f));
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (ranks[i].size() < 2) continue;
+    out[i].message = fmt::format("ranks {}: each {}", format_rank_ranges(ranks[i]), keys[i]);
+    out[i].ranks.assign(ranks[i].begin(), ranks[i].end());
+    out[i].details.insert(out[i].details.begin(), fmt::format("shown for rank {}; the others are the same", ranks[i][0]));
+  }
+  return out;
 }
 
 }  // namespace sc

@@ -34,6 +34,11 @@ std::string format_rank_ranges(const std::vector<int32_t>& ranks);
 /// "on rank R " in its message becomes "on ranks 0-3, 5 ".
 void name_ranks(Finding& f, const std::vector<int32_t>& ranks);
 
+/// Findings that differ only in their leading "rank N " (one per rank, as the memory pass
+/// reports them) become one finding naming every such rank ("ranks 0-7: each ...") with the
+/// first rank's counterexample; the others pass through in order.
+std::vector<Finding> group_by_rank(std::vector<Finding> findings);
+
 /// Exit code for a set of findings (DESIGN.md): 0 none; 11 deadlock; 12 structure, causality or
 /// residency; 13 memory; 14 channel; 10 when findings of several of these classes are present.
 int exit_code_for(const std::vector<Finding>& findings);

@@ -1,4 +1,4 @@
-// The verify driver: builds the Program from a spec, runs every pass, collects the results.
+// The one verify: runs every property pass whose inputs a Program has, whichever front-end built it.
 #pragma once
 
 #include <optional>
@@ -9,18 +9,18 @@
 #include "check/finding.h"
 #include "graph/worst_case_memory.h"
 #include "ir/program.h"
-#include "pipeline/lower_comms.h"
 #include "sim/timeline.h"
-#include "spec/pipeline_spec.h"
 
 namespace sc {
 
-/// Options of `schedcheck verify`.
-struct VerifyOptions {
-  std::optional<Semantics> semantics;        ///< overrides the spec's p2p.semantics
-  BlockingModel blocking = BlockingModel::kCommStream;
-  std::optional<LowerPolicy> lower;          ///< lower a compute-only schedule first
-  bool force_min_cut = false;                ///< worst-case memory without the fast path
+/// Options of the program passes (front-end options such as P2P semantics are already in the
+/// Program when it reaches verify).
+struct ProgramVerifyOptions {
+  bool force_min_cut = false;            ///< worst-case memory without the exact fast paths
+  /// Further views for the worst case over interleavings (for example only parameter buffers);
+  /// their results are ProgramResult::extra_worst_case, in this order. Computed in the same
+  /// pass as the full view.
+  std::vector<MemoryView> extra_views;
 };
 
 /// Wall time of one pass, in seconds.
@@ -29,24 +29,36 @@ struct PassTime {
   double seconds = 0;
 };
 
-/// Everything verify established. `timeline` and `worst_case` are absent when the program
-/// does not execute to completion (a deadlock or a causality cycle).
-struct VerifyResult {
-  PipelineSpec spec;            ///< as checked (after lowering, if requested)
+/// Everything the passes established about one program. `timeline` and `worst_case` are
+/// absent when the program does not execute to completion (a deadlock, a hang or a causality
+/// cycle).
+struct ProgramResult {
   Program program;
-  std::vector<Finding> findings;
+  std::vector<Finding> findings;   ///< front-end findings first, then the passes' in pass order
   ExecutionResult execution;
   std::optional<Timeline> timeline;
   std::optional<WorstCaseMemory> worst_case;
+  std::vector<WorstCaseMemory> extra_worst_case;  ///< per ProgramVerifyOptions::extra_views
   std::vector<PassTime> pass_times;
-  size_t edges = 0;             ///< stream-order edges + deps + matched messages
-  int exit_code = 0;            ///< exit_code_for(findings)
+  size_t edges = 0;                ///< stream-order edges + deps + matched messages
+  int exit_code = 0;               ///< exit_code_for(findings)
   std::string verdict() const { return findings.empty() ? "holds" : "violated"; }
 };
 
-/// Runs structure, causality, deadlock (execution), channel, residency, timing and memory
-/// passes over `spec`. Never fails: problems in the schedule are findings. Lowering that cannot
-/// proceed is a structure finding.
-VerifyResult verify(const PipelineSpec& spec, const VerifyOptions& options);
+/// The pass table. Each pass runs when the program has what it reads:
+/// - collectives: communicators with two or more members (collective agreement, check_collectives);
+/// - deadlock: always (execute); when collectives diverge, the hang it causes is explained by
+///   the divergence (one finding leading with the culprit ranks); a program without P2P
+///   messages reports its hangs without naming the P2P semantics;
+/// - channel: P2P channels (check_channels);
+/// - buffer residency: ops that declare buffer uses, when the program completes;
+/// - timing: when it completes (simulate over the execution order);
+/// - worst-case memory: when it completes; on rank 0 only when the program declares its ranks
+///   symmetric (Program::symmetry), copied to the others (exact by that symmetry);
+/// - memory: when Program::memory_limit_bytes is set; findings that repeat on every rank are one.
+/// Never fails: problems are findings. `front_end` findings are reported first. The pass times
+/// are appended after `pass_times` (the front-end's own, e.g. lowering).
+ProgramResult verify_program(Program program, std::vector<Finding> front_end, const ProgramVerifyOptions& options,
+                             std::vector<PassTime> pass_times = {});
 
 }  // namespace sc

@@ -140,7 +140,7 @@ std::string yaml_spec_text(const PipelineSpec& spec, const std::vector<std::vect
   out += "schedule:\n  actions:\n";
   for (size_t r = 0; r < lists.size(); ++r) {
     out += fmt::format("    {}: \"", r);
-    for (size_t i = 0; i < lists[r].size(); ++i) out += (i ? " " : "") + format_step(lists[r][i]);
+    out += format_steps(lists[r], " ");
     out += "\"\n";
   }
   return out;

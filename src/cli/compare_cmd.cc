@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "check/verify.h"
+#include "pipeline/verify_pipeline.h"
 #include "cli/common.h"
 #include "pipeline/generators.h"
 #include "report/report.h"

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "check/verify.h"
+#include "pipeline/verify_pipeline.h"
 #include "cli/common.h"
 #include "fsdp/fsdp_yaml.h"
 #include "fsdp/verify_fsdp.h"

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "check/verify.h"
+#include "pipeline/verify_pipeline.h"
 #include "cli/common.h"
 #include "report/report.h"
 #include "solver/synth.h"

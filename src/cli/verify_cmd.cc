@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "check/verify.h"
+#include "pipeline/verify_pipeline.h"
 #include "cli/common.h"
 #include "report/report.h"
 #include "solver/smt_engine.h"
@@ -27,11 +27,12 @@ struct VerifyArgs {
   std::string format = "text";
   std::optional<std::string> semantics;
   std::optional<std::string> placement;
-  std::string blocking = "comm-stream";
+  std::optional<std::string> blocking;
   std::optional<std::string> lower;
   std::optional<std::string> trace;
   std::optional<std::string> dot;
   bool min_cut = false;
+  bool forward_only = false;
   size_t timeline_ops = 400;
   std::string engine = "graph";
 };
@@ -40,7 +41,7 @@ int run_verify(const VerifyArgs& a) {
   if (!a.files.empty() && is_router_spec_file(a.files.front())) return run_router_verify(a.files, a.format);
   VerifyOptions opt;
   if (a.semantics) opt.semantics = parse_semantics(*a.semantics);  // validated by the option
-  opt.blocking = a.blocking == "whole-rank" ? BlockingModel::kWholeRank : BlockingModel::kCommStream;
+  if (a.blocking) opt.blocking = *a.blocking == "whole-rank" ? BlockingModel::kWholeRank : BlockingModel::kCommStream;
   if (a.lower) opt.lower = *a.lower == "deferred" ? LowerPolicy::kDeferred : LowerPolicy::kPyTorch;
   opt.force_min_cut = a.min_cut;
   if ((a.trace || a.dot) && a.files.size() != 1) {
@@ -59,7 +60,8 @@ int run_verify(const VerifyArgs& a) {
     for (const auto& [option, given] : {std::pair{"--semantics", a.semantics.has_value()},
                                         std::pair{"--placement", a.placement.has_value()},
                                         std::pair{"--lower", a.lower.has_value()},
-                                        std::pair{"--blocking", a.blocking != "comm-stream"},
+                                        std::pair{"--blocking", a.blocking.has_value()},
+                                        std::pair{"--forward-only", a.forward_only},
                                         std::pair{"--engine smt", a.engine == "smt"}})
       if (given) {
         std::cerr << "schedcheck: error: " << option
@@ -75,6 +77,7 @@ int run_verify(const VerifyArgs& a) {
     Diagnostics d;
     auto spec = load_spec(f, a.placement, d);
     diags.merge(d);
+    if (spec && a.forward_only) spec->forward_only = true;
     if (spec) specs.push_back(std::move(*spec));
   }
   if (diags.has_errors()) {
@@ -128,7 +131,7 @@ Command add_verify(CLI::App& parent) {
   cmd->add_option("--blocking", a->blocking,
                   "comm-stream: sends and receives run in order on one communication stream per rank and block "
                   "only later communication (PyTorch's runtime, NCCL); whole-rank: a pending send or receive "
-                  "blocks the whole rank")
+                  "blocks the whole rank (default: the spec's p2p.blocking, else comm-stream)")
       ->check(CLI::IsMember({"comm-stream", "whole-rank"}));
   cmd->add_option("--lower", a->lower,
                   "add SEND/RECV to a compute-only schedule before checking: pytorch (PyTorch's _add_send_recv) "
@@ -136,6 +139,9 @@ Command add_verify(CLI::App& parent) {
       ->check(CLI::IsMember({"pytorch", "deferred"}));
   cmd->add_option("--trace", a->trace, "write the predicted timeline as Chrome trace JSON (open in Perfetto)");
   cmd->add_option("--dot", a->dot, "write a Graphviz picture of the stuck state (or of the schedule)");
+  cmd->add_flag("--forward-only", a->forward_only,
+                "check an evaluation or inference schedule (as the spec key forward_only: true): no backward is "
+                "required and each activation is freed when its forward ends");
   cmd->add_flag("--memory-min-cut", a->min_cut,
                 "compute worst-case memory by minimum cut for every rank (skips the exact single-stream fast "
                 "path; for cross-checking)");

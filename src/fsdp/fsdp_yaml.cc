@@ -743,7 +743,7 @@ bool is_fsdp_spec(const std::string& path) {
   std::string ext = std::filesystem::path(path).extension().string();
   if (ext != ".yaml" && ext != ".yml") return false;
   std::string text, why;
-  return read_input_file(path, &text, &why) && yaml_util::declares_key(text, "fsdp");
+  return read_input_file(path, &text, &why) && yaml_util::declares_key(text, "fsdp") && !yaml_util::declares_key(text, "mesh");
 }
 
 std::optional<FsdpSpec> load_fsdp_spec(const std::string& path, Diagnostics& diags) {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "check/verify.h"
+#include "pipeline/verify_pipeline.h"
 #include "fsdp/fsdp_spec.h"
 #include "fsdp/lower_fsdp.h"
 
@@ -70,12 +70,6 @@ struct FsdpVerifyResult {
 /// symmetry; `use_symmetry` false computes every rank, for tests). Never fails: problems are
 /// findings.
 FsdpVerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut = false, bool use_symmetry = true);
-
-/// The collective-agreement findings of a program (one per communicator that diverges): the
-/// identity of a collective is (kind, bytes, dtype, label without the "(...)" suffix); and
-/// cross-communicator order: ranks sharing two communicators must interleave their
-/// collectives on them the same way (one finding per pair of communicators).
-std::vector<Finding> check_collectives(const Program& program);
 
 /// Text report for people: verdict, findings, FSDP figures, per-rank table.
 void write_fsdp_text_report(std::ostream& os, const FsdpVerifyResult& r);

@@ -73,6 +73,13 @@ int32_t Program::add_communicator(std::string name, std::vector<int32_t> members
   return static_cast<int32_t>(comms.size() - 1);
 }
 
+int32_t Program::add_group(std::vector<OpId> members) {
+  const int32_t g = static_cast<int32_t>(groups.size());
+  for (OpId m : members) ops[m].group = g;
+  groups.push_back(std::move(members));
+  return g;
+}
+
 int32_t Program::add_name(std::string label) {
   names.push_back(std::move(label));
   return static_cast<int32_t>(names.size() - 1);
@@ -153,6 +160,20 @@ std::string Program::validate() const {
       const auto& seqs = comms[o.comm].ops[m];
       if (o.seq < 0 || o.seq >= static_cast<int32_t>(seqs.size()) || seqs[o.seq] != static_cast<OpId>(i))
         return fmt::format("op {} has a bad sequence number", i);
+    }
+  }
+  std::vector<int32_t> pos(ops.size(), 0);
+  for (const Stream& st : streams)
+    for (size_t i = 0; i < st.ops.size(); ++i) pos[st.ops[i]] = static_cast<int32_t>(i);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto& m = groups[g];
+    if (m.empty()) return fmt::format("group {} is empty", g);
+    for (size_t k = 0; k < m.size(); ++k) {
+      const Op& o = ops[m[k]];
+      if (o.group != static_cast<int32_t>(g)) return fmt::format("op {} is in group {} but names another", m[k], g);
+      if (o.kind != OpKind::kSend && o.kind != OpKind::kRecv) return fmt::format("group {} holds a non-P2P op", g);
+      if (o.stream != ops[m[0]].stream || pos[m[k]] != pos[m[0]] + static_cast<int32_t>(k))
+        return fmt::format("group {} is not consecutive on one stream", g);
     }
   }
   for (const auto& ch : channels) {

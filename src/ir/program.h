@@ -4,11 +4,12 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "spec/action.h"
-#include "spec/pipeline_spec.h"
+#include "ir/action.h"
+#include "ir/semantics.h"
 #include "support/source.h"
 
 namespace sc {
@@ -79,6 +80,7 @@ struct Op {
   int32_t channel = -1;   ///< Program::channels index
   int64_t bytes = 0;      ///< message size
   OpId match = kNoOp;     ///< the matched send/recv (FIFO per channel), kNoOp if unmatched
+  int32_t group = -1;     ///< Program::groups index of its batched P2P group, or -1
   // Collective only
   int32_t comm = -1;      ///< Program::comms index
   int32_t seq = -1;       ///< position in its rank's sequence on `comm` (set by add_op)
@@ -127,6 +129,15 @@ struct LinkModel {
   double transfer_s(int64_t bytes) const;
 };
 
+/// Rank symmetry a front-end declares: rank r's ops are ids [r·ops_per_rank, (r+1)·ops_per_rank)
+/// and its buffers [r·buffers_per_rank, (r+1)·buffers_per_rank), and renumbering ranks maps rank
+/// 0's block onto every other block preserving streams, deps, memory effects and collectives.
+/// Per-rank passes may then compute rank 0 and shift its result (exact).
+struct RankSymmetry {
+  int32_t ops_per_rank = 0;
+  int32_t buffers_per_rank = 0;
+};
+
 /// A whole program. Invariants (checked by validate()): every op is in exactly one stream, in
 /// the stream of its rank; deps point at existing ops; channel sends/recvs are send/recv ops of
 /// the channel's ranks; `match` is symmetric.
@@ -140,6 +151,12 @@ struct Program {
   std::vector<std::vector<int32_t>> rank_streams;  ///< per rank, its stream indices
   std::vector<Channel> channels;
   std::vector<Communicator> comms;
+  /// Batched P2P groups (batch_isend_irecv, an NCCL group call): each lists send/recv ops that
+  /// stand consecutively on one stream. The group is posted once it reaches the head of its
+  /// stream and every member's deps are done (the stream waits for them before the launch);
+  /// then each member completes with its partner independently of the others, and the stream
+  /// moves past the group when every member has completed.
+  std::vector<std::vector<OpId>> groups;
   std::vector<int32_t> uses;                       ///< buffer indices, ranges in Op::use_*
   std::vector<std::string> names;                  ///< op labels of non-pipeline ops
   std::vector<int64_t> static_bytes_per_rank;      ///< resident for the whole step (params)
@@ -147,6 +164,8 @@ struct Program {
   Semantics semantics;
   BlockingModel blocking = BlockingModel::kCommStream;
   bool explicit_comms = false;  ///< built from a schedule with SEND/RECV actions
+  std::optional<int64_t> memory_limit_bytes;  ///< per rank; none = no limit check
+  std::optional<RankSymmetry> symmetry;       ///< set only by a front-end that guarantees it
 
   /// Appends an op (deps, memory effects and uses are added with add_dep / add_mem / add_use
   /// right after, in order) and puts it at the end of `stream`. A kCollective op with `comm`
@@ -160,6 +179,9 @@ struct Program {
   /// Records that the op added last (must be `op`) reads or writes `buffer` (for the
   /// residency check: the buffer must be allocated before and freed after the op).
   void add_use(OpId op, int32_t buffer);
+  /// Makes the ops `members` (consecutive on one stream, sends and recvs) one batched group;
+  /// returns its index.
+  int32_t add_group(std::vector<OpId> members);
   /// Creates a communicator over `ranks` (any order; stored ascending); returns its index.
   int32_t add_communicator(std::string name, std::vector<int32_t> ranks);
   /// Adds a label to Program::names; returns its index (for Op::name).

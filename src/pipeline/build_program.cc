@@ -1,5 +1,7 @@
 #include "pipeline/build_program.h"
 
+#include <algorithm>
+#include <string_view>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -19,39 +21,59 @@ class Builder {
 
   PipelineProgram run() {
     Program& p = out_.program;
-    p.num_ranks = spec_.ranks;
+    comp_ = spec_.composition ? &*spec_.composition : nullptr;
+    dp_ = comp_ ? comp_->data_parallel() : 1;
+    const int32_t world = spec_.ranks * dp_;
+    p.num_ranks = world;
     p.explicit_comms = spec_.has_comms();
     p.blocking = blocking_;
     p.semantics = spec_.p2p.semantics;
     p.link = LinkModel{spec_.p2p.latency_s, spec_.p2p.bandwidth_bytes_per_s, spec_.p2p.message_bytes};
-    p.static_bytes_per_rank.assign(spec_.ranks, 0);
+    p.static_bytes_per_rank.assign(world, 0);
     // Stages with an UNSHARD are FSDP-managed: their parameters live from UNSHARD to RESHARD.
     fsdp_stage_.assign(spec_.stages, 0);
     for (const auto& row : spec_.actions)
       for (const Step& st : row)
         if (st.first.kind == ActionKind::kUnshard && st.first.stage >= 0 && st.first.stage < spec_.stages)
           fsdp_stage_[st.first.stage] = 1;
-    live_params_.assign(spec_.stages, -1);
+    live_params_.assign(static_cast<size_t>(spec_.stages) * dp_, -1);
+    live_gather_.assign(static_cast<size_t>(spec_.stages) * dp_, kNoOp);
+    const bool sharded = comp_ && comp_->fsdp;
     for (int32_t s = 0; s < spec_.stages; ++s) {
       int32_t r = spec_.stage_to_rank[s];
-      if (r >= 0 && r < spec_.ranks && s < static_cast<int32_t>(spec_.memory.params_bytes.size()) && !fsdp_stage_[s])
-        p.static_bytes_per_rank[r] += spec_.memory.params_bytes[s];
+      if (r < 0 || r >= spec_.ranks || s >= static_cast<int32_t>(spec_.memory.params_bytes.size())) continue;
+      // FSDP-managed stages keep only their shard resident (composed specs) or nothing.
+      const int64_t resident = !fsdp_stage_[s] ? spec_.memory.params_bytes[s]
+                               : sharded        ? spec_.memory.params_bytes[s] / comp_->dp_shard
+                                                : 0;
+      for (int32_t d = 0; d < dp_; ++d) p.static_bytes_per_rank[r * dp_ + d] += resident;
     }
-    compute_stream_.resize(spec_.ranks);
-    comm_stream_.resize(spec_.ranks);
-    for (int32_t r = 0; r < spec_.ranks; ++r) {
-      compute_stream_[r] = p.add_stream(r, "compute");
-      comm_stream_[r] = (p.explicit_comms && blocking_ == BlockingModel::kCommStream)
-                            ? p.add_stream(r, "comm")
-                            : compute_stream_[r];
+    compute_stream_.resize(world);
+    comm_stream_.resize(world);
+    gather_stream_.resize(world);
+    reduce_stream_.resize(world);
+    for (int32_t g = 0; g < world; ++g) {
+      compute_stream_[g] = p.add_stream(g, "compute");
+      const bool own = blocking_ == BlockingModel::kCommStream;
+      comm_stream_[g] = (p.explicit_comms && own) ? p.add_stream(g, "comm") : compute_stream_[g];
+      gather_stream_[g] = (sharded && own) ? p.add_stream(g, "all-gather") : compute_stream_[g];
+      reduce_stream_[g] = (comp_ && own) ? p.add_stream(g, "reduce") : compute_stream_[g];
     }
+    if (comp_) add_communicators();
     size_t total = 0;
     for (const auto& row : spec_.actions) total += row.size();
-    p.ops.reserve(total);
-    index_.reserve(total * 2);
-    // Pass 1: create ops (so lookups see every action, including later ones).
-    for (int32_t r = 0; r < spec_.ranks; ++r)
-      for (size_t i = 0; i < spec_.actions[r].size(); ++i) create_op(r, static_cast<int32_t>(i));
+    p.ops.reserve(total * dp_ + world);
+    index_.assign(dp_, {});
+    buffers_.assign(dp_, {});
+    for (auto& ix : index_) ix.reserve(total * 2 / dp_ + 16);
+    // Pass 1: create ops (so lookups see every action, including later ones), rank by rank.
+    for (int32_t g = 0; g < world; ++g) {
+      cur_ = g % dp_;
+      const int32_t r = g / dp_;
+      last_backward_.clear();
+      for (size_t i = 0; i < spec_.actions[r].size(); ++i) create_op(g, r, static_cast<int32_t>(i));
+      if (comp_) add_optimizer(g);
+    }
     p.deps.reserve(total * 2);
     p.mem.reserve(total * 2);
     // Pass 2: wire inputs and memory effects, op by op (deps of an op must be added together).
@@ -61,8 +83,8 @@ class Builder {
   }
 
  private:
-  void create_op(int32_t rank, int32_t step_index) {
-    const Step& st = spec_.actions[rank][step_index];
+  void create_op(int32_t rank, int32_t prank, int32_t step_index) {
+    const Step& st = spec_.actions[prank][step_index];
     Program& p = out_.program;
     Op op;
     op.rank = rank;
@@ -74,6 +96,10 @@ class Builder {
     if (st.second) {
       op.actions[1] = *st.second;
       op.num_actions = 2;
+    }
+    if (comp_ && (k == ActionKind::kReduceGrad || (k == ActionKind::kUnshard && comp_->fsdp))) {
+      lower_collective_marker(op, prank);
+      return;
     }
     if (is_compute(k)) {
       op.kind = OpKind::kCompute;
@@ -90,31 +116,178 @@ class Builder {
     OpId id = p.add_op(op);
     for (int part = 0; part < op.num_actions; ++part) {
       const Action& a = op.actions[part];
-      index_.try_emplace(key_of(a.kind, a.stage, a.microbatch), id);
+      index_[cur_].try_emplace(key_of(a.kind, a.stage, a.microbatch), id);
+      if (a.kind == ActionKind::kB || a.kind == ActionKind::kW || a.kind == ActionKind::kI)
+        last_backward_[a.stage] = id;
     }
+    // Batched P2P groups: runs of steps joined by batched_with_next.
+    if (st.batched_with_next || !pending_group_.empty()) pending_group_.push_back(id);
+    if (!st.batched_with_next && !pending_group_.empty()) {
+      if (pending_group_.size() > 1) p.add_group(std::move(pending_group_));
+      pending_group_.clear();
+    }
+  }
+
+  // --- Composed specs (PipelineSpec::composition) ---
+
+  /// The communicators of the mesh: per (pipeline rank, replicate index) its shard group, per
+  /// (pipeline rank, shard index) its replicate group (or, without FSDP, per pipeline rank its
+  /// data-parallel group), per replica the tied-embedding pair.
+  void add_communicators() {
+    Program& p = out_.program;
+    const int32_t R = comp_->dp_replicate, S = comp_->dp_shard;
+    shard_comm_.assign(static_cast<size_t>(spec_.ranks) * R, -1);
+    replicate_comm_.assign(static_cast<size_t>(spec_.ranks) * S, -1);
+    for (int32_t r = 0; r < spec_.ranks; ++r) {
+      if (comp_->fsdp) {
+        for (int32_t rep = 0; rep < R; ++rep) {
+          std::vector<int32_t> members;
+          for (int32_t k = 0; k < S; ++k) members.push_back((r * R + rep) * S + k);
+          shard_comm_[r * R + rep] = p.add_communicator(fmt::format("shard pp{} dp_replicate{}", r, rep), members);
+        }
+        if (R > 1)
+          for (int32_t k = 0; k < S; ++k) {
+            std::vector<int32_t> members;
+            for (int32_t rep = 0; rep < R; ++rep) members.push_back((r * R + rep) * S + k);
+            replicate_comm_[r * S + k] = p.add_communicator(fmt::format("replicate pp{} dp_shard{}", r, k), members);
+          }
+      } else if (dp_ > 1) {  // DDP: one data-parallel group per pipeline rank
+        std::vector<int32_t> members;
+        for (int32_t d = 0; d < dp_; ++d) members.push_back(r * dp_ + d);
+        const int32_t c = p.add_communicator(fmt::format("dp pp{}", r), members);
+        for (int32_t k = 0; k < S; ++k) replicate_comm_[r * S + k] = c;
+      }
+    }
+    tied_comm_.assign(dp_, -1);
+    const int32_t first = spec_.stage_to_rank.empty() ? -1 : spec_.stage_to_rank.front();
+    const int32_t last = spec_.stage_to_rank.empty() ? -1 : spec_.stage_to_rank.back();
+    if (comp_->tied_embedding_bytes > 0 && first >= 0 && last >= 0 && first != last)
+      for (int32_t d = 0; d < dp_; ++d)
+        tied_comm_[d] = p.add_communicator(fmt::format("embedding dp{}", d), {first * dp_ + d, last * dp_ + d});
+  }
+
+  /// Ring collective time over n ranks (Thakur et al. 2005): latency + f·(n-1)/n·bytes/bandwidth,
+  /// f = 2 for all-reduce, 1 otherwise. Seconds.
+  double ring_s(CollectiveKind k, int64_t bytes, int32_t n) const {
+    if (n <= 1) return 0.0;
+    const double f = k == CollectiveKind::kAllReduce ? 2.0 : 1.0;
+    return comp_->latency_s + f * (n - 1) / n * static_cast<double>(bytes) / comp_->bandwidth_bytes_per_s;
+  }
+
+  static const char* dtype_name(const std::string& d) {
+    for (const char* name : {"fp32", "bf16", "fp16", "fp8"})
+      if (d == name) return name;
+    return "";
+  }
+
+  OpId add_collective(Op op, CollectiveKind kind, int32_t comm, int64_t bytes, const char* dtype, std::string label) {
+    Program& p = out_.program;
+    op.kind = OpKind::kCollective;
+    op.collective = kind;
+    op.comm = comm;
+    op.bytes = bytes;
+    op.dtype = dtype;
+    op.duration_s = ring_s(kind, bytes, static_cast<int32_t>(p.comms[comm].ranks.size()));
+    op.name = p.add_name(std::move(label));
+    return p.add_op(op);
+  }
+
+  /// UNSHARD: an all-gather of the stage's parameters over the shard group, on the all-gather
+  /// stream. REDUCE_GRAD: a reduce-scatter over the shard group (FSDP), then an all-reduce over
+  /// the replicate or data-parallel group, then the tied-embedding all-reduce, on the reduce
+  /// stream, after the stage's last backward on this rank.
+  void lower_collective_marker(Op op, int32_t prank) {
+    Program& p = out_.program;
+    const Action a = op.actions[0];
+    const int32_t R = comp_->dp_replicate, S = comp_->dp_shard;
+    const int32_t rep = (op.rank % dp_) / S, shard = op.rank % S;
+    const size_t s = static_cast<size_t>(a.stage);
+    const int64_t params = s < spec_.memory.params_bytes.size() ? spec_.memory.params_bytes[s] : 0;
+    if (a.kind == ActionKind::kUnshard) {
+      op.stream = gather_stream_[op.rank];
+      OpId id = add_collective(op, CollectiveKind::kAllGather, shard_comm_[prank * R + rep], params,
+                               dtype_name(comp_->param_dtype), fmt::format("AG stage {}", a.stage));
+      index_[cur_].try_emplace(key_of(a.kind, a.stage, a.microbatch), id);
+      return;
+    }
+    op.stream = reduce_stream_[op.rank];
+    const int64_t grads = static_cast<int64_t>(static_cast<double>(params) / comp_->param_dtype_bytes * comp_->reduce_dtype_bytes);
+    const char* rdtype = dtype_name(comp_->reduce_dtype);
+    OpId first = kNoOp;
+    auto after_backward = [&](OpId id) {
+      if (first != kNoOp) return;
+      first = id;
+      auto it = last_backward_.find(a.stage);
+      if (it != last_backward_.end() && p.ops[it->second].stream != op.stream) defer_dep(id, it->second);
+    };
+    if (comp_->fsdp)
+      after_backward(add_collective(op, CollectiveKind::kReduceScatter, shard_comm_[prank * R + rep], grads, rdtype,
+                                    fmt::format("RS stage {}", a.stage)));
+    if (replicate_comm_[prank * S + shard] >= 0) {
+      const int64_t b = comp_->fsdp ? grads / S : grads;
+      after_backward(add_collective(op, CollectiveKind::kAllReduce, replicate_comm_[prank * S + shard], b, rdtype,
+                                    fmt::format("AR stage {}", a.stage)));
+    }
+    const int32_t last_stage = spec_.stages - 1;
+    if (tied_comm_[cur_] >= 0 && (a.stage == 0 || a.stage == last_stage)) {
+      const int64_t b = static_cast<int64_t>(static_cast<double>(comp_->tied_embedding_bytes) / comp_->param_dtype_bytes *
+                                             comp_->reduce_dtype_bytes);
+      after_backward(add_collective(op, CollectiveKind::kAllReduce, tied_comm_[cur_], b, rdtype, "AR tied embedding"));
+    }
+    if (first == kNoOp) {  // nothing to reduce (one replica, no FSDP): keep the marker
+      op.kind = OpKind::kMarker;
+      op.stream = compute_stream_[op.rank];
+      p.add_op(op);
+    }
+  }
+
+  /// The optimizer step of global rank g: on its compute stream after its last reduction.
+  void add_optimizer(int32_t g) {
+    Program& p = out_.program;
+    const Stream& rs = p.streams[reduce_stream_[g]];
+    if (rs.ops.empty() && comp_->optimizer_s <= 0) return;
+    Op op;
+    op.kind = OpKind::kCompute;
+    op.rank = g;
+    op.stream = compute_stream_[g];
+    op.duration_s = comp_->optimizer_s;
+    op.loc = comp_->loc;
+    op.name = p.add_name("optimizer step");
+    OpId last_reduce = rs.ops.empty() ? kNoOp : rs.ops.back();
+    OpId id = p.add_op(op);
+    if (last_reduce != kNoOp && reduce_stream_[g] != compute_stream_[g]) defer_dep(id, last_reduce);
+  }
+
+  /// Records a dependency of `dst` (already created) on `src`, added when `dst` is wired.
+  void defer_dep(OpId dst, OpId src) {
+    if (extra_deps_.size() <= static_cast<size_t>(dst)) extra_deps_.resize(dst + 1);
+    extra_deps_[dst].push_back(src);
   }
 
   double cost(const Action& a) const {
     const Costs& c = spec_.costs;
     size_t s = static_cast<size_t>(a.stage);
     auto at = [&](const std::vector<double>& v) { return s < v.size() ? v[s] : 0.0; };
+    // I and B of a recomputing stage first rerun its forward (costs.R, F's time by default).
+    const double again = recompute(a.stage) == Recompute::kNone ? 0.0 : s < c.r_s.size() ? c.r_s[s] : at(c.f_s);
     switch (a.kind) {
       case ActionKind::kF: return at(c.f_s);
-      case ActionKind::kI: return at(c.i_s);
+      case ActionKind::kI: return at(c.i_s) + again;
       case ActionKind::kW: return at(c.w_s);
-      case ActionKind::kB: return at(c.b_s);
+      case ActionKind::kB: return at(c.b_s) + again;
       default: return 0.0;
     }
   }
 
   OpId find(ActionKind k, int32_t stage, int32_t mb) const {
-    auto it = index_.find(key_of(k, stage, mb));
-    return it == index_.end() ? kNoOp : it->second;
+    auto it = index_[cur_].find(key_of(k, stage, mb));
+    return it == index_[cur_].end() ? kNoOp : it->second;
   }
 
   int32_t rank_of_stage(int32_t stage) const {
     if (stage < 0 || stage >= spec_.stages) return -1;
-    return spec_.stage_to_rank[stage];
+    const int32_t r = spec_.stage_to_rank[stage];
+    return r < 0 ? r : r * dp_ + cur_;
   }
 
   void causality(OpId consumer, std::string message, std::vector<int> ranks, OpId other = kNoOp) {
@@ -172,13 +345,17 @@ class Builder {
       p.ops[id].mem_begin = p.ops[id].mem_end = static_cast<uint32_t>(p.mem.size());
       p.ops[id].use_begin = p.ops[id].use_end = static_cast<uint32_t>(p.uses.size());
       const Op op = p.ops[id];
+      cur_ = op.rank % dp_;
+      if (static_cast<size_t>(id) < extra_deps_.size())
+        for (OpId src : extra_deps_[id]) p.add_dep(id, Dep{src, DepKind::kLocal});
       if (op.kind == OpKind::kCompute) {
         for (int part = 0; part < op.num_actions; ++part) wire_compute(id, op.actions[part]);
         for (int part = 0; part < op.num_actions; ++part) add_memory(id, op.actions[part]);
         for (int part = 0; part < op.num_actions; ++part) use_params(id, op.actions[part]);
       } else if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) {
         wire_p2p(id, op.actions[0]);
-      } else if (op.kind == OpKind::kMarker) {
+      } else if (op.kind == OpKind::kMarker || (op.kind == OpKind::kCollective && op.actions[0].kind == ActionKind::kUnshard &&
+                                                 op.num_actions == 1)) {
         gather_or_free(id, op.actions[0]);
       }
     }
@@ -274,9 +451,24 @@ class Builder {
     int64_t act = s < m.activation_bytes.size() ? m.activation_bytes[s] : 0;
     int64_t wg = s < m.weight_grad_bytes.size() ? m.weight_grad_bytes[s] : 0;
     int32_t rank = p.ops[id].rank;
+    if (recompute(a.stage) != Recompute::kNone && !spec_.forward_only &&
+        (a.kind == ActionKind::kF || a.kind == ActionKind::kI || a.kind == ActionKind::kB)) {
+      // Only `kept` bytes stay from F to I/B; the rest lives during F and again from the start
+      // of the I/B (recomputed) to its end.
+      const int64_t kept = std::clamp<int64_t>(
+          s < m.retained_bytes.size() ? m.retained_bytes[s] : spec_.p2p.message_bytes, 0, act);
+      const int64_t tmp = act - kept;
+      const bool fwd = a.kind == ActionKind::kF;
+      p.add_mem(id, MemEffect{buffer(rank, "act", a, kept), fwd ? kept : -kept, !fwd});
+      p.add_mem(id, MemEffect{buffer(rank, fwd ? "act-tmp" : "recomputed", a, tmp), tmp, false});
+      p.add_mem(id, MemEffect{buffer(rank, fwd ? "act-tmp" : "recomputed", a, tmp), -tmp, true});
+      if (a.kind == ActionKind::kI) p.add_mem(id, MemEffect{buffer(rank, "wgrad", a, wg), wg, true});
+      return;
+    }
     switch (a.kind) {
       case ActionKind::kF:
         p.add_mem(id, MemEffect{buffer(rank, "act", a, act), act, false});
+        if (spec_.forward_only) p.add_mem(id, MemEffect{buffer(rank, "act", a, act), -act, true});
         break;
       case ActionKind::kI:
         p.add_mem(id, MemEffect{buffer(rank, "act", a, act), -act, true});
@@ -301,12 +493,14 @@ class Builder {
     if (a.stage < 0 || a.stage >= spec_.stages) return;
     const size_t s = static_cast<size_t>(a.stage);
     const int64_t bytes = s < spec_.memory.params_bytes.size() ? spec_.memory.params_bytes[s] : 0;
-    int32_t& live = live_params_[s];
+    const size_t slot = static_cast<size_t>(cur_) * spec_.stages + s;
+    int32_t& live = live_params_[slot];
+    if (a.kind == ActionKind::kUnshard) live_gather_[slot] = id;
     if (bytes <= 0) return;  // nothing to gather: the residency pass still checks the order
     if (a.kind == ActionKind::kUnshard && live < 0) {
       live = static_cast<int32_t>(p.buffers.size());
       Buffer b{p.ops[id].rank, a.stage, -1, "param", bytes};
-      b.name = p.add_name(fmt::format("param stage {} #{}", a.stage, gathers_[a.stage]++));
+      b.name = p.add_name(fmt::format("param stage {} #{}", a.stage, gathers_[slot]++));
       p.buffers.push_back(b);
       p.add_mem(id, MemEffect{live, bytes, false});
     } else if (a.kind == ActionKind::kReshard && live >= 0) {
@@ -318,25 +512,55 @@ class Builder {
   /// A compute action of an FSDP-managed stage reads its live unsharded parameters.
   void use_params(OpId id, const Action& a) {
     if (a.stage < 0 || a.stage >= spec_.stages || !fsdp_stage_[a.stage]) return;
-    if (live_params_[a.stage] >= 0) out_.program.add_use(id, live_params_[a.stage]);
+    const size_t slot = static_cast<size_t>(cur_) * spec_.stages + a.stage;
+    if (live_params_[slot] >= 0) out_.program.add_use(id, live_params_[slot]);
+    // A gather on another stream (composed specs): the compute waits for the all-gather.
+    const OpId g = live_gather_[slot];
+    Program& p = out_.program;
+    if (g != kNoOp && p.ops[g].stream != p.ops[id].stream && !has_dep(id, g)) p.add_dep(id, Dep{g, DepKind::kLocal});
   }
 
+  Recompute recompute(int32_t stage) const {
+    const auto& r = spec_.memory.recompute;
+    return stage >= 0 && static_cast<size_t>(stage) < r.size() ? r[stage] : Recompute::kNone;
+  }
+
+  /// The buffer of (kind, stage, microbatch) on this replica; kind is one of the static strings
+  /// "act", "act-tmp", "recomputed", "wgrad".
   int32_t buffer(int32_t rank, const char* kind, const Action& a, int64_t bytes) {
-    uint64_t k = key_of(kind[0] == 'a' ? ActionKind::kF : ActionKind::kW, a.stage, a.microbatch);
-    auto [it, inserted] = buffers_.try_emplace(k, static_cast<int32_t>(out_.program.buffers.size()));
+    const std::string_view kv = kind;
+    const ActionKind slot = kv == "act" ? ActionKind::kF : kv == "act-tmp" ? ActionKind::kI
+                            : kv == "recomputed" ? ActionKind::kB : ActionKind::kW;
+    uint64_t k = key_of(slot, a.stage, a.microbatch);
+    auto [it, inserted] = buffers_[cur_].try_emplace(k, static_cast<int32_t>(out_.program.buffers.size()));
     if (inserted) out_.program.buffers.push_back(Buffer{rank, a.stage, a.microbatch, kind, bytes});
     return it->second;
+  }
+
+  bool has_dep(OpId id, OpId src) const {
+    const Program& p = out_.program;
+    for (const Dep* d = p.deps_begin(id); d != p.deps_end(id); ++d)
+      if (d->src == src) return true;
+    return false;
   }
 
   const PipelineSpec& spec_;
   BlockingModel blocking_;
   PipelineProgram out_;
-  std::vector<int32_t> compute_stream_, comm_stream_;
-  std::unordered_map<uint64_t, OpId> index_;
-  std::unordered_map<uint64_t, int32_t> buffers_;
+  const Composition* comp_ = nullptr;   ///< composed specs only
+  int32_t dp_ = 1;                      ///< data-parallel replicas of every pipeline rank
+  int32_t cur_ = 0;                     ///< the replica being built or wired
+  std::vector<int32_t> compute_stream_, comm_stream_, gather_stream_, reduce_stream_;  ///< per global rank
+  std::vector<std::unordered_map<uint64_t, OpId>> index_;    ///< per replica: action -> op
+  std::vector<std::unordered_map<uint64_t, int32_t>> buffers_;  ///< per replica: (kind, stage, mb) -> buffer
   std::vector<uint8_t> fsdp_stage_;     ///< per stage: 1 when some rank UNSHARDs it
-  std::vector<int32_t> live_params_;    ///< per stage: its live "param" buffer, or -1
-  std::unordered_map<int32_t, int> gathers_;  ///< per stage: UNSHARDs so far
+  std::vector<int32_t> live_params_;    ///< per (replica, stage): its live "param" buffer, or -1
+  std::vector<OpId> live_gather_;       ///< per (replica, stage): its last UNSHARD op
+  std::unordered_map<size_t, int> gathers_;  ///< per (replica, stage): UNSHARDs so far
+  std::unordered_map<int32_t, OpId> last_backward_;  ///< per stage: its latest I/B/W op on the rank being created
+  std::vector<OpId> pending_group_;     ///< a batched group being created
+  std::vector<std::vector<OpId>> extra_deps_;  ///< per op: deps recorded at creation, added when wired
+  std::vector<int32_t> shard_comm_, replicate_comm_, tied_comm_;
 };
 
 }  // namespace

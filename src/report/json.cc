@@ -34,7 +34,18 @@ std::string json_report(const VerifyResult& r) {
                    {"microbatches", s.microbatches},
                    {"placement", s.placement},
                    {"placement_declared", s.placement_declared},
-                   {"stage_to_rank", s.stage_to_rank}};
+                   {"stage_to_rank", s.stage_to_rank},
+                   {"forward_only", s.forward_only}};
+  if (const auto& m = s.composition) {
+    j["mesh"] = {{"pp", s.ranks},
+                 {"dp_replicate", m->dp_replicate},
+                 {"dp_shard", m->dp_shard},
+                 {"world_ranks", r.program.num_ranks},
+                 {"fsdp", m->fsdp},
+                 {"param_dtype", m->param_dtype},
+                 {"reduce_dtype", m->reduce_dtype},
+                 {"communicators", r.program.comms.size()}};
+  }
   json findings = json::array();
   for (const Finding& f : r.findings) {
     json locs = json::array();

@@ -4,7 +4,7 @@
 #include <iosfwd>
 #include <string>
 
-#include "check/verify.h"
+#include "pipeline/verify_pipeline.h"
 
 namespace sc {
 

@@ -81,6 +81,14 @@ void write_text_report(std::ostream& os, const VerifyResult& r, size_t timeline_
                     p.ops.size(), format_semantics(p.semantics),
                     p.explicit_comms ? "" : " (compute only: transfers implicit)",
                     p.blocking == BlockingModel::kCommStream ? "in-order comm stream per rank" : "whole rank blocks");
+  if (const auto& m = s.composition)
+    os << fmt::format("  mesh: pp {} x dp_replicate {} x dp_shard {} = {} ranks (rank = (pp·dp_replicate + replicate)·dp_shard + "
+                      "shard); {}; {} communicators\n",
+                      s.ranks, m->dp_replicate, m->dp_shard, p.num_ranks,
+                      m->fsdp ? fmt::format("FSDP over each shard group ({} params, {} reduce)", m->param_dtype, m->reduce_dtype)
+                              : std::string("data parallel without sharding"),
+                      p.comms.size());
+  if (s.forward_only) os << "  forward only: no backward; each activation is freed when its forward ends\n";
 
   write_findings(os, r.findings);
 

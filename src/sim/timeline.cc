@@ -15,9 +15,7 @@ Timeline simulate(const Program& p, const std::vector<OpId>& order) {
   std::vector<std::vector<double>> recv_end(p.channels.size());
   std::vector<size_t> sends_placed(p.channels.size(), 0);
 
-  auto ready_of = [&](OpId id) {
-    const Op& op = p.ops[id];
-    double r = stream_end[op.stream];
+  auto deps_ready = [&](OpId id, double r) {
     for (const Dep* d = p.deps_begin(id); d != p.deps_end(id); ++d) {
       double e = t.ops[d->src].end_s;
       if (d->kind == DepKind::kTransfer) e += p.link.transfer_s(p.link.message_bytes);
@@ -25,9 +23,28 @@ Timeline simulate(const Program& p, const std::vector<OpId>& order) {
     }
     return r;
   };
+  // A batched group is launched when its stream is free and every member's inputs are ready;
+  // all members are ready then, and the stream is free again when the last member ends.
+  std::vector<double> group_start(p.groups.size(), -1.0);
+  auto ready_of = [&](OpId id) {
+    const Op& op = p.ops[id];
+    if (op.group < 0) return deps_ready(id, stream_end[op.stream]);
+    double& g = group_start[op.group];
+    if (g < 0) {
+      g = stream_end[op.stream];
+      for (OpId m : p.groups[op.group]) g = deps_ready(m, g);
+    }
+    return g;
+  };
   auto place = [&](OpId id, double start, double end) {
     t.ops[id] = OpTime{start, end};
-    stream_end[p.ops[id].stream] = end;
+    const Op& op = p.ops[id];
+    if (op.group >= 0) {
+      ready_of(id);  // fixes the group's start before its stream end moves
+      stream_end[op.stream] = std::max(stream_end[op.stream], end);
+    } else {
+      stream_end[op.stream] = end;
+    }
     placed[id] = 1;
   };
 

@@ -83,27 +83,69 @@ ParsedStep parse_simple(std::string_view s, size_t base, const SourceLoc& loc) {
 }
 }  // namespace
 
-bool is_compute(ActionKind k) {
-  return k == ActionKind::kF || k == ActionKind::kI || k == ActionKind::kW || k == ActionKind::kB;
-}
-bool is_p2p(ActionKind k) {
-  return k == ActionKind::kSendF || k == ActionKind::kRecvF || k == ActionKind::kSendB ||
-         k == ActionKind::kRecvB;
-}
-bool is_send(ActionKind k) { return k == ActionKind::kSendF || k == ActionKind::kSendB; }
-bool takes_microbatch(ActionKind k) {
-  return k != ActionKind::kUnshard && k != ActionKind::kReshard && k != ActionKind::kReduceGrad;
-}
-std::string_view kind_token(ActionKind k) { return kTokens[static_cast<int>(k)]; }
-
-std::string format_action(const Action& a) {
-  if (!takes_microbatch(a.kind)) return fmt::format("{}{}", a.stage, kind_token(a.kind));
-  return fmt::format("{}{}{}", a.stage, kind_token(a.kind), a.microbatch);
-}
-
 std::string format_step(const Step& s) {
   if (!s.second) return format_action(s.first);
   return fmt::format("({};{})OVERLAP_F_B", format_action(s.first), format_action(*s.second));
+}
+
+namespace {
+
+// Parses `(a;b;...)BATCH` (`t` trimmed, starting at offset `lead` of the token).
+ParsedStep parse_batch(std::string_view t, size_t lead, const SourceLoc& at) {
+  std::string_view inner = t.substr(1, t.size() - 7);
+  ParsedStep out;
+  size_t pos = 0;
+  while (true) {
+    size_t semi = inner.find(';', pos);
+    std::string_view part = inner.substr(pos, semi == std::string_view::npos ? std::string_view::npos : semi - pos);
+    ParsedStep p = parse_simple(part, lead + 1 + pos, at);
+    if (!p.step) return p;
+    if (!is_p2p(p.step->first.kind))
+      return fail(fmt::format("'{}': a BATCH group holds only SEND and RECV actions, not {}", t,
+                              format_action(p.step->first)),
+                  lead + 1 + pos);
+    for (const Step& s : out.batch)
+      if (s.first == p.step->first)
+        return fail(fmt::format("'{}': {} appears twice in one BATCH group", t, format_action(s.first)), lead + 1 + pos);
+    Step s = *p.step;
+    s.loc = at;
+    if (at.col > 0) s.loc.col += static_cast<int32_t>(1 + pos);
+    out.batch.push_back(s);
+    if (semi == std::string_view::npos) break;
+    pos = semi + 1;
+  }
+  if (out.batch.size() < 2)
+    return fail(fmt::format("'{}': a BATCH group needs two or more actions separated by ';'", t), lead + 1);
+  for (size_t i = 0; i + 1 < out.batch.size(); ++i) out.batch[i].batched_with_next = true;
+  out.step = out.batch.front();
+  return out;
+}
+
+}  // namespace
+
+std::string format_steps(const std::vector<Step>& row, std::string_view sep) {
+  std::string out;
+  for (size_t i = 0; i < row.size(); ++i) {
+    if (i) out += sep;
+    if (!row[i].batched_with_next) {
+      out += format_step(row[i]);
+      continue;
+    }
+    out += '(';
+    for (;; ++i) {
+      out += format_action(row[i].first);
+      if (!row[i].batched_with_next || i + 1 == row.size()) break;
+      out += ';';
+    }
+    out += ")BATCH";
+  }
+  return out;
+}
+
+size_t count_tokens(const std::vector<Step>& row) {
+  size_t n = 0;
+  for (const Step& s : row) n += !s.batched_with_next;
+  return n;
 }
 
 ParsedStep parse_step(std::string_view token, const SourceLoc& loc) {
@@ -119,7 +161,9 @@ ParsedStep parse_step(std::string_view token, const SourceLoc& loc) {
     return p;
   }
   constexpr std::string_view kSuffix = ")OVERLAP_F_B";
+  constexpr std::string_view kBatch = ")BATCH";
   size_t close = t.find(')');
+  if (close != std::string_view::npos && t.substr(close) == kBatch) return parse_batch(t, lead, at);
   if (close == std::string_view::npos)
     return fail(fmt::format("'{}': an overlapped pair is written (aF;bB)OVERLAP_F_B", t), lead);
   if (t.substr(close) != kSuffix)

@@ -110,14 +110,16 @@ bool parse_row(std::string_view line, int32_t file, int32_t line_no, CsvSchedule
         SourceLoc at{file, line_no, static_cast<int32_t>(start + p.error_offset + 1)};
         if (!errors.error(at, shorten_message(p.error))) return false;
       } else {
-        const Step& st = *p.step;
-        note_ids(out, st.first);
-        if (st.second) note_ids(out, *st.second);
-        if (is_p2p(st.first.kind)) {
-          out.format = CsvFormat::kComputeComms;
-          if (!first_p2p.valid()) first_p2p = st.loc;
+        if (p.batch.empty()) p.batch.push_back(*p.step);
+        for (const Step& st : p.batch) {
+          note_ids(out, st.first);
+          if (st.second) note_ids(out, *st.second);
+          if (is_p2p(st.first.kind)) {
+            out.format = CsvFormat::kComputeComms;
+            if (!first_p2p.valid()) first_p2p = st.loc;
+          }
+          row.push_back(st);
         }
-        row.push_back(st);
       }
     }
     if (comma == std::string_view::npos) break;
@@ -295,13 +297,7 @@ std::optional<CsvSchedule> read_csv_schedule(const std::string& path, Diagnostic
 
 std::string write_csv_schedule(const std::vector<std::vector<Step>>& actions) {
   std::string out;
-  for (const auto& row : actions) {
-    for (size_t i = 0; i < row.size(); ++i) {
-      if (i > 0) out += ',';
-      out += format_step(row[i]);
-    }
-    out += '\n';
-  }
+  for (const auto& row : actions) out += format_steps(row, ",") + '\n';
   return out;
 }
 

@@ -8,39 +8,23 @@
 #include <string>
 #include <vector>
 
+#include "ir/semantics.h"
 #include "spec/action.h"
 #include "support/diagnostics.h"
 #include "support/source.h"
 
 namespace sc {
 
-/// P2P completion semantics (DESIGN.md "Semantics switches").
-/// kEager: a send never blocks. kRendezvous: a send completes only together with its matching
-/// recv (NCCL for large messages; the default). kBuffered: a send completes while fewer than
-/// `buffer` messages on its channel are sent and not yet received.
-struct Semantics {
-  enum Kind { kEager, kRendezvous, kBuffered };
-  Kind kind = kRendezvous;
-  int32_t buffer = 0;  ///< kBuffered only, >= 1
-  bool operator==(const Semantics&) const = default;
-};
-
-/// Parses "eager", "rendezvous" or "buffered:N" (N >= 1); nullopt with `*why` otherwise.
-std::optional<Semantics> parse_semantics(std::string_view text, std::string* why = nullptr);
-/// Formats semantics back to the spec's spelling.
-std::string format_semantics(const Semantics& s);
-
-/// How a pending P2P op blocks its rank (issue: "model P2P ops on an in-order communication
-/// stream per rank ...; offer the stricter whole-rank-blocks model as an option").
-/// kCommStream: sends and receives run in order on one communication stream per rank; a pending
-/// one blocks later communication, not compute. kWholeRank: every action runs in order on one
-/// stream, so a pending send or receive blocks the rank.
-enum class BlockingModel { kCommStream, kWholeRank };
-
 /// Per-stage costs in seconds. Each vector has `stages` entries. B defaults to I + W.
 struct Costs {
   std::vector<double> f_s, i_s, w_s, b_s;
+  /// Recompute forward per stage (`costs.R`), run before the stage's I or B when
+  /// MemorySpec::recompute is not kNone; empty = F's time (full recomputation).
+  std::vector<double> r_s;
 };
+
+/// Activation recomputation of a stage (full or selective activation checkpointing).
+enum class Recompute : uint8_t { kNone, kSelective, kFull };
 
 /// The point-to-point link model: a transfer of n bytes takes latency_s + n / bandwidth.
 struct P2PSpec {
@@ -48,6 +32,7 @@ struct P2PSpec {
   double bandwidth_bytes_per_s = std::numeric_limits<double>::infinity();
   int64_t message_bytes = 0;  ///< bytes of one activation or gradient message
   Semantics semantics;
+  BlockingModel blocking = BlockingModel::kCommStream;  ///< `p2p.blocking`; --blocking overrides
 };
 
 /// Memory model, bytes per rank. Every vector has `stages` entries.
@@ -56,11 +41,52 @@ struct P2PSpec {
 /// stage are resident on its rank for the whole step, except for stages the schedule UNSHARDs
 /// (FSDP inside a pipeline stage): their params_bytes are the unsharded parameters, live from
 /// each UNSHARD to the next RESHARD (the sharded copy is not modelled).
+/// With recompute (full or selective) a stage keeps only retained_bytes of its activations
+/// after its F; the rest (activation_bytes - retained_bytes) is live during the F, freed at its
+/// end, and recomputed at the start of the I or B (which then also takes costs.R), live until
+/// its end. Full recompute retains the stage input by default (p2p.message_bytes);
+/// selective needs retained_bytes given (Korthikanti et al. 2022 give the per-layer figures).
 struct MemorySpec {
   std::optional<int64_t> limit_bytes;  ///< per rank; none = no limit check
   std::vector<int64_t> params_bytes;
   std::vector<int64_t> activation_bytes;
   std::vector<int64_t> weight_grad_bytes;
+  std::vector<Recompute> recompute;       ///< per stage; empty = none everywhere
+  std::vector<int64_t> retained_bytes;    ///< per stage, with recompute; empty = the defaults above
+};
+
+/// A pipeline composed with data parallelism on a device mesh (a composed spec: `mesh:` and
+/// optionally `fsdp:`). Every pipeline rank p is replicated over dp_replicate x dp_shard ranks in
+/// torchtitan's dense mesh order [pp, dp_replicate, dp_shard] (CONFIGS.md §1.4): global rank
+/// = (p·dp_replicate + replicate)·dp_shard + shard. Each replica runs the pipeline's action
+/// lists; its P2P goes to the neighbour with the same data-parallel coordinates.
+/// With `fsdp`, a stage's parameters (MemorySpec::params_bytes, unsharded bytes in the param
+/// dtype) are sharded over the shard group (the dp_shard ranks of one pipeline rank and
+/// replicate index): UNSHARD is an all-gather over that group (on the rank's all-gather
+/// stream; the stage's compute waits for it), RESHARD frees the gathered parameters, and
+/// REDUCE_GRAD is a reduce-scatter of the stage's gradients (params_bytes x reduce/param dtype
+/// bytes) over the shard group followed, with dp_replicate > 1, by an all-reduce of the shard
+/// over the replicate group (HSDP), both on the rank's reduce stream. A compute-only schedule
+/// gets UNSHARD/RESHARD and REDUCE_GRAD as PyTorch's pipelining runtime places them (FACTS §6).
+/// Collective times are ring times (Thakur et al. 2005): latency + (n-1)/n·bytes/bandwidth for
+/// all-gather and reduce-scatter over n ranks, latency + 2(n-1)/n·bytes/bandwidth for all-reduce.
+struct Composition {
+  int32_t dp_replicate = 1;
+  int32_t dp_shard = 1;
+  bool fsdp = false;
+  double param_dtype_bytes = 2;            ///< bytes per parameter element (bf16)
+  double reduce_dtype_bytes = 4;           ///< bytes per gradient element in the reduction (fp32)
+  std::string param_dtype = "bf16", reduce_dtype = "fp32";
+  int32_t max_active_stages = 3;           ///< _add_unshard_reshard's window (FACTS §6)
+  double bandwidth_bytes_per_s = std::numeric_limits<double>::infinity();  ///< collective link
+  double latency_s = 0;                    ///< per collective
+  double optimizer_s = 0;                  ///< the optimizer step on each rank, after its reductions
+  /// Tied input and output embeddings (Megatron's embedding group): after their stages'
+  /// REDUCE_GRAD, the ranks holding the first and the last stage all-reduce the embedding
+  /// gradient (embedding_bytes in the reduce dtype) over a two-rank communicator.
+  int64_t tied_embedding_bytes = 0;
+  SourceLoc loc;                           ///< the `mesh` key
+  int32_t data_parallel() const { return dp_replicate * dp_shard; }
 };
 
 /// A schedule named in a spec instead of written out (`schedule: {name: zb-h1}`); the pipeline
@@ -101,6 +127,11 @@ struct PipelineSpec {
   /// but for bidirectional schedules (DualPipe: {0, p}): a stage that starts a pipeline has no
   /// predecessor, and the stage before it is the previous pipeline's last.
   std::vector<int32_t> pipeline_starts{0};
+  /// An evaluation or inference schedule: forwards only (F, SEND_F, RECV_F); no backward is
+  /// required, and each activation is freed when its forward ends.
+  bool forward_only = false;
+  /// A composed spec (`mesh:`): the data-parallel replicas and FSDP of every pipeline rank.
+  std::optional<Composition> composition;
   /// Set when the schedule is named rather than written out; `actions` is empty until resolved.
   std::optional<ScheduleRequest> named;
   SpecLocs locs;

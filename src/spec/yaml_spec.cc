@@ -29,18 +29,24 @@ constexpr int64_t kMaxMicrobatches = 1 << 24;
 
 const std::vector<std::string> kTopKeys = {"schedcheck", "name",   "ranks", "stages",
                                            "placement",  "pipelines", "microbatches", "costs",
-                                           "p2p",        "memory", "schedule"};
-const std::vector<std::string> kCostKeys = {"F", "I", "W", "B"};
-const std::vector<std::string> kP2PKeys = {"latency", "bandwidth", "message_bytes", "semantics"};
+                                           "p2p",        "memory", "schedule", "forward_only",
+                                           "mesh",       "fsdp",   "tied_embedding_bytes", "optimizer"};
+const std::vector<std::string> kCostKeys = {"F", "I", "W", "B", "R"};
+const std::vector<std::string> kP2PKeys = {"latency", "bandwidth", "message_bytes", "semantics", "blocking"};
 const std::vector<std::string> kMemoryKeys = {"limit_bytes", "params_bytes", "activation_bytes",
-                                              "weight_grad_bytes"};
+                                              "weight_grad_bytes", "recompute", "recompute_retained_bytes"};
+const std::vector<std::string> kMeshKeys = {"pp", "dp_replicate", "dp_shard", "link"};
+const std::vector<std::string> kComposedFsdpKeys = {"implementation", "dtypes", "options"};
+const std::vector<std::string> kDtypeKeys = {"param", "reduce"};
+const std::vector<std::string> kLinkKeys = {"bandwidth", "latency"};
+const std::vector<std::string> kComposedOptionKeys = {"max_active_stages"};
 const std::vector<std::string> kScheduleKeys = {"actions", "csv", "format", "name", "chunks",
                                                 "megatron"};
 
 // The sections with their keys, for "it belongs in p2p" hints.
 const yaml_util::Sections kSections = {
     {"", &kTopKeys},       {"costs", &kCostKeys},   {"p2p", &kP2PKeys},
-    {"memory", &kMemoryKeys}, {"schedule", &kScheduleKeys}};
+    {"memory", &kMemoryKeys}, {"schedule", &kScheduleKeys}, {"mesh", &kMeshKeys}};
 
 using yaml_util::Entry;
 using yaml_util::Fields;
@@ -99,6 +105,8 @@ class Loader : public yaml_util::Reader {
   void read_costs(const Entry& e, PipelineSpec& spec);
   void read_p2p(const Entry& e, PipelineSpec& spec);
   void read_memory(const Entry& e, PipelineSpec& spec);
+  void read_mesh(const Entry& e, PipelineSpec& spec);
+  void read_composed_fsdp(const Entry& e, Composition& c);
 
   const std::string& text_;
   std::string dir_;
@@ -188,8 +196,14 @@ void Loader::read_action_text(const YAML::Node& n, int32_t rank, std::vector<Ste
     } else {
       SourceLoc second = tok_loc;
       if (exact && p.step->second) second.col += static_cast<int32_t>(token.find(';') + 1);
-      out.push_back(*p.step);
-      seconds.push_back(second);
+      if (p.batch.empty()) {
+        out.push_back(*p.step);
+        seconds.push_back(second);
+      }
+      for (const Step& member : p.batch) {  // a BATCH group: one step per member
+        out.push_back(member);
+        seconds.push_back(exact ? member.loc : tok_loc);
+      }
     }
     i = j;
   }
@@ -363,6 +377,7 @@ void Loader::read_costs(const Entry& e, PipelineSpec& spec) {
       if (!f.count(k))
         error(loc(e.key), fmt::format("costs needs {} when B is not given (B defaults to I + W)", k));
   auto fv = get("F"), iv = get("I"), wv = get("W"), bv = get("B");
+  if (auto rv = get("R")) spec.costs.r_s = *rv;
   if (!bv && iv && wv && iv->size() != wv->size()) {
     // Lengths differ only for a named schedule whose stage count is still open; a value given
     // once then follows the list.
@@ -407,6 +422,64 @@ void Loader::read_p2p(const Entry& e, PipelineSpec& spec) {
                           parse_semantics))
       spec.p2p.semantics = *sem;
   }
+  if (auto it = f.find("blocking"); it != f.end())
+    if (auto b = choice(it->second, "p2p.blocking", {"comm-stream", "whole-rank"}))
+      spec.p2p.blocking = *b == "whole-rank" ? BlockingModel::kWholeRank : BlockingModel::kCommStream;
+}
+
+void Loader::read_mesh(const Entry& e, PipelineSpec& spec) {
+  if (!is_map(e, "mesh", "pp, dp_replicate, dp_shard and link")) return;
+  Fields f = fields(e.value, "mesh", kMeshKeys);
+  Composition c;
+  c.loc = loc(e);
+  spec.locs.ranks = loc(e);
+  auto get = [&](const char* key, int32_t& out) {
+    if (auto it = f.find(key); it != f.end())
+      if (auto n = whole(it->second, fmt::format("mesh.{}", key), 1, kMaxRanks)) out = static_cast<int32_t>(*n);
+  };
+  int32_t pp = 0;
+  if (f.count("pp")) get("pp", pp);
+  else error(loc(e), "mesh needs pp (the number of pipeline ranks)");
+  get("dp_replicate", c.dp_replicate);
+  get("dp_shard", c.dp_shard);
+  if (auto it = f.find("link"); it != f.end() && is_map(it->second, "mesh.link", "bandwidth and latency")) {
+    Fields l = fields(it->second.value, "mesh.link", kLinkKeys);
+    if (auto b = l.find("bandwidth"); b != l.end())
+      if (auto v = parsed(b->second.value, loc(b->second), "mesh.link.bandwidth", "bytes per second such as 450GB/s",
+                          parse_bandwidth_bytes_per_s))
+        c.bandwidth_bytes_per_s = *v;
+    if (auto t = l.find("latency"); t != l.end())
+      if (auto v = duration(t->second.value, loc(t->second), "mesh.link.latency")) c.latency_s = *v;
+  }
+
+  if (pp > 0 && static_cast<int64_t>(pp) * c.dp_replicate * c.dp_shard > kMaxRanks) {
+    error(loc(e), fmt::format("the mesh has {} ranks, more than the {} schedcheck checks at once",
+                              static_cast<int64_t>(pp) * c.dp_replicate * c.dp_shard, kMaxRanks));
+    return;
+  }
+  spec.ranks = pp;
+  spec.composition = c;
+}
+
+void Loader::read_composed_fsdp(const Entry& e, Composition& c) {
+  if (!is_map(e, "fsdp", "implementation, dtypes and options")) return;
+  Fields f = fields(e.value, "fsdp", kComposedFsdpKeys);
+  c.fsdp = true;
+  if (auto it = f.find("implementation"); it != f.end()) choice(it->second, "fsdp.implementation", {"fsdp2", "fsdp1"});
+  const std::vector<std::string> dtypes = {"fp32", "bf16", "fp16", "fp8"};
+  auto dtype_bytes = [](const std::string& d) { return d == "fp32" ? 4.0 : d == "fp8" ? 1.0 : 2.0; };
+  if (auto it = f.find("dtypes"); it != f.end() && is_map(it->second, "fsdp.dtypes", "param and reduce")) {
+    Fields d = fields(it->second.value, "fsdp.dtypes", kDtypeKeys);
+    if (auto p = d.find("param"); p != d.end())
+      if (auto v = choice(p->second, "fsdp.dtypes.param", dtypes)) c.param_dtype = *v, c.param_dtype_bytes = dtype_bytes(*v);
+    if (auto r = d.find("reduce"); r != d.end())
+      if (auto v = choice(r->second, "fsdp.dtypes.reduce", dtypes)) c.reduce_dtype = *v, c.reduce_dtype_bytes = dtype_bytes(*v);
+  }
+  if (auto it = f.find("options"); it != f.end() && is_map(it->second, "fsdp.options", "max_active_stages")) {
+    Fields o = fields(it->second.value, "fsdp.options", kComposedOptionKeys);
+    if (auto m = o.find("max_active_stages"); m != o.end())
+      if (auto n = whole(m->second, "fsdp.options.max_active_stages", 1, 1 << 20)) c.max_active_stages = static_cast<int32_t>(*n);
+  }
 }
 
 void Loader::read_memory(const Entry& e, PipelineSpec& spec) {
@@ -432,6 +505,28 @@ void Loader::read_memory(const Entry& e, PipelineSpec& spec) {
     if (auto v = per_stage<int64_t>(it->second, fmt::format("memory.{}", fd.key), "byte count", b))
       *fd.out = *v;
   }
+  if (auto it = f.find("recompute"); it != f.end()) {
+    auto mode = [this](const YAML::Node& n, const SourceLoc& l, const std::string& key) -> std::optional<Recompute> {
+      (void)l;  // choice() reports at the value's own mark
+      auto v = choice(Entry{n, n}, key, {"none", "selective", "full"});
+      if (!v) return std::nullopt;
+      return *v == "full" ? Recompute::kFull : *v == "selective" ? Recompute::kSelective : Recompute::kNone;
+    };
+    if (auto v = per_stage<Recompute>(it->second, "memory.recompute", "none, selective or full", mode))
+      spec.memory.recompute = *v;
+  }
+  if (auto it = f.find("recompute_retained_bytes"); it != f.end())
+    if (auto v = per_stage<int64_t>(it->second, "memory.recompute_retained_bytes", "byte count", b))
+      spec.memory.retained_bytes = *v;
+  for (size_t s = 0; s < spec.memory.recompute.size(); ++s)
+    if (spec.memory.recompute[s] == Recompute::kSelective &&
+        (spec.memory.retained_bytes.size() <= s || spec.costs.r_s.size() <= s)) {
+      error(loc(f.find("recompute")->second),
+            fmt::format("stage {} recomputes selectively: give memory.recompute_retained_bytes (the activations "
+                        "it keeps) and costs.R (the recompute time)",
+                        s));
+      break;
+    }
 }
 
 void Loader::read_schedule(const Entry* s, int32_t ranks, PipelineSpec& spec) {
@@ -641,12 +736,32 @@ std::optional<PipelineSpec> Loader::load(const YAML::Node& root, const std::stri
       error(loc(*n), fmt::format("name must be a string, got {}", describe(n->value)));
   }
 
-  if (const Entry* r = field("ranks")) {
+  if (const Entry* m = field("mesh")) read_mesh(*m, spec);
+  if (spec.composition) {
+    if (const Entry* r = field("ranks")) {
+      const int64_t world = static_cast<int64_t>(spec.ranks) * spec.composition->data_parallel();
+      if (auto n = whole(*r, "ranks", 1, kMaxRanks); n && *n != world)
+        error(loc(*r), fmt::format("ranks is {} but the mesh has pp x dp_replicate x dp_shard = {} ranks; give the "
+                                   "world size or leave ranks out",
+                                   *n, world));
+    }
+    if (const Entry* f = field("fsdp")) read_composed_fsdp(*f, *spec.composition);
+    if (const Entry* o = field("optimizer"))
+      if (auto v = duration(o->value, loc(*o), "optimizer")) spec.composition->optimizer_s = *v;
+    if (const Entry* t = field("tied_embedding_bytes"))
+      if (auto v = bytes(t->value, loc(*t), "tied_embedding_bytes")) spec.composition->tied_embedding_bytes = *v;
+  } else if (const Entry* r = field("ranks")) {
     spec.locs.ranks = loc(*r);
     if (auto n = whole(*r, "ranks", 1, kMaxRanks)) spec.ranks = static_cast<int32_t>(*n);
   } else {
     error(file_start(), "missing required key 'ranks' (the number of pipeline ranks)");
   }
+  if (!spec.composition)
+    for (const char* key : {"fsdp", "tied_embedding_bytes", "optimizer"})
+      if (const Entry* e = field(key))
+        error(loc(*e), fmt::format("{} belongs to a composed spec: add mesh: {{pp: ..., dp_shard: ...}} (a spec with "
+                                   "fsdp: and no mesh: is an fsdp spec, which has no schedule)",
+                                   key));
 
   read_schedule(field("schedule"), spec.ranks, spec);
 
@@ -685,6 +800,8 @@ std::optional<PipelineSpec> Loader::load(const YAML::Node& root, const std::stri
     spec.locs.microbatches = spec.locs.schedule;
   }
   if (const Entry* pl = field("pipelines")) read_pipelines(*pl, spec);
+  if (const Entry* fo = field("forward_only"))
+    if (auto b = boolean(*fo, "forward_only")) spec.forward_only = *b;
   if (spec.stages > 0) check_actions(spec, mb_given);
 
   // The model: unit defaults, then whatever the spec gives.

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "check/passes.h"
+#include "pipeline/rules.h"
 
 namespace sc {
 namespace {
@@ -63,6 +63,7 @@ std::vector<Finding> check_structure(const PipelineSpec& spec, size_t max_exampl
                                           : "actions on a rank other than their stage's (a stage lives on one rank)",
                   max_examples);
   std::unordered_set<uint64_t> p2p_seen;
+  Group backward_in_forward_only("backward actions in a forward-only schedule (forward_only: true)", max_examples);
 
   auto visit = [&](const Action& a, int32_t rank, const SourceLoc& loc) {
     std::string label = format_action(a);
@@ -76,6 +77,11 @@ std::vector<Finding> check_structure(const PipelineSpec& spec, size_t max_exampl
       placement.add(label, rank, loc);
       placement.detail(fmt::format("{} at {} runs on rank {}, but stage {} lives on rank {} ({} placement)",
                                    label, format_loc(loc), rank, a.stage, home, spec.placement));
+    }
+    if (spec.forward_only && (a.kind == ActionKind::kI || a.kind == ActionKind::kW || a.kind == ActionKind::kB ||
+                              a.kind == ActionKind::kSendB || a.kind == ActionKind::kRecvB)) {
+      backward_in_forward_only.add(label, rank, loc);
+      return;
     }
     if (is_p2p(a.kind)) {
       uint64_t key = (static_cast<uint64_t>(a.kind) << 58) | (static_cast<uint64_t>(a.stage) << 29) |
@@ -115,6 +121,7 @@ std::vector<Finding> check_structure(const PipelineSpec& spec, size_t max_exampl
     for (int32_t m = 0; m < M; ++m) {
       const Counts& c = counts[static_cast<size_t>(s) * M + m];
       if (c.f == 0) no_f.add(format_action({ActionKind::kF, s, m}), spec.stage_to_rank[s], where_missing(s));
+      if (spec.forward_only) continue;  // no backward is required
       if (c.b == 0 && c.i == 0 && c.w == 0)
         no_b.add(format_action({ActionKind::kB, s, m}), spec.stage_to_rank[s], where_missing(s));
       else if (c.b == 0 && c.i > 0 && c.w == 0)
@@ -123,6 +130,7 @@ std::vector<Finding> check_structure(const PipelineSpec& spec, size_t max_exampl
         no_i.add(format_action({ActionKind::kI, s, m}), spec.stage_to_rank[s], where_missing(s));
     }
   range.flush(out);
+  backward_in_forward_only.flush(out);
   placement.flush(out);
   dup.flush(out);
   both.flush(out);

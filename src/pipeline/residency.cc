@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "check/passes.h"
+#include "pipeline/rules.h"
 
 namespace sc {
 

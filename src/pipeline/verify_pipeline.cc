@@ -1,0 +1,66 @@
+#include "pipeline/verify_pipeline.h"
+
+#include <fmt/format.h>
+
+#include "check/pass_timer.h"
+#include "pipeline/build_program.h"
+#include "pipeline/fsdp_actions.h"
+#include "pipeline/rules.h"
+
+namespace sc {
+namespace {
+
+void append(std::vector<Finding>& to, std::vector<Finding>&& from) {
+  for (auto& f : from) to.push_back(std::move(f));
+}
+
+}  // namespace
+
+VerifyResult verify(const PipelineSpec& spec_in, const VerifyOptions& options) {
+  VerifyResult r;
+  PassTimer timer(r.pass_times);
+  r.spec = spec_in;
+  if (options.semantics) r.spec.p2p.semantics = *options.semantics;
+
+  // Composed specs: FSDP and gradient reductions as PyTorch's pipelining runtime places them
+  // (FACTS §6: _add_unshard_reshard, then _add_reduce_grad, before SEND/RECV are added).
+  if (const auto& comp = r.spec.composition; comp && !r.spec.forward_only) {
+    timer.run("place fsdp", [&] {
+      for (auto& row : r.spec.actions) {
+        if (has_fsdp_actions(row)) continue;  // the user placed them
+        if (comp->fsdp) row = add_unshard_reshard(row, comp->max_active_stages);
+        row = add_reduce_grad(row, r.spec.microbatches);
+      }
+    });
+  }
+
+  if (options.lower && !r.spec.has_comms()) {
+    std::string why;
+    auto lowered = timer.run("lower", [&] {
+      return lower_comms(r.spec.actions, r.spec.stage_to_rank, *options.lower, &why, r.spec.pipeline_starts);
+    });
+    if (lowered) {
+      r.spec.actions = std::move(*lowered);
+    } else {
+      Finding f;
+      f.kind = FindingKind::kStructure;
+      f.message = fmt::format("cannot add SEND/RECV to this schedule: {}", why);
+      f.locations.push_back(r.spec.locs.schedule);
+      r.findings.push_back(std::move(f));
+    }
+  }
+
+  std::vector<Finding> front_end;
+  append(front_end, std::move(r.findings));
+  append(front_end, timer.run("structure", [&] { return check_structure(r.spec); }));
+  append(front_end, timer.run("residency", [&] { return check_residency(r.spec); }));
+  PipelineProgram built = timer.run("build", [&] { return build_program(r.spec, options.blocking.value_or(r.spec.p2p.blocking)); });
+  append(front_end, std::move(built.causality));
+  built.program.memory_limit_bytes = r.spec.memory.limit_bytes;
+  ProgramVerifyOptions popt;
+  popt.force_min_cut = options.force_min_cut;
+  std::vector<PassTime> times = std::move(r.pass_times);
+  static_cast<ProgramResult&>(r) = verify_program(std::move(built.program), std::move(front_end), popt, std::move(times));
+  return r;
+}
+}  // namespace sc

@@ -1,0 +1,34 @@
+// The pipeline front-end's verify: its own rules, lowering to the Program IR, then the one verify.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "check/verify.h"
+#include "pipeline/lower_comms.h"
+#include "sim/timeline.h"
+#include "spec/pipeline_spec.h"
+
+namespace sc {
+
+/// Options of `schedcheck verify`.
+struct VerifyOptions {
+  std::optional<Semantics> semantics;        ///< overrides the spec's p2p.semantics
+  std::optional<BlockingModel> blocking;     ///< overrides the spec's p2p.blocking
+  std::optional<LowerPolicy> lower;          ///< lower a compute-only schedule first
+  bool force_min_cut = false;                ///< worst-case memory without the fast path
+};
+
+/// Everything verify established. `timeline` and `worst_case` are absent when the program
+/// does not execute to completion (a deadlock or a causality cycle).
+struct VerifyResult : ProgramResult {
+  PipelineSpec spec;            ///< as checked (after lowering, if requested)
+};
+
+/// The pipeline front-end: the action-list rules (structure, UNSHARD/RESHARD residency), the
+/// lowering (with causality findings met while wiring inputs), then verify_program. Never fails: problems in the schedule are findings. Lowering that cannot
+/// proceed is a structure finding.
+VerifyResult verify(const PipelineSpec& spec, const VerifyOptions& options);
+
+}  // namespace sc
