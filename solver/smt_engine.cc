@@ -36,12 +36,35 @@ class SmtEncoder {
     if (opt_.rlimit > 0) prm.set("rlimit", static_cast<unsigned>(std::min<uint64_t>(opt_.rlimit, UINT32_MAX)));
     s.set(prm);
   }
-  // The position of each op in its stream, and the previous op there (kNoOp at the head).
-  std::vector<OpId> stream_prev() const {
-    std::vector<OpId> prev(p_.ops.size(), kNoOp);
+  // For each op, the ops that must complete before it by stream order: the previous op on its
+  // stream; for a member of a batched group, the op before the group and every member's
+  // dependencies (the group is launched when all its inputs are ready); for the op after a
+  // group, every member.
+  std::vector<std::vector<OpId>> stream_prev() const {
+    std::vector<std::vector<OpId>> prev(p_.ops.size());
     for (const auto& st : p_.streams)
-      for (size_t i = 1; i < st.ops.size(); ++i) prev[st.ops[i]] = st.ops[i - 1];
+      for (size_t i = 1; i < st.ops.size(); ++i) {
+        const OpId cur = st.ops[i], before = st.ops[i - 1];
+        const int32_t g = p_.ops[cur].group, gb = p_.ops[before].group;
+        if (gb >= 0 && gb != g) prev[cur] = p_.groups[gb];            // after a whole group
+        else if (g < 0 || gb != g) prev[cur].push_back(before);       // plain stream order
+      }
+    for (const auto& members : p_.groups)
+      for (OpId m : members) {
+        if (m != members.front()) prev[m] = prev[members.front()];  // launched together
+        for (OpId x : members)
+          for (const Dep* d = p_.deps_begin(x); x != m && d != p_.deps_end(x); ++d) prev[m].push_back(d->src);
+      }
     return prev;
+  }
+  // The members of a collective's instance (kNoOp for a member that never issues it), and the
+  // rank's previous collective on the same communicator.
+  std::vector<OpId> instance(OpId id) const { return p_.instance(id); }
+  OpId comm_prev(OpId id) const {
+    const Op& op = p_.ops[id];
+    if (op.kind != OpKind::kCollective || op.comm < 0 || op.seq <= 0) return kNoOp;
+    const Communicator& c = p_.comms[op.comm];
+    return c.ops[c.member_index(op.rank)][op.seq - 1];
   }
   // For a send: the recv whose completion frees its buffer slot under buffered:N (kNoOp when
   // none is needed); `never` set when that recv does not exist.
@@ -74,14 +97,22 @@ bool SmtEncoder::deadlock(SmtVerdict& v) {
   auto after = [&](OpId a, OpId b) {  // b completes only after a
     rules.push_back(z3::implies(done[b], done[a] && t[a] < t[b]));
   };
-  std::vector<OpId> prev = stream_prev();
+  std::vector<std::vector<OpId>> prev = stream_prev();
   bool rendezvous = p_.semantics.kind == Semantics::kRendezvous;
   for (size_t o = 0; o < n; ++o) {
     OpId id = static_cast<OpId>(o);
     const Op& op = p_.ops[o];
-    if (prev[o] != kNoOp) after(prev[o], id);
+    for (OpId b : prev[o]) after(b, id);
     for (const Dep* d = p_.deps_begin(id); d != p_.deps_end(id); ++d) after(d->src, id);
-    if (op.kind == OpKind::kRecv) {
+    if (op.kind == OpKind::kCollective && op.comm >= 0) {
+      // Every member of the instance completes at the same moment; one that never issues it
+      // blocks the others forever.
+      if (OpId cp = comm_prev(id); cp != kNoOp) after(cp, id);
+      for (OpId m : instance(id)) {
+        if (m == kNoOp) rules.push_back(!done[o]);
+        else if (m != id) rules.push_back(z3::implies(done[o], done[m] && t[m] == t[o]));
+      }
+    } else if (op.kind == OpKind::kRecv) {
       if (op.match == kNoOp) rules.push_back(!done[o]);
       else if (rendezvous) rules.push_back(z3::implies(done[o], done[op.match] && t[op.match] == t[o]));
       else after(op.match, id);
@@ -141,14 +172,21 @@ bool SmtEncoder::worst_case(SmtVerdict& v) {
     closed.push_back(zero <= en[o] && en[o] <= st[o] && st[o] <= one);
   }
   // A moment is a set of events closed under "happens before": x_later <= x_earlier.
-  std::vector<OpId> prev = stream_prev();
+  std::vector<std::vector<OpId>> prev = stream_prev();
   bool rendezvous = p_.semantics.kind == Semantics::kRendezvous;
   auto hb = [&](const z3::expr& earlier, const z3::expr& later) { closed.push_back(later <= earlier); };
   for (size_t o = 0; o < n; ++o) {
     OpId id = static_cast<OpId>(o);
     const Op& op = p_.ops[o];
-    if (prev[o] != kNoOp) hb(en[prev[o]], st[o]);
+    for (OpId b : prev[o]) hb(en[b], st[o]);
     for (const Dep* d = p_.deps_begin(id); d != p_.deps_end(id); ++d) hb(en[d->src], st[o]);
+    if (op.kind == OpKind::kCollective && op.comm >= 0) {
+      // A collective ends only after every member has started; a member starts after the
+      // rank's previous collective on the communicator.
+      if (OpId cp = comm_prev(id); cp != kNoOp) hb(en[cp], st[o]);
+      for (OpId m : instance(id))
+        if (m != kNoOp && m != id) hb(st[m], en[o]);
+    }
     if (op.kind == OpKind::kRecv && op.match != kNoOp) hb(st[op.match], en[o]);
     if (op.kind == OpKind::kSend) {
       if (rendezvous && op.match != kNoOp) hb(st[op.match], en[o]);

@@ -9,6 +9,7 @@
 #include "catch.h"
 #include "check/passes.h"
 #include "pipeline/fsdp_actions.h"
+#include "pipeline/named_schedule.h"
 #include "pipeline/verify_pipeline.h"
 #include "spec/yaml_spec.h"
 #include "test_util.h"
@@ -38,6 +39,7 @@ PipelineSpec load_example(const std::string& rel) {
   auto spec = load_yaml_spec(test::source_path(rel), d);
   REQUIRE_FALSE(d.has_errors());
   REQUIRE(spec);
+  REQUIRE(resolve_named_schedule(*spec, d));
   return *spec;
 }
 
