@@ -14,15 +14,17 @@ void append(std::vector<Finding>& to, std::vector<Finding>&& from) {
   for (auto& f : from) to.push_back(std::move(f));
 }
 
-/// Copies rank 0's worst case to every rank, shifting buffer and op ids by the block sizes.
-void replicate_rank0(WorstCaseMemory& w, int32_t ranks, int32_t ops_per_rank, int32_t buffers_per_rank) {
-  for (int32_t r = 1; r < ranks; ++r) {
-    w.bytes_per_rank[r] = w.bytes_per_rank[0];
-    w.used_min_cut[r] = w.used_min_cut[0];
-    w.live_buffers[r] = w.live_buffers[0];
-    for (int32_t& b : w.live_buffers[r]) b += r * buffers_per_rank;
-    w.running_ops[r] = w.running_ops[0];
-    for (OpId& op : w.running_ops[r]) op += r * ops_per_rank;
+/// Copies each representative's worst case to its images, shifting buffer and op ids.
+void copy_to_images(WorstCaseMemory& w, const std::vector<RankImage>& images) {
+  for (size_t r = 0; r < images.size(); ++r) {
+    const RankImage& im = images[r];
+    if (im.of < 0) continue;
+    w.bytes_per_rank[r] = w.bytes_per_rank[im.of];
+    w.used_min_cut[r] = w.used_min_cut[im.of];
+    w.live_buffers[r] = w.live_buffers[im.of];
+    for (int32_t& b : w.live_buffers[r]) b += im.buffer_shift;
+    w.running_ops[r] = w.running_ops[im.of];
+    for (OpId& op : w.running_ops[r]) op += im.op_shift;
   }
 }
 
@@ -50,11 +52,17 @@ void explain_hangs(std::vector<Finding>& hangs, const std::vector<Finding>& dive
   hangs.resize(1);
 }
 
-/// Every rank, for a finding found on rank 0 of a symmetric program.
-std::vector<int32_t> all_ranks(int32_t n) {
-  std::vector<int32_t> all(n);
-  for (int32_t k = 0; k < n; ++k) all[k] = k;
-  return all;
+/// Per representative rank, the ranks it stands for (itself first, then its images); empty for
+/// an image.
+std::vector<std::vector<int32_t>> rank_classes(const Program& p) {
+  std::vector<std::vector<int32_t>> classes(p.num_ranks);
+  for (int32_t r = 0; r < p.num_ranks; ++r) {
+    const int32_t of = r < static_cast<int32_t>(p.rank_images.size()) ? p.rank_images[r].of : -1;
+    if (of < 0) classes[r].insert(classes[r].begin(), r);
+    else classes[of].push_back(r);
+  }
+  for (auto& c : classes) std::sort(c.begin(), c.end());
+  return classes;
 }
 
 }  // namespace
@@ -94,14 +102,20 @@ ProgramResult verify_program(Program program, std::vector<Finding> front_end, co
     if (op.kind == OpKind::kSend && op.match != kNoOp) ++r.edges;
 
   if (r.execution.completed) {
-    // Symmetric programs: the per-rank interleaving passes run on rank 0 and hold for every rank.
-    const std::optional<RankSymmetry> sym = p.num_ranks > 1 ? p.symmetry : std::nullopt;
-    const std::vector<int32_t> rank0{0};
-    const std::vector<int32_t>* only = sym ? &rank0 : nullptr;
+    // Ranks that are images of another: the per-rank interleaving passes run on the
+    // representatives and hold for their images.
+    const std::vector<std::vector<int32_t>> classes = rank_classes(p);
+    std::vector<int32_t> reps;
+    for (int32_t r = 0; r < p.num_ranks; ++r)
+      if (!classes[r].empty()) reps.push_back(r);
+    const bool images = static_cast<int32_t>(reps.size()) < p.num_ranks;
+    const std::vector<int32_t>* only = images ? &reps : nullptr;
     if (!p.uses.empty())
       timer.run("buffer residency", [&] {
         for (auto& f : check_buffer_residency(p, 8, only)) {
-          if (sym) name_ranks(f, all_ranks(p.num_ranks));  // the same violation on every rank
+          if (images && f.ranks.size() == 1 && f.ranks[0] >= 0 && f.ranks[0] < p.num_ranks &&
+              classes[f.ranks[0]].size() > 1)
+            name_ranks(f, classes[f.ranks[0]]);  // the same violation on every image
           r.findings.push_back(std::move(f));
         }
       });
@@ -110,8 +124,8 @@ ProgramResult verify_program(Program program, std::vector<Finding> front_end, co
       std::vector<MemoryView> views{MemoryView{}};
       views.insert(views.end(), options.extra_views.begin(), options.extra_views.end());
       std::vector<WorstCaseMemory> worst = worst_case_memory_views(p, views, options.force_min_cut, only);
-      if (sym)
-        for (auto& w : worst) replicate_rank0(w, p.num_ranks, sym->ops_per_rank, sym->buffers_per_rank);
+      if (images)
+        for (auto& w : worst) copy_to_images(w, p.rank_images);
       r.worst_case = std::move(worst[0]);
       r.extra_worst_case.assign(std::make_move_iterator(worst.begin() + 1), std::make_move_iterator(worst.end()));
     });

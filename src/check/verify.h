@@ -53,8 +53,9 @@ struct ProgramResult {
 /// - channel: P2P channels (check_channels);
 /// - buffer residency: ops that declare buffer uses, when the program completes;
 /// - timing: when it completes (simulate over the execution order);
-/// - worst-case memory: when it completes; on rank 0 only when the program declares its ranks
-///   symmetric (Program::symmetry), copied to the others (exact by that symmetry);
+/// - worst-case memory: when it completes; for ranks that are images of another
+///   (Program::rank_images) the representative's result is copied and shifted (exact by that
+///   symmetry), and the same holds for buffer residency;
 /// - memory: when Program::memory_limit_bytes is set; findings that repeat on every rank are one.
 /// Never fails: problems are findings. `front_end` findings are reported first. The pass times
 /// are appended after `pass_times` (the front-end's own, e.g. lowering).

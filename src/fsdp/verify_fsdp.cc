@@ -165,7 +165,11 @@ FsdpVerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut, bool use_
   for (auto& f : group_by_rank(std::move(lowered.findings))) v.findings.push_back(std::move(f));
 
   if (use_symmetry)
-    if (auto blocks = rank_blocks(spec, v.program)) v.program.symmetry = RankSymmetry{blocks->first, blocks->second};
+    if (auto blocks = rank_blocks(spec, v.program)) {
+      v.program.rank_images.assign(v.program.num_ranks, RankImage{});
+      for (int32_t r = 1; r < v.program.num_ranks; ++r)
+        v.program.rank_images[r] = RankImage{0, r * blocks->first, r * blocks->second};
+    }
   v.program.memory_limit_bytes = spec.limit_bytes;
   ProgramVerifyOptions popt;
   popt.force_min_cut = force_min_cut;

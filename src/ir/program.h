@@ -129,13 +129,16 @@ struct LinkModel {
   double transfer_s(int64_t bytes) const;
 };
 
-/// Rank symmetry a front-end declares: rank r's ops are ids [r·ops_per_rank, (r+1)·ops_per_rank)
-/// and its buffers [r·buffers_per_rank, (r+1)·buffers_per_rank), and renumbering ranks maps rank
-/// 0's block onto every other block preserving streams, deps, memory effects and collectives.
-/// Per-rank passes may then compute rank 0 and shift its result (exact).
-struct RankSymmetry {
-  int32_t ops_per_rank = 0;
-  int32_t buffers_per_rank = 0;
+/// A rank whose program is another rank's (its representative, `of`) up to renumbering ranks,
+/// as a front-end guarantees: its ops are the representative's ids + op_shift, its buffers the
+/// representative's + buffer_shift, and a permutation of the ranks that maps the representative
+/// onto it maps the whole program onto itself (streams, deps, memory effects, messages and
+/// collectives). Per-rank passes (residency, worst-case memory) compute the representative only
+/// and shift its result: exact by that symmetry. `of` = -1: computed on its own.
+struct RankImage {
+  int32_t of = -1;
+  int32_t op_shift = 0;
+  int32_t buffer_shift = 0;
 };
 
 /// A whole program. Invariants (checked by validate()): every op is in exactly one stream, in
@@ -165,7 +168,7 @@ struct Program {
   BlockingModel blocking = BlockingModel::kCommStream;
   bool explicit_comms = false;  ///< built from a schedule with SEND/RECV actions
   std::optional<int64_t> memory_limit_bytes;  ///< per rank; none = no limit check
-  std::optional<RankSymmetry> symmetry;       ///< set only by a front-end that guarantees it
+  std::vector<RankImage> rank_images;         ///< per rank (or empty): set only by a front-end that guarantees it
 
   /// Appends an op (deps, memory effects and uses are added with add_dep / add_mem / add_use
   /// right after, in order) and puts it at the end of `stream`. A kCollective op with `comm`

@@ -79,6 +79,7 @@ class Builder {
     // Pass 2: wire inputs and memory effects, op by op (deps of an op must be added together).
     wire_all();
     p.match_channels();
+    if (comp_ && dp_ > 1) set_rank_images();
     return std::move(out_);
   }
 
@@ -129,6 +130,34 @@ class Builder {
   }
 
   // --- Composed specs (PipelineSpec::composition) ---
+
+  /// Every data-parallel replica of a pipeline rank runs the same lists with the same
+  /// communicators up to renumbering the replicas, and its ops and buffers were created in one
+  /// contiguous block each: replica d > 0 of pipeline rank r is an image of replica 0.
+  void set_rank_images() {
+    Program& p = out_.program;
+    const int32_t world = p.num_ranks;
+    std::vector<int64_t> first_op(world, -1), ops(world, 0), first_buf(world, -1), bufs(world, 0);
+    for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id) {
+      const int32_t g = p.ops[id].rank;
+      if (first_op[g] < 0) first_op[g] = id;
+      ++ops[g];
+    }
+    for (size_t b = 0; b < p.buffers.size(); ++b) {
+      const int32_t g = p.buffers[b].rank;
+      if (first_buf[g] < 0) first_buf[g] = static_cast<int64_t>(b);
+      ++bufs[g];
+    }
+    std::vector<RankImage> images(world);
+    for (int32_t g = 0; g < world; ++g) {
+      const int32_t rep = g - g % dp_;
+      if (rep == g) continue;
+      if (ops[g] != ops[rep] || bufs[g] != bufs[rep] || first_op[g] < 0) return;  // not the same shape: compute all
+      images[g] = RankImage{rep, static_cast<int32_t>(first_op[g] - first_op[rep]),
+                            static_cast<int32_t>(bufs[g] ? first_buf[g] - first_buf[rep] : 0)};
+    }
+    p.rank_images = std::move(images);
+  }
 
   /// The communicators of the mesh: per (pipeline rank, replicate index) its shard group, per
   /// (pipeline rank, shard index) its replicate group (or, without FSDP, per pipeline rank its
