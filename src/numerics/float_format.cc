@@ -72,10 +72,11 @@ double round_to(DType t, double x, Overflow overflow) {
     // Fast path: x is a normal binary64. Drop the low `shift` bits of its significand with round
     // to nearest even by adding just under half of the dropped weight plus the lowest kept bit,
     // then clearing; a carry out of the significand moves into the exponent field, which is the
-    // correct next binade. Valid while the quantum lies within the significand (shift <= 52).
+    // correct next binade. Valid while the lowest kept bit is a stored significand bit
+    // (shift <= 51); at 52 it would be the hidden bit, whose place holds the exponent's low bit.
     const int lead = biased - 1023;
     const int shift = 52 - (f.precision - 1) + std::max(0, f.min_exponent - lead);
-    if (shift <= 52) {
+    if (shift <= 51) {
       const uint64_t dropped = (uint64_t{1} << shift) - 1;
       uint64_t r = bits + (dropped >> 1) + ((bits >> shift) & 1);
       r &= ~dropped;
