@@ -27,7 +27,8 @@ struct AnalysisOptions {
 ///   round to even, so each one is lost in a ring that starts at rank 0);
 /// - "one large, rest just under half an ulp": the same with the next smaller value;
 /// - "random uniform [1,2)" and "random log-uniform [2^-8, 2^8]": `random_trials` vectors each.
-/// Each input is tried at every ring start (up to max_ring_starts). Results that overflow or
+/// The structured inputs are tried at every ring start (up to max_ring_starts), the random ones
+/// at starts 0 and 1. Results that overflow or
 /// underflow are not errors here: they are failure modes (see FailureModes).
 struct WorstCase {
   double relative_error = 0;
