@@ -283,7 +283,36 @@ TEST_CASE("bad configurations are refused with a reason", "[numerics]") {
   CHECK_THROWS_AS(analyze(c), std::invalid_argument);
   CHECK(parse_dtype("BFloat16") == DType::kBf16);
   CHECK_FALSE(parse_dtype("fp12"));
-  CHECK(fsdp1_predivide_factor(1024) == 16);
-  CHECK(fsdp1_predivide_factor(8) == 2);
-  CHECK(fsdp1_predivide_factor(3) == 1);
+  // PyTorch's loop (FACTS §5 paraphrases it as "largest power of two f with N % f == 0 and
+  // N/f > f", which would give 16 for 1024; the code gives 32).
+  CHECK(fsdp1_predivide_factor(1024) == 32);
+  CHECK(fsdp1_predivide_factor(8) == 4);
+  CHECK(fsdp1_predivide_factor(6) == 4);
+  CHECK(fsdp1_predivide_factor(3) == 2);
+  CHECK(fsdp1_predivide_factor(1) == 1);
+}
+
+TEST_CASE("an FSDP2 bf16 reduce-scatter over 1024 ranks fails a 1e-3 tolerance and fp32 holds", "[numerics]") {
+  AnalysisOptions opt;
+  opt.samples = 128;
+  opt.random_trials = 2;
+  Tolerances tol{1e-3, 1e-3, 1e-12, false};
+  auto bf16 = analyze(fsdp_reduce_scatter(DType::kBf16, 1024, true), opt);
+  CHECK(bf16.config.op == ReduceOp::kAvg);
+  auto findings = numerics_findings(bf16, tol);
+  REQUIRE(findings.size() >= 2);
+  CHECK(findings[0].check == "max_relative_error");
+  CHECK(findings[0].witness == "[1, 0.00390625 x 1023]");
+  CHECK(findings[1].check == "max_bias");
+  // The report's fix table carries the fp32 side: it holds, at twice the bytes.
+  REQUIRE(bf16.fixes.front().name == "fp32 reduction");
+  CHECK(numerics_findings(Analysis{bf16.fixes.front().config, bf16.fixes.front().figures, {}, 0, 0}, tol).empty());
+  CHECK(bf16.fixes.front().bytes_ratio == 2);
+  auto fp32 = analyze(fsdp_reduce_scatter(DType::kFp32, 1024, true), opt);
+  CHECK(numerics_findings(fp32, tol).empty());
+  // FSDP2 fp16: sum between divides of 32 and 32.
+  auto fp16 = fsdp_reduce_scatter(DType::kFp16, 1024, true);
+  CHECK(fp16.op == ReduceOp::kSum);
+  CHECK(fp16.pre_divide == 32);
+  CHECK(fp16.post_divide == 32);
 }

@@ -393,8 +393,23 @@ double sent_bytes_per_element(const ReductionConfig& c) {
 
 int fsdp1_predivide_factor(int ranks) {
   int f = 1;
-  while (ranks % (f * 2) == 0 && ranks / (f * 2) > f * 2) f *= 2;
+  while (ranks % f == 0 && ranks / static_cast<double>(f) > f) f *= 2;
   return f;
+}
+
+ReductionConfig fsdp_reduce_scatter(DType reduce, int ranks, bool fsdp2) {
+  ReductionConfig c;
+  c.dtype = reduce;
+  c.ranks = ranks;
+  c.collective = CollectiveKind::kReduceScatter;
+  if (fsdp2 && reduce != DType::kFp16) {
+    c.op = ReduceOp::kAvg;
+    return c;
+  }
+  c.op = ReduceOp::kSum;
+  c.pre_divide = fsdp1_predivide_factor(ranks);
+  c.post_divide = ranks / c.pre_divide;
+  return c;
 }
 
 namespace {
