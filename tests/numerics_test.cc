@@ -316,3 +316,26 @@ TEST_CASE("an FSDP2 bf16 reduce-scatter over 1024 ranks fails a 1e-3 tolerance a
   CHECK(fp16.pre_divide == 32);
   CHECK(fp16.post_divide == 32);
 }
+
+TEST_CASE("fp8 sums round through half and stall like the wider formats", "[numerics]") {
+  // By hand: 1.5 added 16 times in e4m3 (spacing 1 in [8, 16), 2 in [16, 32)); the ties at 10.5,
+  // 13.5 and 15.5 go to the even neighbours 10, 14 and 16, and above 16 every 1.5 becomes 2.
+  CHECK(ring_fold(DType::kFp8E4M3, std::vector<double>(16, 1.5), 0) == 28);
+  CHECK(tree_fold(DType::kFp8E4M3, std::vector<double>(16, 1.5)) == 24);
+  // 448 is e4m3's largest value: a sum beyond it saturates instead of becoming NaN.
+  CHECK(ring_fold(DType::kFp8E4M3, std::vector<double>(4, 256), 0) == 448);
+}
+
+TEST_CASE("auto takes the worst of ring, tree and nvls metric by metric", "[numerics]") {
+  AnalysisOptions opt;
+  opt.fixes = false;
+  opt.samples = 64;
+  opt.random_trials = 2;
+  auto c = config(DType::kBf16, ReduceOp::kSum, 8, Algorithm::kAuto);
+  auto a = analyze(c, opt);
+  auto ring = analyze(config(DType::kBf16, ReduceOp::kSum, 8), opt);
+  CHECK(a.figures.worst.relative_error == ring.figures.worst.relative_error);
+  CHECK(a.figures.worst.family.find("ring: ") == 0);
+  CHECK(a.figures.order.found);
+  CHECK(describe(c) == "bf16 sum all_reduce over 8 ranks, auto, 1 channel");
+}
