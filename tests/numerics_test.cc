@@ -339,3 +339,27 @@ TEST_CASE("auto takes the worst of ring, tree and nvls metric by metric", "[nume
   CHECK(a.figures.order.found);
   CHECK(describe(c) == "bf16 sum all_reduce over 8 ranks, auto, 1 channel");
 }
+
+TEST_CASE("the numerics pass analyses each distinct configuration once and locates every collective", "[numerics]") {
+  std::vector<LocatedReduction> rs;
+  auto bf16 = fsdp_reduce_scatter(DType::kBf16, 1024, true);
+  auto fp32 = fsdp_reduce_scatter(DType::kFp32, 1024, true);
+  for (int unit = 0; unit < 3; ++unit) {
+    rs.push_back({bf16, sc::SourceLoc{0, 7, 3}, "rs.unit" + std::to_string(unit)});
+    rs.push_back({fp32, sc::SourceLoc{0, 9, 3}, "rs.fp32.unit" + std::to_string(unit)});
+  }
+  AnalysisOptions opt;
+  opt.samples = 64;
+  opt.random_trials = 1;
+  auto check = check_reductions(rs, Tolerances{1e-3, 1e-3, 1e-12, false}, opt);
+  REQUIRE(check.analyses.size() == 2);
+  CHECK(check.analyses[0].config.dtype == DType::kBf16);
+  CHECK_FALSE(check.analyses[0].fixes.empty());  // it has findings, so its fixes are shown
+  CHECK(check.analyses[1].fixes.empty());        // fp32 holds: no fixes computed
+  REQUIRE_FALSE(check.findings.empty());
+  for (const auto& f : check.findings) {
+    CHECK(f.ops == std::vector<std::string>{"rs.unit0", "rs.unit1", "rs.unit2"});
+    REQUIRE(f.locations.size() == 3);
+    CHECK(f.locations[0].line == 7);
+  }
+}

@@ -1,6 +1,8 @@
 #include "numerics/analysis.h"
 
 #include <algorithm>
+#include <map>
+#include <tuple>
 #include <cmath>
 #include <random>
 #include <stdexcept>
@@ -541,6 +543,44 @@ std::vector<NumericsFinding> numerics_findings(const Analysis& a, const Toleranc
               {"exact_fits", f.overflow.exact_fits ? 1.0 : 0.0}};
     n.witness = fmt::format("[{} x {}]", number(f.overflow.input), a.config.ranks);
     out.push_back(std::move(n));
+  }
+  return out;
+}
+
+ReductionCheck check_reductions(const std::vector<LocatedReduction>& collectives, const Tolerances& tol,
+                                AnalysisOptions opt) {
+  using Key = std::tuple<int, int, int, int, int, int, int, int, double, double, double>;
+  auto key = [](const ReductionConfig& c) {
+    return Key{static_cast<int>(c.dtype), c.input_dtype ? static_cast<int>(*c.input_dtype) : -1,
+               c.accum_dtype ? static_cast<int>(*c.accum_dtype) : -1, static_cast<int>(c.op),
+               static_cast<int>(c.algorithm), static_cast<int>(c.collective), c.ranks, c.channels,
+               c.op == ReduceOp::kPremulSum ? c.premul_factor : 1.0, c.pre_divide, c.post_divide};
+  };
+  std::map<Key, size_t> index;                 // configuration -> position in `groups`
+  std::vector<std::vector<const LocatedReduction*>> groups;
+  for (const LocatedReduction& r : collectives) {
+    auto [it, fresh] = index.emplace(key(r.config), groups.size());
+    if (fresh) groups.emplace_back();
+    groups[it->second].push_back(&r);
+  }
+  ReductionCheck out;
+  const bool want_fixes = opt.fixes;
+  for (const auto& group : groups) {
+    opt.fixes = false;
+    Analysis a = analyze(group.front()->config, opt);
+    std::vector<NumericsFinding> found = numerics_findings(a, tol);
+    if (!found.empty() && want_fixes) {
+      opt.fixes = true;
+      a = analyze(group.front()->config, opt);
+    }
+    for (NumericsFinding& f : found) {
+      for (const LocatedReduction* r : group) {
+        if (r->where.valid()) f.locations.push_back(r->where);
+        if (!r->op.empty()) f.ops.push_back(r->op);
+      }
+      out.findings.push_back(std::move(f));
+    }
+    out.analyses.push_back(std::move(a));
   }
   return out;
 }

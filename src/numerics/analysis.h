@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "numerics/reduction.h"
+#include "support/source.h"
 
 namespace sc::numerics {
 
@@ -170,6 +171,8 @@ struct NumericsFinding {
   std::vector<std::pair<std::string, double>> data;
   std::string witness;
   std::vector<double> witness_inputs;
+  std::vector<SourceLoc> locations;   ///< where the spec chose the dtype or op (check_reductions)
+  std::vector<std::string> ops;       ///< the collectives with this arithmetic (check_reductions)
 };
 
 /// The findings of `a` under `tol`: worst relative error above max_relative_error, |bias| above
@@ -177,6 +180,27 @@ struct NumericsFinding {
 /// max_bias, an underflow to zero of a nonzero input of at least min_gradient, any overflow of a
 /// result that fits. Empty when the configuration holds.
 std::vector<NumericsFinding> numerics_findings(const Analysis& a, const Tolerances& tol);
+
+/// One reducing collective as a verify pass sees it: its arithmetic, where the spec chose its dtype
+/// or op, and the op's label ("rs.unit3", "0F3") for the finding.
+struct LocatedReduction {
+  ReductionConfig config;
+  SourceLoc where;
+  std::string op;
+};
+
+/// The numerics pass over a program's reducing collectives: each distinct configuration is
+/// analysed once (with `opt`; fixes are computed only for configurations with findings), and
+/// every finding lists the locations and ops of all collectives that share it. `analyses` holds
+/// one analysis per distinct configuration, in first-seen order. Cost: O(collectives · log) to
+/// key them plus one analysis per distinct configuration (bench/numerics_bench.cc: 10^5
+/// collectives in 4 configurations take under 0.1 s with 256 samples).
+struct ReductionCheck {
+  std::vector<Analysis> analyses;
+  std::vector<NumericsFinding> findings;
+};
+ReductionCheck check_reductions(const std::vector<LocatedReduction>& collectives, const Tolerances& tol,
+                                AnalysisOptions opt = {});
 
 /// A one-line name of a configuration: "bf16 avg all_reduce over 1024 ranks, ring, 1 channel".
 std::string describe(const ReductionConfig& c);
