@@ -3,7 +3,6 @@
 // the Z3 worst case for small N. Run by hand: ./build/bench/numerics_bench [--no-smt]
 #include <chrono>
 #include <cstring>
-#include <map>
 #include <tuple>
 #include <vector>
 
@@ -64,32 +63,21 @@ int main(int argc, char** argv) {
       make(DType::kBf16, ReduceOp::kAvg, 16, Algorithm::kRing),
       make(DType::kBf16, ReduceOp::kSum, 1024, Algorithm::kRing),
   };
-  auto t = std::chrono::steady_clock::now();
-  using Key = std::tuple<int, int, int, int, int, int, double, double>;
-  std::map<Key, int> distinct;
-  for (int64_t i = 0; i < ops; ++i) {
-    if (i % 10 != 0) continue;
-    const auto& c = shapes[(i / 10) % shapes.size()];
-    Key k{static_cast<int>(c.dtype), static_cast<int>(c.op), static_cast<int>(c.algorithm),
-          static_cast<int>(c.collective), c.ranks, c.channels, c.pre_divide, c.post_divide};
-    distinct.emplace(k, static_cast<int>((i / 10) % shapes.size()));
-  }
-  double key_s = seconds_since(t);
+  std::vector<numerics::LocatedReduction> collectives;
+  for (int64_t i = 0; i < ops; i += 10)
+    collectives.push_back({shapes[(i / 10) % shapes.size()], SourceLoc{}, fmt::format("op{}", i)});
   numerics::AnalysisOptions pass;
   pass.samples = 256;
   pass.random_trials = 8;
   pass.fixes = false;
-  int64_t work = 0;
-  size_t findings = 0;
-  for (const auto& [k, idx] : distinct) {
-    auto a = numerics::analyze(shapes[idx], pass);
-    work += a.reduced_elements;
-    findings += numerics::numerics_findings(a, {}).size();
-  }
+  auto t = std::chrono::steady_clock::now();
+  auto check = numerics::check_reductions(collectives, numerics::Tolerances{}, pass);
   double pass_s = seconds_since(t);
-  fmt::print("numerics pass over a {}-op program ({} reducing collectives, {} distinct configurations): "
-             "{:.3f} s ({:.3f} s keying; {} element ops; {} findings)\n",
-             ops, ops / 10, distinct.size(), pass_s, key_s, work, findings);
+  int64_t work = 0;
+  for (const auto& a : check.analyses) work += a.reduced_elements;
+  fmt::print("numerics pass (check_reductions) over a {}-op program ({} reducing collectives, {} distinct "
+             "configurations): {:.3f} s ({} element ops; {} findings)\n",
+             ops, collectives.size(), check.analyses.size(), pass_s, work, check.findings.size());
 
   if (!smt) return 0;
   fmt::print("Z3 worst case (sum, 30 s limit each):\n");
