@@ -13,6 +13,8 @@ namespace sc::cli {
 
 inline constexpr int kExitUsage = 1;
 inline constexpr int kExitSpec = 2;
+/// A reducing collective's error, bias, underflow or overflow beyond tolerance (`numerics`).
+inline constexpr int kExitNumerics = 17;
 inline constexpr int kExitInternal = 70;
 
 /// Largest stages x microbatches a schedule may have (per-pair tables are indexed by both).
@@ -59,5 +61,6 @@ Command add_gen(CLI::App& parent);
 Command add_compare(CLI::App& parent);
 Command add_synth(CLI::App& parent);
 Command add_run(CLI::App& parent);  ///< `schedcheck run` (GPU confirmation, verify_gpu/)
+Command add_numerics(CLI::App& parent);  ///< `schedcheck numerics` (one collective's arithmetic)
 
 }  // namespace sc::cli

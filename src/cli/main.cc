@@ -14,13 +14,15 @@ int main(int argc, char** argv) {
       "confirms the prediction on a GPU. `schedcheck COMMAND --help` explains each command.\n\n"
       "Exit codes: 0 holds; 1 usage error; 2 spec error; 5 inconclusive (solver limit); 10 violations of\n"
       "several kinds; 11 deadlock; 12 structure, causality or residency; 13 memory limit exceeded; 14 channel or\n"
-      "collective mismatch; 15 router drops tokens; 16 router not deterministic; 20 GPU measurement differs\n"
+      "collective mismatch; 15 router drops tokens; 16 router not deterministic; 17 reduction numerics beyond\n"
+      "tolerance; 20 GPU measurement differs\n"
       "from the prediction beyond tolerance; 69 no GPU (built without CUDA, or no device); 70 internal error.",
       "schedcheck"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "schedcheck 0.1.0");
   std::vector<sc::cli::Command> commands = {sc::cli::add_verify(app), sc::cli::add_lower(app), sc::cli::add_gen(app),
-                                            sc::cli::add_compare(app), sc::cli::add_synth(app), sc::cli::add_run(app)};
+                                            sc::cli::add_compare(app), sc::cli::add_synth(app), sc::cli::add_run(app),
+                                            sc::cli::add_numerics(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
