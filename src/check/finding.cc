@@ -14,6 +14,7 @@ const char* kind_name(FindingKind k) {
     case FindingKind::kChannel: return "channel";
     case FindingKind::kResidency: return "residency";
     case FindingKind::kMemory: return "memory";
+    case FindingKind::kNumerics: return "numerics";
   }
   return "?";
 }
@@ -29,6 +30,7 @@ int exit_code_for(const std::vector<Finding>& findings) {
       case FindingKind::kResidency: c = 12; break;
       case FindingKind::kMemory: c = 13; break;
       case FindingKind::kChannel: c = 14; break;
+      case FindingKind::kNumerics: c = 17; break;
     }
     if (code == 0) code = c;
     else if (code != c) code = 10;

@@ -10,9 +10,9 @@
 namespace sc {
 
 /// The property a finding violates (the JSON `kind` strings are kind_name()).
-enum class FindingKind { kStructure, kCausality, kDeadlock, kChannel, kResidency, kMemory };
+enum class FindingKind { kStructure, kCausality, kDeadlock, kChannel, kResidency, kMemory, kNumerics };
 
-/// "structure", "causality", "deadlock", "channel", "residency", "memory".
+/// "structure", "causality", "deadlock", "channel", "residency", "memory", "numerics".
 const char* kind_name(FindingKind k);
 
 /// One violation. `message` is one line (lower-case, no final period); `ranks`, `ops` (labels
@@ -40,7 +40,7 @@ void name_ranks(Finding& f, const std::vector<int32_t>& ranks);
 std::vector<Finding> group_by_rank(std::vector<Finding> findings);
 
 /// Exit code for a set of findings (DESIGN.md): 0 none; 11 deadlock; 12 structure, causality or
-/// residency; 13 memory; 14 channel; 10 when findings of several of these classes are present.
+/// residency; 13 memory; 14 channel; 17 numerics; 10 when findings of several of these classes are present.
 int exit_code_for(const std::vector<Finding>& findings);
 
 }  // namespace sc

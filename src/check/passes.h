@@ -37,4 +37,13 @@ std::vector<Finding> check_memory(const Program& program, const Timeline* timeli
 /// on them the same way (one finding per pair of communicators).
 std::vector<Finding> check_collectives(const Program& program);
 
+/// Numerics (FACTS §5): every reducing collective with its arithmetic (Op::arith) is emulated
+/// bit-exactly (src/numerics) once per distinct configuration (element type, op, algorithm,
+/// channels, divide factors, communicator size): worst relative error over the adversarial
+/// family, systematic bias over gradient-like inputs, underflow, overflow and avg's rounded 1/N,
+/// against Program::max_relative_error / max_bias or the documented defaults
+/// (numerics::Tolerances). One finding per violated rule, located at the key that chose the
+/// arithmetic, with the figures and a witness input.
+std::vector<Finding> check_numerics(const Program& program);
+
 }  // namespace sc

@@ -51,6 +51,7 @@ struct ProgramResult {
 ///   the divergence (one finding leading with the culprit ranks); a program without P2P
 ///   messages reports its hangs without naming the P2P semantics;
 /// - channel: P2P channels (check_channels);
+/// - numerics: reducing collectives that carry their arithmetic (check_numerics);
 /// - buffer residency: ops that declare buffer uses, when the program completes;
 /// - timing: when it completes (simulate over the execution order);
 /// - worst-case memory: when it completes; for ranks that are images of another

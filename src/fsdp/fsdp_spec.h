@@ -78,6 +78,7 @@ struct FsdpSpec {
   int ranks = 0;
   std::optional<int64_t> limit_bytes;     ///< memory.limit_bytes
   FsdpImplementation implementation = FsdpImplementation::kFsdp2;
+  std::optional<double> max_relative_error, max_bias;  ///< `numerics:` tolerances
   int shard_size = 0;                     ///< ranks per shard group (default: ranks / replicate_size)
   int replicate_size = 1;                 ///< HSDP replicas; shard_size * replicate_size == ranks
   DType param_dtype{"bf16", 2};           ///< all-gather dtype (dtypes.param)

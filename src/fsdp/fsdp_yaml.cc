@@ -22,7 +22,7 @@
 namespace sc {
 namespace {
 
-const std::vector<std::string> kTopKeys = {"schedcheck", "name", "ranks", "memory", "fsdp"};
+const std::vector<std::string> kTopKeys = {"schedcheck", "name", "ranks", "memory", "fsdp", "numerics"};
 const std::vector<std::string> kMemoryKeys = {"limit_bytes"};
 const std::vector<std::string> kFsdpKeys = {"implementation", "shard_size",   "replicate_size", "dtypes",
                                             "link",           "microbatches", "iterations",     "optimizer",
@@ -685,6 +685,7 @@ std::optional<FsdpSpec> FsdpLoader::load(const YAML::Node& root, const std::stri
       }
     }
   }
+  if (const Entry* n = field(top, "numerics")) numerics_tolerances(*n, spec.max_relative_error, spec.max_bias);
   const Entry* fe = field(top, "fsdp");
   if (!fe) {
     error(file_start(), "missing required key 'fsdp' (the FSDP units and their settings)");

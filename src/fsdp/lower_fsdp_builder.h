@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "fsdp/lower_fsdp.h"
+#include "numerics/analysis.h"
 
 namespace sc::fsdp_lower {
 
@@ -100,11 +102,39 @@ class Builder {
     op.bytes = bytes;
     op.dtype = static_dtype_name(dtype.name);
     const int n = comm >= 0 ? static_cast<int>(out_.program.comms[comm].ranks.size()) : 1;
+    if (kind != CollectiveKind::kAllGather) op.arith = reduction_arithmetic(n);
     op.duration_s = collective_time_s(spec_, kind, bytes, n);
     return op;
   }
 
  private:
+  /// The arithmetic of a gradient reduction over n ranks (FACTS §5): FSDP2 averages in the
+  /// collective (NCCL avg; fp16 sums with FSDP1's divide factors), FSDP1 pre-divides by f and
+  /// post-divides by n / f, ZeRO-3 sums and divides by n after (gradient_predivide_factor 1).
+  /// One Program::arithmetic entry per n.
+  int32_t reduction_arithmetic(int n) const {
+    auto it = arith_by_ranks_.find(n);
+    if (it != arith_by_ranks_.end()) return it->second;
+    CollectiveArithmetic a;
+    a.where = spec_.locs.fsdp;
+    if (spec_.implementation == FsdpImplementation::kZero3) {
+      a.op = "sum";
+      a.post_divide = n;
+    } else {
+      const bool fsdp2 = spec_.implementation == FsdpImplementation::kFsdp2;
+      const auto c = numerics::fsdp_reduce_scatter(
+          numerics::parse_dtype(spec_.reduce_dtype.name).value_or(numerics::DType::kFp32), n, fsdp2);
+      a.op = numerics::op_name(c.op);
+      a.pre_divide = c.pre_divide;
+      a.post_divide = c.post_divide;
+    }
+    Program& p = out_.program;
+    const int32_t id = static_cast<int32_t>(p.arithmetic.size());
+    p.arithmetic.push_back(a);
+    arith_by_ranks_.emplace(n, id);
+    return id;
+  }
+
   void effect(int32_t b, int sign, bool at_end) {
     if (b < 0 || out_.program.buffers[b].bytes == 0) return;
     out_.program.add_mem(last_, MemEffect{b, sign * out_.program.buffers[b].bytes, at_end});
@@ -112,6 +142,7 @@ class Builder {
 
   const FsdpSpec& spec_;
   FsdpProgram& out_;
+  mutable std::map<int, int32_t> arith_by_ranks_;  ///< reduction arithmetic per communicator size
   std::vector<int32_t> steps_;
   OpId last_ = kNoOp;
 };

@@ -171,6 +171,8 @@ FsdpVerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut, bool use_
         v.program.rank_images[r] = RankImage{0, r * blocks->first, r * blocks->second};
     }
   v.program.memory_limit_bytes = spec.limit_bytes;
+  v.program.max_relative_error = spec.max_relative_error;
+  v.program.max_bias = spec.max_bias;
   ProgramVerifyOptions popt;
   popt.force_min_cut = force_min_cut;
   popt.extra_views.push_back(gathered_view(v.program));

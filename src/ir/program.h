@@ -85,7 +85,8 @@ struct Op {
   int32_t comm = -1;      ///< Program::comms index
   int32_t seq = -1;       ///< position in its rank's sequence on `comm` (set by add_op)
   CollectiveKind collective = CollectiveKind::kAllGather;
-  const char* dtype = ""; ///< static string: "bf16", "fp32", ...
+  const char* dtype = ""; ///< static string: "bf16", "fp32", ... (the element type sent)
+  int32_t arith = -1;     ///< Program::arithmetic index for a reducing collective, or -1
   int32_t name = -1;      ///< Program::names index: the label of a non-pipeline op ("AG layer.7")
   uint32_t dep_begin = 0, dep_end = 0;
   uint32_t mem_begin = 0, mem_end = 0;
@@ -119,6 +120,21 @@ struct Communicator {
   std::vector<std::vector<OpId>> ops;   ///< per member (index into `ranks`), in issue order
   /// Index of `rank` in `ranks`, or -1.
   int32_t member_index(int32_t rank) const;
+};
+
+/// The arithmetic of a reducing collective (reduce-scatter, all-reduce), as the front-end's
+/// knobs set it; the element type is Op::dtype. `op`: "sum", "avg" (NCCL multiplies by
+/// T(1/N)), "premul_sum" (by premul_factor), "max"; `algorithm`: "ring", "tree", "nvls",
+/// "auto"; the framework divides every input by pre_divide before the collective and the result
+/// by post_divide after it (FSDP1's factors). `where` is the spec key that chose the dtype or op.
+struct CollectiveArithmetic {
+  const char* op = "sum";         ///< static string
+  const char* algorithm = "ring"; ///< static string
+  int32_t channels = 1;
+  double premul_factor = 1.0;
+  double pre_divide = 1.0;
+  double post_divide = 1.0;
+  SourceLoc where;
 };
 
 /// Link cost: a transfer of n bytes takes latency_s + n / bandwidth_bytes_per_s.
@@ -160,6 +176,10 @@ struct Program {
   /// then each member completes with its partner independently of the others, and the stream
   /// moves past the group when every member has completed.
   std::vector<std::vector<OpId>> groups;
+  std::vector<CollectiveArithmetic> arithmetic;    ///< indexed by Op::arith
+  /// Numerics tolerances a spec states (`numerics: {max_relative_error, max_bias}`); absent:
+  /// the numerics pass's documented defaults.
+  std::optional<double> max_relative_error, max_bias;
   std::vector<int32_t> uses;                       ///< buffer indices, ranges in Op::use_*
   std::vector<std::string> names;                  ///< op labels of non-pipeline ops
   std::vector<int64_t> static_bytes_per_rank;      ///< resident for the whole step (params)

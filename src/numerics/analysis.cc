@@ -505,7 +505,9 @@ std::vector<NumericsFinding> numerics_findings(const Analysis& a, const Toleranc
     out.push_back(std::move(n));
   }
   const BiasFigure& b = f.worst_bias();
-  if (std::fabs(b.bias) > tol.max_bias) {
+  // A bias is a finding only when it is also significant (four standard errors): a bias within
+  // the sampling noise of the figure is not evidence.
+  if (std::fabs(b.bias) > tol.max_bias && std::fabs(b.bias) > 4 * b.bias_stderr) {
     NumericsFinding n;
     n.check = "max_bias";
     n.message = fmt::format("{}: systematic bias {:+.4g} on {} gradients (spread {:.3g}, {} samples, seed {}) exceeds "

@@ -176,7 +176,7 @@ struct NumericsFinding {
 };
 
 /// The findings of `a` under `tol`: worst relative error above max_relative_error, |bias| above
-/// max_bias (for the distribution with the largest one), avg's scale error |N T(1/N) - 1| above
+/// max_bias and four standard errors (for the distribution with the largest one), avg's scale error |N T(1/N) - 1| above
 /// max_bias, an underflow to zero of a nonzero input of at least min_gradient, any overflow of a
 /// result that fits. Empty when the configuration holds.
 std::vector<NumericsFinding> numerics_findings(const Analysis& a, const Tolerances& tol);

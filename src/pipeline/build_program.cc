@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <string_view>
+#include <map>
 #include <unordered_map>
 
 #include <fmt/format.h>
+
+#include "numerics/analysis.h"
 
 namespace sc {
 namespace {
@@ -30,6 +33,8 @@ class Builder {
     p.semantics = spec_.p2p.semantics;
     p.link = LinkModel{spec_.p2p.latency_s, spec_.p2p.bandwidth_bytes_per_s, spec_.p2p.message_bytes};
     p.static_bytes_per_rank.assign(world, 0);
+    p.max_relative_error = spec_.max_relative_error;
+    p.max_bias = spec_.max_bias;
     // Stages with an UNSHARD are FSDP-managed: their parameters live from UNSHARD to RESHARD.
     fsdp_stage_.assign(spec_.stages, 0);
     for (const auto& row : spec_.actions)
@@ -209,8 +214,10 @@ class Builder {
     return "";
   }
 
-  OpId add_collective(Op op, CollectiveKind kind, int32_t comm, int64_t bytes, const char* dtype, std::string label) {
+  OpId add_collective(Op op, CollectiveKind kind, int32_t comm, int64_t bytes, const char* dtype, std::string label,
+                      int32_t arith = -1) {
     Program& p = out_.program;
+    op.arith = arith;
     op.kind = OpKind::kCollective;
     op.collective = kind;
     op.comm = comm;
@@ -242,6 +249,26 @@ class Builder {
     op.stream = reduce_stream_[op.rank];
     const int64_t grads = static_cast<int64_t>(static_cast<double>(params) / comp_->param_dtype_bytes * comp_->reduce_dtype_bytes);
     const char* rdtype = dtype_name(comp_->reduce_dtype);
+    // The arithmetic of each reduction (FACTS §5): FSDP2 averages in the collective (fp16 and
+    // FSDP1 sum with FSDP1's divide factors); DDP divides each gradient by the group size
+    // before summing; the tied-embedding all-reduce sums.
+    auto arith = [&](const char* kind, int n) -> int32_t {
+      CollectiveArithmetic a;
+      a.where = comp_->reduce_loc.valid() ? comp_->reduce_loc : comp_->loc;
+      if (std::string_view(kind) == "fsdp") {
+        const auto c = numerics::fsdp_reduce_scatter(
+            numerics::parse_dtype(comp_->reduce_dtype).value_or(numerics::DType::kFp32), n, comp_->fsdp2);
+        a.op = numerics::op_name(c.op);
+        a.pre_divide = c.pre_divide;
+        a.post_divide = c.post_divide;
+      } else if (std::string_view(kind) == "ddp") {
+        a.pre_divide = n;
+      }
+      const std::string key = fmt::format("{}/{}", kind, n);
+      auto [it, inserted] = arith_index_.try_emplace(key, static_cast<int32_t>(p.arithmetic.size()));
+      if (inserted) p.arithmetic.push_back(a);
+      return it->second;
+    };
     OpId first = kNoOp;
     auto after_backward = [&](OpId id) {
       if (first != kNoOp) return;
@@ -251,17 +278,19 @@ class Builder {
     };
     if (comp_->fsdp)
       after_backward(add_collective(op, CollectiveKind::kReduceScatter, shard_comm_[prank * R + rep], grads, rdtype,
-                                    fmt::format("RS stage {}", a.stage)));
+                                    fmt::format("RS stage {}", a.stage), arith("fsdp", S)));
     if (replicate_comm_[prank * S + shard] >= 0) {
       const int64_t b = comp_->fsdp ? grads / S : grads;
+      const int32_t n = static_cast<int32_t>(p.comms[replicate_comm_[prank * S + shard]].ranks.size());
       after_backward(add_collective(op, CollectiveKind::kAllReduce, replicate_comm_[prank * S + shard], b, rdtype,
-                                    fmt::format("AR stage {}", a.stage)));
+                                    fmt::format("AR stage {}", a.stage), arith(comp_->fsdp ? "fsdp" : "ddp", n)));
     }
     const int32_t last_stage = spec_.stages - 1;
     if (tied_comm_[cur_] >= 0 && (a.stage == 0 || a.stage == last_stage)) {
       const int64_t b = static_cast<int64_t>(static_cast<double>(comp_->tied_embedding_bytes) / comp_->param_dtype_bytes *
                                              comp_->reduce_dtype_bytes);
-      after_backward(add_collective(op, CollectiveKind::kAllReduce, tied_comm_[cur_], b, rdtype, "AR tied embedding"));
+      after_backward(
+          add_collective(op, CollectiveKind::kAllReduce, tied_comm_[cur_], b, rdtype, "AR tied embedding", arith("sum", 2)));
     }
     if (first == kNoOp) {  // nothing to reduce (one replica, no FSDP): keep the marker
       op.kind = OpKind::kMarker;
@@ -590,6 +619,7 @@ class Builder {
   std::vector<OpId> pending_group_;     ///< a batched group being created
   std::vector<std::vector<OpId>> extra_deps_;  ///< per op: deps recorded at creation, added when wired
   std::vector<int32_t> shard_comm_, replicate_comm_, tied_comm_;
+  std::map<std::string, int32_t> arith_index_;  ///< Program::arithmetic per (reduction, group size)
 };
 
 }  // namespace

@@ -74,6 +74,7 @@ struct Composition {
   int32_t dp_replicate = 1;
   int32_t dp_shard = 1;
   bool fsdp = false;
+  bool fsdp2 = true;                       ///< fsdp.implementation: fsdp2 (default) or fsdp1
   double param_dtype_bytes = 2;            ///< bytes per parameter element (bf16)
   double reduce_dtype_bytes = 4;           ///< bytes per gradient element in the reduction (fp32)
   std::string param_dtype = "bf16", reduce_dtype = "fp32";
@@ -86,6 +87,7 @@ struct Composition {
   /// gradient (embedding_bytes in the reduce dtype) over a two-rank communicator.
   int64_t tied_embedding_bytes = 0;
   SourceLoc loc;                           ///< the `mesh` key
+  SourceLoc reduce_loc;                    ///< where the reduction's dtype was chosen
   int32_t data_parallel() const { return dp_replicate * dp_shard; }
 };
 
@@ -130,6 +132,8 @@ struct PipelineSpec {
   /// An evaluation or inference schedule: forwards only (F, SEND_F, RECV_F); no backward is
   /// required, and each activation is freed when its forward ends.
   bool forward_only = false;
+  /// Numerics tolerances (`numerics: {max_relative_error, max_bias}`), for the numerics pass.
+  std::optional<double> max_relative_error, max_bias;
   /// A composed spec (`mesh:`): the data-parallel replicas and FSDP of every pipeline rank.
   std::optional<Composition> composition;
   /// Set when the schedule is named rather than written out; `actions` is empty until resolved.

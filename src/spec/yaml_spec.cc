@@ -2,6 +2,7 @@
 #include "spec/yaml_spec.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -30,7 +31,8 @@ constexpr int64_t kMaxMicrobatches = 1 << 24;
 const std::vector<std::string> kTopKeys = {"schedcheck", "name",   "ranks", "stages",
                                            "placement",  "pipelines", "microbatches", "costs",
                                            "p2p",        "memory", "schedule", "forward_only",
-                                           "mesh",       "fsdp",   "tied_embedding_bytes", "optimizer"};
+                                           "mesh",       "fsdp",   "tied_embedding_bytes", "optimizer",
+                                           "numerics"};
 const std::vector<std::string> kCostKeys = {"F", "I", "W", "B", "R"};
 const std::vector<std::string> kP2PKeys = {"latency", "bandwidth", "message_bytes", "semantics", "blocking"};
 const std::vector<std::string> kMemoryKeys = {"limit_bytes", "params_bytes", "activation_bytes",
@@ -465,14 +467,16 @@ void Loader::read_composed_fsdp(const Entry& e, Composition& c) {
   if (!is_map(e, "fsdp", "implementation, dtypes and options")) return;
   Fields f = fields(e.value, "fsdp", kComposedFsdpKeys);
   c.fsdp = true;
-  if (auto it = f.find("implementation"); it != f.end()) choice(it->second, "fsdp.implementation", {"fsdp2", "fsdp1"});
+  c.reduce_loc = loc(e);
+  if (auto it = f.find("implementation"); it != f.end())
+    if (auto v = choice(it->second, "fsdp.implementation", {"fsdp2", "fsdp1"})) c.fsdp2 = *v == "fsdp2";
   const std::vector<std::string> dtypes = {"fp32", "bf16", "fp16", "fp8"};
   auto dtype_bytes = [](const std::string& d) { return d == "fp32" ? 4.0 : d == "fp8" ? 1.0 : 2.0; };
   if (auto it = f.find("dtypes"); it != f.end() && is_map(it->second, "fsdp.dtypes", "param and reduce")) {
     Fields d = fields(it->second.value, "fsdp.dtypes", kDtypeKeys);
     if (auto p = d.find("param"); p != d.end())
       if (auto v = choice(p->second, "fsdp.dtypes.param", dtypes)) c.param_dtype = *v, c.param_dtype_bytes = dtype_bytes(*v);
-    if (auto r = d.find("reduce"); r != d.end())
+    if (auto r = d.find("reduce"); r != d.end() && (c.reduce_loc = loc(r->second), true))
       if (auto v = choice(r->second, "fsdp.dtypes.reduce", dtypes)) c.reduce_dtype = *v, c.reduce_dtype_bytes = dtype_bytes(*v);
   }
   if (auto it = f.find("options"); it != f.end() && is_map(it->second, "fsdp.options", "max_active_stages")) {
@@ -756,6 +760,7 @@ std::optional<PipelineSpec> Loader::load(const YAML::Node& root, const std::stri
   } else {
     error(file_start(), "missing required key 'ranks' (the number of pipeline ranks)");
   }
+  if (const Entry* n = field("numerics")) numerics_tolerances(*n, spec.max_relative_error, spec.max_bias);
   if (!spec.composition)
     for (const char* key : {"fsdp", "tied_embedding_bytes", "optimizer"})
       if (const Entry* e = field(key))

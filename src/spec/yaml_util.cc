@@ -1,6 +1,8 @@
 // yaml-cpp helpers shared by the spec loaders.
 #include "spec/yaml_util.h"
 
+#include <charconv>
+
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -272,6 +274,29 @@ void Reader::check_version(const Entry* v) {
   }
   if (auto n = whole(*v, "schedcheck", 0, 1'000'000); n && *n != 1)
     error(loc(*v), fmt::format("unsupported spec version {}; this schedcheck reads version 1", *n));
+}
+
+void Reader::numerics_tolerances(const Entry& e, std::optional<double>& max_relative_error,
+                                 std::optional<double>& max_bias) {
+  if (!is_map(e, "numerics", "max_relative_error and max_bias")) return;
+  Fields f = fields(e.value, "numerics", {"max_relative_error", "max_bias"});
+  auto number = [&](const char* key, std::optional<double>& out) {
+    auto it = f.find(key);
+    if (it == f.end()) return;
+    auto v = parsed(it->second.value, loc(it->second), fmt::format("numerics.{}", key), "a number such as 1e-3",
+                    [](std::string_view s, std::string* why) -> std::optional<double> {
+                      double d = 0;
+                      auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), d);
+                      if (ec != std::errc() || ptr != s.data() + s.size() || !(d >= 0) || d > 1e6) {
+                        if (why) *why = fmt::format("'{}' is not a non-negative number", s);
+                        return std::nullopt;
+                      }
+                      return d;
+                    });
+    if (v) out = *v;
+  };
+  number("max_relative_error", max_relative_error);
+  number("max_bias", max_bias);
 }
 
 }  // namespace sc::yaml_util

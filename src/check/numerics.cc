@@ -1,0 +1,77 @@
+// Numerics pass: the rounding error and bias of every reducing collective's arithmetic.
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "check/passes.h"
+#include "numerics/analysis.h"
+
+namespace sc {
+
+std::vector<Finding> check_numerics(const Program& p) {
+  namespace nm = numerics;
+  // One entry per distinct (arithmetic, dtype, kind, communicator size): every member of every
+  // instance of a collective shares it, so a million collectives are a handful of analyses.
+  using Key = std::tuple<int32_t, std::string, int, size_t>;
+  std::map<Key, size_t> seen;
+  std::vector<nm::LocatedReduction> located;
+  std::vector<std::string> problems;
+  for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id) {
+    const Op& o = p.ops[id];
+    if (o.kind != OpKind::kCollective || o.arith < 0 || o.comm < 0) continue;
+    if (o.collective != CollectiveKind::kReduceScatter && o.collective != CollectiveKind::kAllReduce) continue;
+    const size_t n = p.comms[o.comm].ranks.size();
+    if (n < 2) continue;
+    Key key{o.arith, o.dtype ? o.dtype : "", static_cast<int>(o.collective), n};
+    if (!seen.emplace(key, located.size()).second) continue;
+    const CollectiveArithmetic& a = p.arithmetic[o.arith];
+    nm::ReductionConfig c;
+    auto dtype = nm::parse_dtype(o.dtype ? o.dtype : "");
+    auto op = nm::parse_op(a.op);
+    auto alg = nm::parse_algorithm(a.algorithm);
+    if (!dtype || !op || !alg) continue;  // an element type the emulation does not model (none today)
+    c.dtype = *dtype;
+    c.op = *op;
+    c.algorithm = *alg;
+    c.collective = o.collective == CollectiveKind::kReduceScatter ? nm::CollectiveKind::kReduceScatter
+                                                                 : nm::CollectiveKind::kAllReduce;
+    c.ranks = static_cast<int>(n);
+    c.channels = a.channels;
+    c.premul_factor = a.premul_factor;
+    c.pre_divide = a.pre_divide;
+    c.post_divide = a.post_divide;
+    if (!nm::validate(c).empty()) continue;
+    located.push_back({c, a.where.valid() ? a.where : o.loc, p.label(id)});
+  }
+  if (located.empty()) return {};
+  nm::Tolerances tol;
+  if (p.max_relative_error) tol.max_relative_error = *p.max_relative_error, tol.defaults = false;
+  if (p.max_bias) tol.max_bias = *p.max_bias, tol.defaults = false;
+  nm::AnalysisOptions opt;
+  opt.samples = 256;
+  opt.fixes = true;  // computed only for configurations with findings
+  nm::ReductionCheck r = nm::check_reductions(located, tol, opt);
+  std::vector<Finding> out;
+  for (const nm::NumericsFinding& nf : r.findings) {
+    Finding f;
+    f.kind = FindingKind::kNumerics;
+    f.message = nf.message;
+    f.ops = nf.ops;
+    f.locations = nf.locations;
+    while (f.locations.size() < f.ops.size()) f.locations.push_back(SourceLoc{});
+    std::string figures;
+    for (const auto& [name, value] : nf.data) figures += fmt::format("{}{} {:.4g}", figures.empty() ? "" : ", ", name, value);
+    if (!figures.empty()) f.details.push_back(figures);
+    if (!nf.witness.empty()) f.details.push_back("witness: " + nf.witness);
+    f.details.push_back(tol.defaults ? fmt::format("default tolerances: max_relative_error {}, max_bias {} (state "
+                                                   "numerics: {{max_relative_error, max_bias}} in the spec)",
+                                                   tol.max_relative_error, tol.max_bias)
+                                     : fmt::format("tolerances: max_relative_error {}, max_bias {}",
+                                                   tol.max_relative_error, tol.max_bias));
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+}  // namespace sc
