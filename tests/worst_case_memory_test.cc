@@ -593,16 +593,20 @@ TEST_CASE("the per-rank projection gives the same clocks as whole-program vector
     REQUIRE(p.validate().empty());
     HappensBefore hb(p);
     REQUIRE(hb.acyclic());
-    RankProjector projector(hb);
-    for (int32_t r = 0; r < p.num_ranks; ++r) {
-      const RankClocks clocks(hb, r);
-      const RankOrder order = projector.project(r);
-      REQUIRE(order.streams() == clocks.streams());
-      for (int32_t i = 0; i < order.size(); ++i)
-        for (int k = 0; k < order.width(); ++k) {
-          INFO("program:\n" << describe(p) << "rank " << r << " event " << order.events()[i] << " stream " << k);
-          REQUIRE(order.prefix(i, k) == clocks.prefix(order.events()[i], k));
-        }
+    // The searches, and the fallback to the whole-program pass (budget 0).
+    for (double budget : {0.5, 0.0}) {
+      RankProjector projector(hb, budget);
+      for (int32_t r = 0; r < p.num_ranks; ++r) {
+        const RankClocks clocks(hb, r);
+        const RankOrder order = projector.project(r);
+        REQUIRE(order.streams() == clocks.streams());
+        for (int32_t i = 0; i < order.size(); ++i)
+          for (int k = 0; k < order.width(); ++k) {
+            INFO("program:\n" << describe(p) << "rank " << r << " event " << order.events()[i] << " stream " << k);
+            REQUIRE(order.prefix(i, k) == clocks.prefix(order.events()[i], k));
+          }
+      }
+      CHECK(projector.fallbacks() == (budget > 0 ? 0 : p.num_ranks));
     }
   }
 }

@@ -115,7 +115,8 @@ bool RankOrder::ordered(int32_t a, int32_t b) const {
   return k >= 0 && prefix(local(b), k) >= 2 * hb_->position(op) + (a & 1) + 1;
 }
 
-RankProjector::RankProjector(const HappensBefore& hb) : hb_(hb) {
+RankProjector::RankProjector(const HappensBefore& hb, double budget_per_event)
+    : hb_(hb), budget_per_event_(budget_per_event) {
   const Program& p = hb.program();
   const std::vector<int32_t>& topo = hb.topological_order();
   topo_pos_.assign(hb.num_events(), 0);
@@ -155,7 +156,10 @@ RankOrder RankProjector::project(int32_t rank) {
   order.clocks_.assign(static_cast<size_t>(n) * width, 0);
   const int32_t ops2 = 2 * static_cast<int32_t>(p.ops.size());
   // Past this many searched events the whole-program pass is cheaper (see the header).
-  const int64_t budget = static_cast<int64_t>(hb_.num_events()) * std::max(width, 1) / 2 + 4096;
+  const int64_t budget =
+      budget_per_event_ > 0
+          ? static_cast<int64_t>(budget_per_event_ * static_cast<double>(hb_.num_events()) * std::max(width, 1)) + 4096
+          : -1;
   const int64_t searched_before = searched_;
   for (int32_t i = 0; i < n; ++i) {
     if (searched_ - searched_before > budget) {

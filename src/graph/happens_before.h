@@ -138,11 +138,13 @@ class RankOrder {
 /// as a predecessor, so on programs with collectives over many ranks each search is as wide as
 /// the group; once one rank's searches have visited more than events x its streams / 2, the
 /// rank falls back to RankClocks' whole-program pass (so a rank never costs much more than
-/// O(events x streams), the cost before this class).
+/// O(events x streams), the cost before this class; see the constructor).
 class RankProjector {
  public:
-  /// O(events). Precondition: hb.acyclic().
-  explicit RankProjector(const HappensBefore& hb);
+  /// O(events). Precondition: hb.acyclic(). `budget_per_event`: a rank falls back to the
+  /// whole-program pass once its searches have visited budget_per_event x events x its streams
+  /// (plus 4096 when positive); 0 makes every rank take the fallback (tests compare the two).
+  explicit RankProjector(const HappensBefore& hb, double budget_per_event = 0.5);
   /// The order on `rank`'s events.
   RankOrder project(int32_t rank);
   /// Events visited by the cross-rank searches so far (for benchmarks).
@@ -155,6 +157,7 @@ class RankProjector {
   void search(const RankOrder& order, const std::vector<int32_t>& sources, int32_t* mine);
 
   const HappensBefore& hb_;
+  double budget_per_event_;
   std::vector<int32_t> topo_pos_;     ///< per event: its position in hb.topological_order()
   std::vector<uint32_t> rank_first_;  ///< per rank: its range in rank_events_
   std::vector<int32_t> rank_events_;  ///< op events grouped by rank, topological order inside
