@@ -518,7 +518,10 @@ TEST_CASE("on a 1F1B shape the min cut equals the prefix scan on every rank", "[
 /// transfers from other ranks) point at earlier ops; each send is followed at once by its recv
 /// on the peer, and a collective by its other members, so no semantics makes a cycle. Each op
 /// may allocate a new buffer of its rank and free one its rank allocated earlier, at start or end.
-Program random_multi_stream_program(std::mt19937& rng, int ranks, int streams, int num_ops) {
+/// `collectives_only`: no sends, recvs or transfers; collectives on the world and on a second
+/// communicator over some of the ranks (as in FSDP and HSDP, where only collectives connect ranks).
+Program random_multi_stream_program(std::mt19937& rng, int ranks, int streams, int num_ops,
+                                    bool collectives_only = false) {
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   const Semantics::Kind kinds[3] = {Semantics::kEager, Semantics::kRendezvous, Semantics::kBuffered};
   Builder b(ranks, kinds[pick(0, 2)], pick(1, 2));
@@ -530,6 +533,10 @@ Program random_multi_stream_program(std::mt19937& rng, int ranks, int streams, i
   std::vector<int32_t> everyone(ranks);
   for (int r = 0; r < ranks; ++r) everyone[r] = r;
   const int32_t world = b.p.add_communicator("world", everyone);
+  std::vector<int32_t> some;
+  for (int r = 0; r < ranks; ++r)
+    if (r < 2 || pick(0, 1) == 0) some.push_back(r);
+  const int32_t part = collectives_only ? b.p.add_communicator("part", some) : -1;
   std::vector<std::vector<OpId>> ops_of(ranks);
   std::vector<std::vector<int32_t>> unfreed(ranks);
   auto effects = [&](int r) {
@@ -551,7 +558,8 @@ Program random_multi_stream_program(std::mt19937& rng, int ranks, int streams, i
       if (ops_of[from].empty()) continue;
       const OpId d = ops_of[from][pick(std::max(0, static_cast<int>(ops_of[from].size()) - 6),
                                        static_cast<int>(ops_of[from].size()) - 1)];
-      (from == r ? local : transfer).push_back(d);
+      if (from == r) local.push_back(d);
+      else if (!collectives_only) transfer.push_back(d);
     }
     for (auto* v : {&local, &transfer}) {
       std::sort(v->begin(), v->end());
@@ -563,7 +571,15 @@ Program random_multi_stream_program(std::mt19937& rng, int ranks, int streams, i
     const int roll = pick(0, 9);
     std::vector<OpId> local, transfer;
     deps_of(r, local, transfer);
-    if (roll <= 1 && ranks > 1) {  // a send and its recv
+    if (collectives_only && roll <= 2) {  // one instance on the second communicator
+      for (int32_t m : b.p.comms[part].ranks) {
+        Op c;
+        c.kind = OpKind::kCollective;
+        c.comm = part;
+        ops_of[m].push_back(b.add(c, stream_of[m][pick(0, streams - 1)], m == r ? local : std::vector<OpId>{},
+                                  effects(m), {}));
+      }
+    } else if (roll <= 1 && ranks > 1) {  // a send and its recv
       int peer = pick(0, ranks - 2);
       if (peer >= r) ++peer;
       const OpId send = b.p2p_v(true, stream_of[r][pick(0, streams - 1)], peer, local, effects(r));
@@ -588,8 +604,10 @@ Program random_multi_stream_program(std::mt19937& rng, int ranks, int streams, i
 
 TEST_CASE("the per-rank projection gives the same clocks as whole-program vector clocks", "[graph]") {
   std::mt19937 rng(77);
-  for (int round = 0; round < 60; ++round) {
-    const Program p = random_multi_stream_program(rng, 2 + round % 4, 1 + round % 3, 40 + 5 * round);
+  int joins_only = 0;
+  for (int round = 0; round < 120; ++round) {
+    // Odd rounds: only collectives connect ranks (the projector's join order, no searches).
+    const Program p = random_multi_stream_program(rng, 2 + round / 2 % 4, 1 + round % 3, 40 + 5 * (round / 2), round % 2 == 1);
     REQUIRE(p.validate().empty());
     HappensBefore hb(p);
     REQUIRE(hb.acyclic());
@@ -607,8 +625,10 @@ TEST_CASE("the per-rank projection gives the same clocks as whole-program vector
           }
       }
       CHECK(projector.fallbacks() == (budget > 0 ? 0 : p.num_ranks));
+      joins_only += projector.joins_only();
     }
   }
+  CHECK(joins_only > 100);  // most odd rounds, with both budgets
 }
 
 /// Fast path and forced minimum cut on one program: the same bytes and the same witness (both
@@ -633,7 +653,7 @@ TEST_CASE("the fast paths equal the minimum cut on 300 random multi-stream progr
   int chains = 0;
   for (int round = 0; round < 300; ++round) {
     const int streams = 1 + round % 3;
-    const Program p = random_multi_stream_program(rng, 2 + round % 3, streams, 10 + round % 50);
+    const Program p = random_multi_stream_program(rng, 2 + round % 3, streams, 10 + round % 50, round % 4 == 3);
     REQUIRE(p.validate().empty());
     REQUIRE(HappensBefore(p).acyclic());
     chains += compare_with_min_cut(p);

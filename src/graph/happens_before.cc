@@ -132,6 +132,109 @@ RankProjector::RankProjector(const HappensBefore& hb, double budget_per_event)
   for (int32_t e : topo)
     if (e < ops2 && p.ops[e >> 1].rank >= 0 && p.ops[e >> 1].rank < ranks) rank_events_[fill[p.ops[e >> 1].rank]++] = e;
   seen_.assign(hb.num_events(), 0);
+  build_join_order();
+}
+
+void RankProjector::build_join_order() {
+  const Program& p = hb_.program();
+  const int32_t ops2 = 2 * static_cast<int32_t>(p.ops.size());
+  const int32_t instances = hb_.num_events() - ops2;
+  if (instances <= 0) return;
+  for (int32_t e = 0; e < ops2; ++e) {  // only joins may connect ranks
+    bool cross = false;
+    hb_.for_each_pred(e, [&](int32_t q) { cross |= q < ops2 && p.ops[q >> 1].rank != p.ops[e >> 1].rank; });
+    if (cross) return;
+  }
+  join_comm_.assign(instances, -1);
+  join_seq_.assign(instances, -1);
+  for (OpId x = 0; x < static_cast<OpId>(p.ops.size()); ++x)
+    if (const int32_t j = hb_.join_event(x); j >= 0) {
+      join_comm_[j - ops2] = p.ops[x].comm;
+      join_seq_[j - ops2] = p.ops[x].seq;
+    }
+  const int32_t ranks = static_cast<int32_t>(rank_first_.size()) - 1;
+  std::vector<std::vector<int32_t>> rank_comms(ranks);
+  for (int32_t c = 0; c < static_cast<int32_t>(p.comms.size()); ++c)
+    for (int32_t r : p.comms[c].ranks)
+      if (r >= 0 && r < ranks) rank_comms[r].push_back(c);
+  std::vector<int32_t> slot(ops2, -1);  // op event -> its index in its rank's slice of rank_events_
+  for (int32_t r = 0; r < ranks; ++r)
+    for (uint32_t i = rank_first_[r]; i < rank_first_[r + 1]; ++i) slot[rank_events_[i]] = static_cast<int32_t>(i - rank_first_[r]);
+  // Per rank, along its own order: the latest collective (seq) per communicator ended below each
+  // event. At a member start those latest joins become predecessors of the member's join.
+  std::vector<std::pair<int32_t, int32_t>> pairs;  // (join instance, predecessor join instance)
+  std::vector<int32_t> latest;
+  for (int32_t r = 0; r < ranks; ++r) {
+    const std::vector<int32_t>& mine = rank_comms[r];
+    const int width = static_cast<int>(mine.size());
+    if (width == 0) continue;
+    std::vector<int32_t> member(width);
+    for (int c = 0; c < width; ++c) member[c] = p.comms[mine[c]].member_index(r);
+    const uint32_t first = rank_first_[r], n = rank_first_[r + 1] - first;
+    latest.assign(static_cast<size_t>(n) * width, -1);
+    for (uint32_t i = 0; i < n; ++i) {
+      const int32_t e = rank_events_[first + i];
+      int32_t* row = latest.data() + static_cast<size_t>(i) * width;
+      hb_.for_each_pred(e, [&](int32_t q) {
+        if (q >= ops2) return;
+        const int32_t* theirs = latest.data() + static_cast<size_t>(slot[q]) * width;
+        for (int c = 0; c < width; ++c) row[c] = std::max(row[c], theirs[c]);
+      });
+      const Op& o = p.ops[e >> 1];
+      const int32_t join = hb_.join_event(e >> 1);
+      if (join < 0) continue;
+      const int ci = static_cast<int>(std::find(mine.begin(), mine.end(), o.comm) - mine.begin());
+      if ((e & 1) == 1) {
+        row[ci] = std::max(row[ci], o.seq);
+        continue;
+      }
+      for (int c = 0; c < width; ++c)
+        if (row[c] >= 0) pairs.emplace_back(join - ops2, hb_.join_event(p.comms[mine[c]].ops[member[c]][row[c]]) - ops2);
+    }
+  }
+  std::sort(pairs.begin(), pairs.end());
+  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+  join_pred_first_.assign(static_cast<size_t>(instances) + 1, 0);
+  for (const auto& [j, pred] : pairs) ++join_pred_first_[j + 1];
+  for (int32_t j = 0; j < instances; ++j) join_pred_first_[j + 1] += join_pred_first_[j];
+  join_preds_.reserve(pairs.size());
+  for (const auto& [j, pred] : pairs) join_preds_.push_back(pred);
+  for (int32_t e : hb_.topological_order())
+    if (e >= ops2) joins_.push_back(e);
+  joins_only_ = true;
+}
+
+void RankProjector::project_with_joins(RankOrder& order) {
+  const Program& p = hb_.program();
+  const int width = order.width();
+  const int32_t ops2 = 2 * static_cast<int32_t>(p.ops.size());
+  join_clocks_.assign(static_cast<size_t>(hb_.num_events() - ops2) * width, 0);
+  auto raise = [width](int32_t* mine, const int32_t* theirs) {
+    for (int k = 0; k < width; ++k) mine[k] = std::max(mine[k], theirs[k]);
+  };
+  size_t next_join = 0;
+  for (int32_t i = 0; i < order.size(); ++i) {
+    const int32_t e = order.events_[i];
+    // The joins below e in topological order: each is the maximum of its predecessor joins and
+    // of the rank's own member start.
+    for (; next_join < joins_.size() && topo_pos_[joins_[next_join]] < topo_pos_[e]; ++next_join) {
+      const int32_t j = joins_[next_join] - ops2;
+      int32_t* out = join_clocks_.data() + static_cast<size_t>(j) * width;
+      for (uint32_t k = join_pred_first_[j]; k < join_pred_first_[j + 1]; ++k)
+        raise(out, join_clocks_.data() + static_cast<size_t>(join_preds_[k]) * width);
+      const Communicator& c = p.comms[join_comm_[j]];
+      const int32_t m = c.member_index(order.rank());
+      if (m >= 0 && join_seq_[j] < static_cast<int32_t>(c.ops[m].size()))
+        raise(out, order.clocks_.data() + static_cast<size_t>(order.local(start_event(c.ops[m][join_seq_[j]]))) * width);
+    }
+    int32_t* mine = order.clocks_.data() + static_cast<size_t>(i) * width;
+    hb_.for_each_pred(e, [&](int32_t q) {
+      raise(mine, q < ops2 ? order.clocks_.data() + static_cast<size_t>(order.local(q)) * width
+                           : join_clocks_.data() + static_cast<size_t>(q - ops2) * width);
+    });
+    const int own = order.stream_index(p.ops[e >> 1].stream);
+    mine[own] = std::max(mine[own], 2 * hb_.position(e >> 1) + (e & 1) + 1);
+  }
 }
 
 RankOrder RankProjector::project(int32_t rank) {
@@ -154,6 +257,10 @@ RankOrder RankProjector::project(int32_t rank) {
     order.local_at_[k][2 * hb_.position(e >> 1) + (e & 1)] = i;
   }
   order.clocks_.assign(static_cast<size_t>(n) * width, 0);
+  if (joins_only_ && budget_per_event_ > 0) {
+    project_with_joins(order);
+    return order;
+  }
   const int32_t ops2 = 2 * static_cast<int32_t>(p.ops.size());
   // Past this many searched events the whole-program pass is cheaper (see the header).
   const int64_t budget =

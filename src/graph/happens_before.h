@@ -139,6 +139,14 @@ class RankOrder {
 /// the group; once one rank's searches have visited more than events x its streams / 2, the
 /// rank falls back to RankClocks' whole-program pass (so a rank never costs much more than
 /// O(events x streams), the cost before this class; see the constructor).
+/// When collectives are the only cross-rank edges (FSDP, ZeRO-3) there are no searches: the
+/// rank's events below a member's start on another rank m can only come through joins that
+/// m's own order puts below that start, and of each communicator the latest such join covers
+/// the earlier ones (a member's collectives on one communicator are serialised). So each join
+/// gets, once per program, its predecessor joins (the latest per communicator below each
+/// member's start, deduplicated: O(collective ops x communicators per rank)), and per rank a
+/// join's clock is the maximum of its predecessors' and of the rank's own member start:
+/// O(the rank's events x its streams + joins x their predecessors x its streams) per rank.
 class RankProjector {
  public:
   /// O(events). Precondition: hb.acyclic(). `budget_per_event`: a rank falls back to the
@@ -151,10 +159,16 @@ class RankProjector {
   int64_t searched() const { return searched_; }
   /// Ranks that fell back to the whole-program pass so far.
   int32_t fallbacks() const { return fallbacks_; }
+  /// True when only collectives connect ranks, so projections use the join order.
+  bool joins_only() const { return joins_only_; }
 
  private:
   /// Raises `mine` (the rank's clock of one event) with the rank's events below `sources`.
   void search(const RankOrder& order, const std::vector<int32_t>& sources, int32_t* mine);
+  /// When only collectives connect ranks: the order between joins (see the class comment).
+  void build_join_order();
+  /// The clocks of `order` (events and streams set) from the joins' clocks, without searches.
+  void project_with_joins(RankOrder& order);
 
   const HappensBefore& hb_;
   double budget_per_event_;
@@ -167,6 +181,14 @@ class RankProjector {
   std::vector<int32_t> cross_;
   int64_t searched_ = 0;
   int32_t fallbacks_ = 0;
+  // Programs whose ranks meet only in collectives (joins_only_):
+  bool joins_only_ = false;
+  std::vector<int32_t> joins_;            ///< join events in topological order
+  std::vector<int32_t> join_comm_;        ///< per instance: its communicator
+  std::vector<int32_t> join_seq_;         ///< per instance: its position on the communicator
+  std::vector<uint32_t> join_pred_first_; ///< per instance: its range in join_preds_
+  std::vector<int32_t> join_preds_;       ///< instances whose joins lie below a member's start
+  std::vector<int32_t> join_clocks_;      ///< per instance x the projected rank's streams
 };
 
 template <typename F>
