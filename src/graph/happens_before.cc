@@ -1,3 +1,4 @@
+// The happens-before order (Kahn), whole-program rank clocks, and the per-rank projection.
 #include "graph/happens_before.h"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// The happens-before order of a Program's events, and per-rank vector clocks that answer
-// "must a happen before b?" for events of one rank in O(1).
+// The happens-before order of a Program's events, and per-rank clocks that answer "must a happen
+// before b?" for events of one rank in O(1): whole-program (RankClocks) or projected (RankProjector).
 #pragma once
 
 #include <cstdint>
