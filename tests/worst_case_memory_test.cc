@@ -9,8 +9,12 @@
 #include <fmt/format.h>
 
 #include "catch.h"
+#include "graph/happens_before.h"
 #include "graph/worst_case_memory.h"
 #include "ir/program.h"
+#include "pipeline/build_program.h"
+#include "pipeline/generators.h"
+#include "pipeline/lower_comms.h"
 
 namespace sc {
 namespace {
@@ -508,6 +512,278 @@ TEST_CASE("on a 1F1B shape the min cut equals the prefix scan on every rank", "[
     CHECK(cut.running_ops[r] == scan.running_ops[r]);
     CHECK(scan.live_buffers[r].size() == static_cast<size_t>(ranks - r));
   }
+}
+
+// ---- Fast paths against the minimum cut, at sizes brute force cannot reach. ----
+
+/// A random program of `num_ops` ops on `ranks` ranks with `streams` streams each, created in
+/// one global order that is also a topological order: deps (event waits on the same rank,
+/// transfers from other ranks) point at earlier ops; each send is followed at once by its recv
+/// on the peer, and a collective by its other members, so no semantics makes a cycle. Each op
+/// may allocate a new buffer of its rank and free one its rank allocated earlier, at start or end.
+/// `collectives_only`: no sends, recvs or transfers; collectives on the world and on a second
+/// communicator over some of the ranks (as in FSDP and HSDP, where only collectives connect ranks).
+Program random_multi_stream_program(std::mt19937& rng, int ranks, int streams, int num_ops,
+                                    bool collectives_only = false) {
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const Semantics::Kind kinds[3] = {Semantics::kEager, Semantics::kRendezvous, Semantics::kBuffered};
+  Builder b(ranks, kinds[pick(0, 2)], pick(1, 2));
+  std::vector<std::vector<int32_t>> stream_of(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    b.p.static_bytes_per_rank[r] = pick(0, 50);
+    for (int k = 0; k < streams; ++k) stream_of[r].push_back(b.stream(r, k == 0 ? "compute" : "comm"));
+  }
+  std::vector<int32_t> everyone(ranks);
+  for (int r = 0; r < ranks; ++r) everyone[r] = r;
+  const int32_t world = b.p.add_communicator("world", everyone);
+  std::vector<int32_t> some;
+  for (int r = 0; r < ranks; ++r)
+    if (r < 2 || pick(0, 1) == 0) some.push_back(r);
+  const int32_t part = collectives_only ? b.p.add_communicator("part", some) : -1;
+  std::vector<std::vector<OpId>> ops_of(ranks);
+  std::vector<std::vector<int32_t>> unfreed(ranks);
+  auto effects = [&](int r) {
+    std::vector<Fx> fx;
+    if (pick(0, 2) == 0) {
+      const int32_t buf = b.buffer(r, pick(1, 20));
+      fx.push_back(b.alloc(buf, pick(0, 2) == 0));
+      unfreed[r].push_back(buf);
+    } else if (!unfreed[r].empty() && pick(0, 1) == 0) {
+      const int i = pick(0, static_cast<int>(unfreed[r].size()) - 1);
+      fx.push_back(b.free(unfreed[r][i], pick(0, 2) != 0));
+      unfreed[r].erase(unfreed[r].begin() + i);
+    }
+    return fx;
+  };
+  auto deps_of = [&](int r, std::vector<OpId>& local, std::vector<OpId>& transfer) {
+    for (int k = pick(0, 2); k > 0; --k) {
+      const int from = pick(0, ranks - 1);
+      if (ops_of[from].empty()) continue;
+      const OpId d = ops_of[from][pick(std::max(0, static_cast<int>(ops_of[from].size()) - 6),
+                                       static_cast<int>(ops_of[from].size()) - 1)];
+      if (from == r) local.push_back(d);
+      else if (!collectives_only) transfer.push_back(d);
+    }
+    for (auto* v : {&local, &transfer}) {
+      std::sort(v->begin(), v->end());
+      v->erase(std::unique(v->begin(), v->end()), v->end());
+    }
+  };
+  while (static_cast<int>(b.p.ops.size()) < num_ops) {
+    const int r = pick(0, ranks - 1);
+    const int roll = pick(0, 9);
+    std::vector<OpId> local, transfer;
+    deps_of(r, local, transfer);
+    if (collectives_only && roll <= 2) {  // one instance on the second communicator
+      for (int32_t m : b.p.comms[part].ranks) {
+        Op c;
+        c.kind = OpKind::kCollective;
+        c.comm = part;
+        ops_of[m].push_back(b.add(c, stream_of[m][pick(0, streams - 1)], m == r ? local : std::vector<OpId>{},
+                                  effects(m), {}));
+      }
+    } else if (roll <= 1 && ranks > 1) {  // a send and its recv
+      int peer = pick(0, ranks - 2);
+      if (peer >= r) ++peer;
+      const OpId send = b.p2p_v(true, stream_of[r][pick(0, streams - 1)], peer, local, effects(r));
+      ops_of[r].push_back(send);
+      const OpId recv = b.p2p_v(false, stream_of[peer][pick(0, streams - 1)], r, {}, effects(peer));
+      ops_of[peer].push_back(recv);
+    } else if (roll == 2) {  // one collective instance
+      for (int m = 0; m < ranks; ++m) {
+        Op c;
+        c.kind = OpKind::kCollective;
+        c.comm = world;
+        ops_of[m].push_back(b.add(c, stream_of[m][pick(0, streams - 1)], m == r ? local : std::vector<OpId>{},
+                                  effects(m), {}));
+      }
+    } else {
+      ops_of[r].push_back(b.add(Op{}, stream_of[r][pick(0, streams - 1)], local, effects(r), transfer));
+    }
+  }
+  b.p.match_channels();
+  return b.p;
+}
+
+TEST_CASE("the per-rank projection gives the same clocks as whole-program vector clocks", "[graph]") {
+  std::mt19937 rng(77);
+  int joins_only = 0;
+  for (int round = 0; round < 120; ++round) {
+    // Odd rounds: only collectives connect ranks (the projector's join order, no searches).
+    const Program p = random_multi_stream_program(rng, 2 + round / 2 % 4, 1 + round % 3, 40 + 5 * (round / 2), round % 2 == 1);
+    REQUIRE(p.validate().empty());
+    HappensBefore hb(p);
+    REQUIRE(hb.acyclic());
+    // The searches, and the fallback to the whole-program pass (budget 0).
+    for (double budget : {0.5, 0.0}) {
+      RankProjector projector(hb, budget);
+      for (int32_t r = 0; r < p.num_ranks; ++r) {
+        const RankClocks clocks(hb, r);
+        const RankOrder order = projector.project(r);
+        REQUIRE(order.streams() == clocks.streams());
+        for (int32_t i = 0; i < order.size(); ++i)
+          for (int k = 0; k < order.width(); ++k) {
+            INFO("program:\n" << describe(p) << "rank " << r << " event " << order.events()[i] << " stream " << k);
+            REQUIRE(order.prefix(i, k) == clocks.prefix(order.events()[i], k));
+          }
+      }
+      CHECK(projector.fallbacks() == (budget > 0 ? 0 : p.num_ranks));
+      joins_only += projector.joins_only();
+    }
+  }
+  CHECK(joins_only > 100);  // most odd rounds, with both budgets
+}
+
+/// Fast path and forced minimum cut on one program: the same bytes and the same witness (both
+/// return the smallest maximum closure). Returns the ranks answered by the chain scan although
+/// their effects lie on several streams.
+int compare_with_min_cut(const Program& p) {
+  const WorstCaseMemory fast = worst_case_memory(p);
+  const WorstCaseMemory cut = worst_case_memory(p, true);
+  int chains = 0;
+  for (int32_t r = 0; r < p.num_ranks; ++r) {
+    INFO("program:\n" << describe(p) << "rank " << r);
+    REQUIRE(fast.bytes_per_rank[r] == cut.bytes_per_rank[r]);
+    REQUIRE(fast.live_buffers[r] == cut.live_buffers[r]);
+    REQUIRE(fast.running_ops[r] == cut.running_ops[r]);
+    chains += fast.used_min_cut[r] && !fast.ran_min_cut[r];
+  }
+  return chains;
+}
+
+TEST_CASE("the fast paths equal the minimum cut on 300 random multi-stream programs", "[graph]") {
+  std::mt19937 rng(4242);
+  int chains = 0;
+  for (int round = 0; round < 300; ++round) {
+    const int streams = 1 + round % 3;
+    const Program p = random_multi_stream_program(rng, 2 + round % 3, streams, 10 + round % 50, round % 4 == 3);
+    REQUIRE(p.validate().empty());
+    REQUIRE(HappensBefore(p).acyclic());
+    chains += compare_with_min_cut(p);
+  }
+  CHECK(chains > 10);  // several-stream ranks that the chain scan answered
+}
+
+TEST_CASE("effects on two streams serialised through another rank are scanned, not cut", "[graph]") {
+  // Rank 0 allocates x_i on its compute stream and sends to rank 1, which sends back to rank
+  // 0's comm stream; there an op frees x_i and holds y_i, and the next compute op waits for it.
+  // Only the round trip through rank 1 orders x_i's allocation before y_i's, so the effects are
+  // a chain only in the projected order.
+  for (bool round_trip : {false, true}) {
+    CAPTURE(round_trip);
+    Builder b(2, Semantics::kEager);
+    const int32_t compute = b.stream(0, "compute"), comm = b.stream(0, "comm");
+    const int32_t s1 = b.stream(1);
+    const int steps = 6;
+    OpId previous = kNoOp;
+    for (int i = 0; i < steps; ++i) {
+      const int32_t x = b.buffer(0, 10 + i), y = b.buffer(0, 100);
+      const OpId alloc_x = previous == kNoOp ? b.compute(compute, {}, {b.alloc(x)})
+                                             : b.compute(compute, {previous}, {b.alloc(x)});
+      b.p2p(true, compute, 1, {alloc_x});
+      const OpId there = b.p2p(false, s1, 0);
+      const OpId work = b.compute(s1, {there});
+      b.p2p(true, s1, 0, {work});
+      const OpId back = round_trip ? b.p2p(false, comm, 1) : kNoOp;
+      std::vector<OpId> wait = round_trip ? std::vector<OpId>{back} : std::vector<OpId>{};
+      previous = b.add(Op{}, comm, wait, {b.free(x), b.alloc(y), b.free(y, true)}, {});
+      if (!round_trip) b.p2p(false, comm, 1);
+    }
+    const Program& p = b.done();
+    REQUIRE(HappensBefore(p).acyclic());
+    compare_with_min_cut(p);
+    const WorstCaseMemory w = worst_case_memory(p);
+    CHECK(w.used_min_cut[0] == 1);
+    CHECK(w.ran_min_cut[0] == (round_trip ? 0 : 1));
+    // y_i's op frees x_i at its end and x_{i+1} waits for that op, so the worst is the last x
+    // with its y (15 + 100 bytes) either way; only how it is found differs.
+    CHECK(w.bytes_per_rank[0] == 115);
+    CHECK(w.live_buffers[0].size() == 2);
+  }
+}
+
+TEST_CASE("on a 1F1B shape with comm streams the fast path equals the minimum cut", "[graph]") {
+  // Activations on the compute stream, P2P ops on a comm stream with no effects: the scan
+  // applies on every rank and its witness (running comm ops included) is the cut's.
+  const int ranks = 4, microbatches = 12;
+  Builder b(ranks, Semantics::kEager);
+  std::vector<int32_t> compute(ranks), comm(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    compute[r] = b.stream(r, "compute");
+    comm[r] = b.stream(r, "comm");
+  }
+  std::vector<std::vector<OpId>> fwd_send(ranks, std::vector<OpId>(microbatches, kNoOp)), bwd_send = fwd_send;
+  std::vector<std::vector<int32_t>> act(ranks);
+  for (int r = 0; r < ranks; ++r)
+    for (int m = 0; m < microbatches; ++m) act[r].push_back(b.buffer(r, 1000));
+  // Ranks advance in lock step: each round, every rank does its next 1F1B step.
+  std::vector<std::vector<std::pair<char, int>>> order(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    const int warm = std::min(ranks - r - 1, microbatches);
+    int f = 0, k = 0;
+    for (; f < warm; ++f) order[r].emplace_back('F', f);
+    while (f < microbatches) order[r].emplace_back('F', f++), order[r].emplace_back('B', k++);
+    while (k < microbatches) order[r].emplace_back('B', k++);
+  }
+  std::vector<size_t> next(ranks, 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int r = 0; r < ranks; ++r) {
+      if (next[r] == order[r].size()) continue;
+      const auto [kind, m] = order[r][next[r]];
+      if (kind == 'F') {
+        if (r > 0 && fwd_send[r - 1][m] == kNoOp) continue;
+        std::vector<OpId> in;
+        if (r > 0) in.push_back(b.p2p(false, comm[r], r - 1));
+        const OpId f = b.add(Op{}, compute[r], in, {b.alloc(act[r][m])}, {});
+        fwd_send[r][m] = r + 1 < ranks ? b.p2p(true, comm[r], r + 1, {f}) : f;
+      } else {
+        if (r + 1 < ranks && bwd_send[r + 1][m] == kNoOp) continue;
+        std::vector<OpId> in;
+        if (r + 1 < ranks) in.push_back(b.p2p(false, comm[r], r + 1));
+        const OpId bw = b.add(Op{}, compute[r], in, {b.free(act[r][m])}, {});
+        bwd_send[r][m] = r > 0 ? b.p2p(true, comm[r], r - 1, {bw}) : bw;
+      }
+      ++next[r];
+      progress = true;
+    }
+  }
+  const Program& p = b.done();
+  REQUIRE(HappensBefore(p).acyclic());
+  compare_with_min_cut(p);
+  const WorstCaseMemory w = worst_case_memory(p);
+  for (int r = 0; r < ranks; ++r) {
+    CAPTURE(r);
+    CHECK(w.used_min_cut[r] == 0);
+    CHECK(w.bytes_per_rank[r] == 1000 * (ranks - r));
+  }
+}
+
+TEST_CASE("on every named schedule lowered to SEND/RECV the fast path equals the minimum cut", "[graph]") {
+  // Real multi-stream programs: a comm stream per rank under each P2P semantics, and each
+  // policy's SEND/RECV placement; every rank's bytes and witness (running comm ops included).
+  int programs = 0;
+  for (const std::string& name : schedule_names()) {
+    std::string why;
+    const std::optional<Generated> g = generate(GenOptions{name, 4, 8, {}, {}, false}, &why);
+    REQUIRE(g);
+    for (LowerPolicy policy : {LowerPolicy::kPyTorch, LowerPolicy::kDeferred}) {
+      auto lowered = lower_comms(g->actions, g->stage_to_rank, policy, &why, g->pipeline_starts);
+      if (!lowered) continue;  // PyTorch's placement is malformed on some schedules (FACTS §2)
+      PipelineSpec spec = to_pipeline_spec(*g);
+      spec.pipeline_starts = g->pipeline_starts;
+      spec.actions = std::move(*lowered);
+      for (auto kind : {Semantics::kEager, Semantics::kRendezvous}) {
+        spec.p2p.semantics = Semantics{kind, 0};
+        Program p = build_program(spec, BlockingModel::kCommStream).program;
+        if (!HappensBefore(p).acyclic()) continue;  // a deadlock: no worst case to compare
+        CAPTURE(name, static_cast<int>(policy), static_cast<int>(kind));
+        compare_with_min_cut(p);
+        ++programs;
+      }
+    }
+  }
+  CHECK(programs >= 20);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Buffer residency over interleavings: every use of a buffer lies between its allocation and
 // its free in every execution the happens-before order allows.
 #include <algorithm>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -28,8 +29,35 @@ BufferEvents buffer_events(const Program& p) {
   return be;
 }
 
+/// One rank's clocks at any event: the projection (RankProjector, sized by the rank's events)
+/// answers for the rank's own events; whole-program RankClocks are built only if an event of
+/// another rank is asked about (a buffer freed by another rank's op).
+class Clocks {
+ public:
+  Clocks(const HappensBefore& hb, RankProjector& projector, int32_t rank)
+      : hb_(hb), order_(projector.project(rank)) {}
+
+  const std::vector<int32_t>& streams() const { return order_.streams(); }
+  /// RankClocks::prefix.
+  int32_t prefix(int32_t event, int k) {
+    if (hb_.program().ops[event >> 1].rank == order_.rank()) return order_.prefix(order_.local(event), k);
+    if (!whole_) whole_ = std::make_unique<RankClocks>(hb_, order_.rank());
+    return whole_->prefix(event, k);
+  }
+  /// RankClocks::ordered.
+  bool ordered(int32_t a, int32_t b) {
+    const int k = order_.stream_index(hb_.program().ops[a >> 1].stream);
+    return k >= 0 && prefix(b, k) >= 2 * hb_.position(a >> 1) + (a & 1) + 1;
+  }
+
+ private:
+  const HappensBefore& hb_;
+  RankOrder order_;
+  std::unique_ptr<RankClocks> whole_;
+};
+
 /// People's description of a moment of rank `r`: per stream, what has run and what has not.
-std::vector<std::string> describe_moment(const Program& p, const RankClocks& clocks, int32_t event) {
+std::vector<std::string> describe_moment(const Program& p, Clocks& clocks, int32_t event) {
   std::vector<std::string> out;
   for (size_t k = 0; k < clocks.streams().size(); ++k) {
     const Stream& s = p.streams[clocks.streams()[k]];
@@ -54,6 +82,7 @@ std::vector<Finding> check_buffer_residency(const Program& p, size_t max_finding
   HappensBefore hb(p);
   if (!hb.acyclic()) return out;
   BufferEvents be = buffer_events(p);
+  RankProjector projector(hb);
   std::vector<std::string> keys;  // per finding in `out`: its message without the rank
   size_t suppressed = 0;
   for (int32_t r = 0; r < p.num_ranks; ++r) {
@@ -62,7 +91,7 @@ std::vector<Finding> check_buffer_residency(const Program& p, size_t max_finding
     for (int32_t s : p.rank_streams[r])
       for (OpId id : p.streams[s].ops) any |= p.ops[id].use_end > p.ops[id].use_begin;
     if (!any) continue;
-    RankClocks clocks(hb, r);
+    Clocks clocks(hb, projector, r);
     for (int32_t s : p.rank_streams[r])
       for (OpId id : p.streams[s].ops)
         for (const int32_t* u = p.uses_begin(id); u != p.uses_end(id); ++u) {

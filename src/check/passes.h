@@ -19,9 +19,10 @@ std::vector<Finding> check_channels(const Program& program);
 
 /// The residency findings of a program: for each op and each buffer it uses, the buffer's
 /// allocation must happen before the op starts and its free after the op ends in every
-/// execution (RankClocks), else a finding with an interleaving; a use of a buffer never
-/// allocated is a finding too; zero-byte buffers are skipped. `only_ranks`: check these ranks
-/// only (all when null). Precondition: the program executes to completion.
+/// execution (the order projected on each rank, RankProjector), else a finding with an
+/// interleaving; a use of a buffer never allocated is a finding too; zero-byte buffers are
+/// skipped. `only_ranks`: check these ranks only (all when null). Precondition: the program
+/// executes to completion.
 std::vector<Finding> check_buffer_residency(const Program& program, size_t max_findings = 8,
                                             const std::vector<int32_t>* only_ranks = nullptr);
 

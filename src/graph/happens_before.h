@@ -1,5 +1,5 @@
-// The happens-before order of a Program's events, and per-rank vector clocks that answer
-// "must a happen before b?" for events of one rank in O(1).
+// The happens-before order of a Program's events, and per-rank clocks that answer "must a happen
+// before b?" for events of one rank in O(1): whole-program (RankClocks) or projected (RankProjector).
 #pragma once
 
 #include <cstdint>
@@ -82,6 +82,113 @@ class RankClocks {
   std::vector<int32_t> streams_;
   std::vector<int32_t> local_;   ///< per global stream: its index k on this rank, or -1
   std::vector<int32_t> c_;
+};
+
+/// The order restricted to one rank's op events, with a clock per event over the rank's streams
+/// (as RankClocks, but stored for the rank's own events only). Built by RankProjector.
+class RankOrder {
+ public:
+  int32_t rank() const { return rank_; }
+  /// Streams of the rank (Program::streams indices), in Program::rank_streams order.
+  const std::vector<int32_t>& streams() const { return streams_; }
+  int width() const { return static_cast<int>(streams_.size()); }
+  /// The rank's op events in a topological order; "local index" below is a position here.
+  const std::vector<int32_t>& events() const { return events_; }
+  int32_t size() const { return static_cast<int32_t>(events_.size()); }
+  /// Index k of a stream of the rank, or -1.
+  int stream_index(int32_t stream) const;
+  /// The local index of an event of the rank.
+  int32_t local(int32_t event) const;
+  /// The prefix length of the rank's k-th stream below or at the event with local index `i`
+  /// (its events counted start0, end0, start1, ...; the event itself included).
+  int32_t prefix(int32_t i, int k) const { return clocks_[static_cast<size_t>(i) * streams_.size() + k]; }
+  /// The event at position j (0-based, start0 end0 start1 ...) of the rank's k-th stream.
+  int32_t stream_event(int k, int32_t j) const;
+  /// Number of events on the rank's k-th stream (2 x its ops).
+  int32_t stream_length(int k) const { return static_cast<int32_t>(2 * stream_ops_[k]->size()); }
+  /// True when event `a` happens before or at event `b` in every execution (both of the rank).
+  bool ordered(int32_t a, int32_t b) const;
+
+ private:
+  friend class RankProjector;
+  const HappensBefore* hb_ = nullptr;
+  int32_t rank_ = 0;
+  std::vector<int32_t> streams_;
+  std::vector<const std::vector<OpId>*> stream_ops_;
+  std::vector<std::vector<int32_t>> local_at_;  ///< per stream k, per position: local index
+  std::vector<int32_t> events_;
+  std::vector<int32_t> clocks_;                 ///< events_.size() x width
+};
+
+/// Projects the order on one rank at a time in time linear in the rank's events and the events
+/// searched through other ranks, instead of RankClocks' pass over the whole program per rank.
+/// Memory: per program O(events) once (topological positions, a visit stamp, events grouped
+/// by rank); per rank O(its events x its streams).
+///
+/// How: the rank's events are visited in topological order; an event's clock is the maximum of
+/// its predecessors' clocks. Predecessors on the rank are already known. For predecessors on
+/// other ranks (a matched send, a collective's join, a transfer dep) the rank's events below
+/// them are found by a backward search in decreasing topological position that stops at the
+/// rank's events (their clocks cover what lies below) and prunes every event whose topological
+/// position is below T = min over the rank's streams k of the position of the first event of k
+/// not yet known to be below: such an event cannot lie above an unknown event of the rank,
+/// since each stream is a chain of the topological order. Exact for any program; the search
+/// stays local when the topological order is roughly a time order (Kahn's, here) and each
+/// cross-rank edge comes from few ranks (P2P). A collective's join has every member's start
+/// as a predecessor, so on programs with collectives over many ranks each search is as wide as
+/// the group; once one rank's searches have visited more than events x its streams / 2, the
+/// rank falls back to RankClocks' whole-program pass (so a rank never costs much more than
+/// O(events x streams), the cost before this class; see the constructor).
+/// When collectives are the only cross-rank edges (FSDP, ZeRO-3) there are no searches: the
+/// rank's events below a member's start on another rank m can only come through joins that
+/// m's own order puts below that start, and of each communicator the latest such join covers
+/// the earlier ones (a member's collectives on one communicator are serialised). So each join
+/// gets, once per program, its predecessor joins (the latest per communicator below each
+/// member's start, deduplicated: O(collective ops x communicators per rank)), and per rank a
+/// join's clock is the maximum of its predecessors' and of the rank's own member start:
+/// O(the rank's events x its streams + joins x their predecessors x its streams) per rank.
+class RankProjector {
+ public:
+  /// O(events). Precondition: hb.acyclic(). `budget_per_event`: a rank falls back to the
+  /// whole-program pass once its searches have visited budget_per_event x events x its streams
+  /// (plus 4096 when positive); 0 makes every rank take the fallback (tests compare the two).
+  explicit RankProjector(const HappensBefore& hb, double budget_per_event = 0.5);
+  /// The order on `rank`'s events.
+  RankOrder project(int32_t rank);
+  /// Events visited by the cross-rank searches so far (for benchmarks).
+  int64_t searched() const { return searched_; }
+  /// Ranks that fell back to the whole-program pass so far.
+  int32_t fallbacks() const { return fallbacks_; }
+  /// True when only collectives connect ranks, so projections use the join order.
+  bool joins_only() const { return joins_only_; }
+
+ private:
+  /// Raises `mine` (the rank's clock of one event) with the rank's events below `sources`.
+  void search(const RankOrder& order, const std::vector<int32_t>& sources, int32_t* mine);
+  /// When only collectives connect ranks: the order between joins (see the class comment).
+  void build_join_order();
+  /// The clocks of `order` (events and streams set) from the joins' clocks, without searches.
+  void project_with_joins(RankOrder& order);
+
+  const HappensBefore& hb_;
+  double budget_per_event_;
+  std::vector<int32_t> topo_pos_;     ///< per event: its position in hb.topological_order()
+  std::vector<uint32_t> rank_first_;  ///< per rank: its range in rank_events_
+  std::vector<int32_t> rank_events_;  ///< op events grouped by rank, topological order inside
+  std::vector<uint32_t> seen_;        ///< per event: generation_ when visited by the search
+  uint32_t generation_ = 0;
+  std::vector<std::pair<int32_t, int32_t>> heap_;  ///< (topological position, event)
+  std::vector<int32_t> cross_;
+  int64_t searched_ = 0;
+  int32_t fallbacks_ = 0;
+  // Programs whose ranks meet only in collectives (joins_only_):
+  bool joins_only_ = false;
+  std::vector<int32_t> joins_;            ///< join events in topological order
+  std::vector<int32_t> join_comm_;        ///< per instance: its communicator
+  std::vector<int32_t> join_seq_;         ///< per instance: its position on the communicator
+  std::vector<uint32_t> join_pred_first_; ///< per instance: its range in join_preds_
+  std::vector<int32_t> join_preds_;       ///< instances whose joins lie below a member's start
+  std::vector<int32_t> join_clocks_;      ///< per instance x the projected rank's streams
 };
 
 template <typename F>

@@ -1,5 +1,5 @@
-// Worst-case memory per rank: a prefix scan on one stream, else a maximum-weight closure solved
-// as a minimum s-t cut (Picard 1976) with Boost.Graph.
+// Worst-case memory per rank: a prefix scan when a rank's effects are totally ordered, else a
+// maximum-weight closure solved as a minimum s-t cut (Picard 1976) with Boost.Graph.
 #include "graph/worst_case_memory.h"
 
 #include "graph/happens_before.h"
@@ -18,42 +18,6 @@ namespace {
 
 inline OpId event_op(int32_t event) { return event >> 1; }
 inline bool is_end_event(int32_t event) { return (event & 1) != 0; }
-
-/// The happens-before order as required predecessors per event (compressed rows):
-/// event e needs preds[first[e] .. first[e + 1]) to have happened before it.
-struct EventOrder {
-  std::vector<uint32_t> first;
-  std::vector<int32_t> preds;
-};
-
-/// The happens-before order projected on `rank`'s events: each event of the rank requires,
-/// on each stream of the rank, the latest event there that happens before it (read off the
-/// rank's vector clocks). A set of the rank's events is down-closed in the projection exactly
-/// when it is the rank's part of a down-closed set of the whole order, so the maximum closure
-/// is the same; the graph has the rank's events only (events x streams edges).
-EventOrder project_order(const Program& p, const HappensBefore& hb, int32_t rank) {
-  RankClocks clocks(hb, rank);
-  const OpId n = static_cast<OpId>(p.ops.size());
-  const int width = static_cast<int>(clocks.streams().size());
-  EventOrder order;
-  order.first.assign(2 * static_cast<size_t>(n) + 1, 0);
-  for (OpId op = 0; op < n; ++op) {
-    const Op& o = p.ops[op];
-    for (int32_t e : {start_event(op), end_event(op)}) {
-      if (o.rank == rank) {
-        const int own = clocks.stream_index(o.stream);
-        for (int k = 0; k < width; ++k) {
-          const int32_t below = clocks.prefix(e, k) - (k == own ? 2 : 1);  // stream index of the latest event
-          if (below < 0) continue;
-          const OpId pred_op = p.streams[clocks.streams()[k]].ops[below / 2];
-          order.preds.push_back(below % 2 == 0 ? start_event(pred_op) : end_event(pred_op));
-        }
-      }
-      order.first[e + 1] = static_cast<uint32_t>(order.preds.size());
-    }
-  }
-  return order;
-}
 
 /// Witness helper: the buffers of `rank` with net positive bytes over `events`, sorted.
 /// `net` is scratch of Program::buffers' size, all zero on entry and on return.
@@ -87,58 +51,65 @@ struct Moment {
   std::vector<OpId> running;  ///< ops of the rank started and not finished
 };
 
-/// Fast path: all effects of the rank lie on `stream`. Returns the earliest maximum prefix of
-/// the stream's events (the empty prefix when no prefix is positive).
-Moment scan_stream(const Program& p, const std::vector<int64_t>& weight, int32_t stream) {
-  const std::vector<OpId>& ops = p.streams[stream].ops;
+/// Fast path, exact when the rank's weighted events are totally ordered (a chain): every
+/// moment meets the chain in a prefix, so the maximum is the maximum prefix sum. The moment
+/// returned is the down-closure of the earliest maximum prefix, the smallest maximum closure
+/// (any maximum closure contains that prefix, hence its down-closure). `chain` lists the
+/// rank's events of nonzero weight in topological order. Returns false, computing nothing,
+/// when two consecutive ones are unordered (then no total order exists).
+bool scan_chain(const Program& p, const RankOrder& order, const std::vector<int32_t>& chain,
+                const std::vector<int64_t>& weight, Moment& best) {
+  for (size_t i = 1; i < chain.size(); ++i)
+    if (!order.ordered(order.events()[chain[i - 1]], order.events()[chain[i]])) return false;
   int64_t sum = 0;
-  Moment best;
-  size_t best_len = 0;  // number of events in the best prefix
-  for (size_t i = 0; i < ops.size(); ++i) {
-    for (int32_t e : {start_event(ops[i]), end_event(ops[i])}) {
-      sum += weight[e];
-      if (sum > best.bytes) {
-        best.bytes = sum;
-        best_len = 2 * i + (is_end_event(e) ? 2 : 1);
-      }
+  int32_t last = -1;  // local index of the last event of the best prefix
+  for (int32_t i : chain) {
+    sum += weight[order.events()[i]];
+    if (sum > best.bytes) {
+      best.bytes = sum;
+      last = i;
     }
   }
-  best.events.reserve(best_len);
-  for (size_t k = 0; k < best_len; ++k)
-    best.events.push_back(k % 2 == 0 ? start_event(ops[k / 2]) : end_event(ops[k / 2]));
-  if (best_len % 2 == 1) best.running.push_back(ops[best_len / 2]);
-  return best;
+  if (last < 0) return true;
+  for (int k = 0; k < order.width(); ++k) {
+    const int32_t below = order.prefix(last, k);
+    for (int32_t j = 0; j < below; ++j) best.events.push_back(order.stream_event(k, j));
+    if (below % 2 == 1) best.running.push_back(p.streams[order.streams()[k]].ops[below / 2]);
+  }
+  std::sort(best.events.begin(), best.events.end());
+  std::sort(best.running.begin(), best.running.end());
+  return true;
 }
 
-/// Maximum-weight closure by minimum cut, with scratch reused across ranks.
+/// Maximum-weight closure on one rank's projected order by minimum cut.
 /// Picard (1976): source -> v with capacity w(v) for w(v) > 0, v -> sink with -w(v) for
 /// w(v) < 0, an infinite edge from each event to each required predecessor; the maximum
 /// closure weight is (sum of positive weights - min cut), and the closure is the set reachable
-/// from the source in the residual graph (the smallest maximum closure).
+/// from the source in the residual graph (the smallest maximum closure). The graph holds the
+/// rank's events below a positive one (only these can be in the smallest maximum closure),
+/// with one edge per stream of the rank to the latest event there below (the projection's
+/// clock), so its size is O(the rank's events x its streams).
 class ClosureSolver {
  public:
-  ClosureSolver(const Program& p, const EventOrder& order, const std::vector<int64_t>& weight)
-      : p_(p), order_(order), weight_(weight), stamp_(weight.size(), 0), local_(weight.size(), -1) {}
+  ClosureSolver(const Program& p, const RankOrder& order, const std::vector<int64_t>& weight)
+      : p_(p), order_(order), weight_(weight) {}
 
-  Moment solve(int32_t rank) {
-    ++generation_;
-    collect_ancestors(rank);
-    return min_cut(rank);
-  }
-
-  /// The ops of `rank` started and not finished in the down-closure of `event`, sorted.
-  std::vector<OpId> running_below(int32_t event, int32_t rank) {
-    ++generation_;
+  Moment solve() {
+    // The events below a positive one: on each stream, a prefix (the largest clock entry).
+    const int width = order_.width();
+    std::vector<int32_t> reach(width, 0);
+    for (int32_t i = 0; i < order_.size(); ++i)
+      if (weight_of(i) > 0)
+        for (int k = 0; k < width; ++k) reach[k] = std::max(reach[k], order_.prefix(i, k));
+    node_of_.assign(order_.size(), -1);
     nodes_.clear();
-    visit(event);
-    expand();
-    std::vector<OpId> running;
-    for (int32_t e : nodes_) {
-      const OpId op = event_op(e);
-      if (!is_end_event(e) && p_.ops[op].rank == rank && stamp_[end_event(op)] != generation_) running.push_back(op);
-    }
-    std::sort(running.begin(), running.end());
-    return running;
+    for (int k = 0; k < width; ++k)
+      for (int32_t j = 0; j < reach[k]; ++j) {
+        const int32_t i = order_.local(order_.stream_event(k, j));
+        node_of_[i] = static_cast<int32_t>(nodes_.size());
+        nodes_.push_back(i);
+      }
+    return min_cut();
   }
 
  private:
@@ -146,48 +117,29 @@ class ClosureSolver {
   using Vertex = boost::graph_traits<Graph>::vertex_descriptor;
   using Edge = boost::graph_traits<Graph>::edge_descriptor;
 
-  /// nodes_ = every event that is an ancestor of (or is) a positive-weight event of `rank`;
-  /// only these can belong to the smallest maximum closure.
-  void collect_ancestors(int32_t rank) {
-    nodes_.clear();
-    for (const Stream& s : p_.streams) {
-      if (s.rank != rank) continue;
-      for (OpId op : s.ops)
-        for (int32_t e : {start_event(op), end_event(op)})
-          if (weight_[e] > 0) visit(e);
-    }
-    expand();
-  }
+  int64_t weight_of(int32_t local) const { return weight_[order_.events()[local]]; }
 
-  /// Closes nodes_ under required predecessors.
-  void expand() {
-    for (size_t head = 0; head < nodes_.size(); ++head) {
-      const int32_t e = nodes_[head];
-      for (uint32_t k = order_.first[e]; k < order_.first[e + 1]; ++k) visit(order_.preds[k]);
+  /// Calls f(local index) for each required predecessor of local event i in the projection:
+  /// on each stream, the latest event strictly below i.
+  template <typename F>
+  void for_each_pred(int32_t i, F&& f) const {
+    const int32_t e = order_.events()[i];
+    const int own = order_.stream_index(p_.ops[event_op(e)].stream);
+    for (int k = 0; k < order_.width(); ++k) {
+      const int32_t below = order_.prefix(i, k) - (k == own ? 2 : 1);
+      if (below >= 0) f(order_.local(order_.stream_event(k, below)));
     }
   }
 
-  /// An event's weight for `rank`: its effects when its op is on the rank, else 0.
-  int64_t weight_of(int32_t e, int32_t rank) const {
-    return p_.ops[event_op(e)].rank == rank ? weight_[e] : 0;
-  }
-
-  void visit(int32_t e) {
-    if (stamp_[e] == generation_) return;
-    stamp_[e] = generation_;
-    local_[e] = static_cast<int32_t>(nodes_.size());
-    nodes_.push_back(e);
-  }
-
-  Moment min_cut(int32_t rank) {
+  Moment min_cut() {
     Moment m;
     if (nodes_.empty()) return m;
     const int32_t n = static_cast<int32_t>(nodes_.size());
     const int32_t source = n, sink = n + 1;
 
     int64_t positive = 0, magnitude = 0;
-    for (int32_t e : nodes_) {
-      const int64_t w = weight_of(e, rank);
+    for (int32_t i : nodes_) {
+      const int64_t w = weight_of(i);
       if (w > 0) positive += w;
       magnitude += w < 0 ? -w : w;
     }
@@ -202,11 +154,10 @@ class ClosureSolver {
       cap_by_pair.push_back(c);
     };
     for (int32_t v = 0; v < n; ++v) {
-      const int32_t e = nodes_[v];
-      const int64_t w = weight_of(e, rank);
+      const int64_t w = weight_of(nodes_[v]);
       if (w > 0) add(source, v, w);
       if (w < 0) add(v, sink, -w);
-      for (uint32_t k = order_.first[e]; k < order_.first[e + 1]; ++k) add(v, local_[order_.preds[k]], infinite);
+      for_each_pred(nodes_[v], [&](int32_t pred) { add(v, node_of_[pred], infinite); });
     }
     const size_t num_edges = ends.size();
     std::vector<int32_t> ids(num_edges);
@@ -256,17 +207,15 @@ class ClosureSolver {
     int64_t check = 0;
     for (int32_t v = 0; v < n; ++v)
       if (reached[v]) {
-        m.events.push_back(nodes_[v]);
-        check += weight_of(nodes_[v], rank);
+        m.events.push_back(order_.events()[nodes_[v]]);
+        check += weight_of(nodes_[v]);
       }
     assert(check == m.bytes);
     (void)check;
     for (int32_t e : m.events) {
-      const OpId op = event_op(e);
-      if (!is_end_event(e) && p_.ops[op].rank == rank) {
-        const int32_t end = end_event(op);
-        if (stamp_[end] != generation_ || !reached[local_[end]]) m.running.push_back(op);
-      }
+      if (is_end_event(e)) continue;
+      const int32_t end = node_of_[order_.local(end_event(event_op(e)))];
+      if (end < 0 || !reached[end]) m.running.push_back(event_op(e));
     }
     std::sort(m.events.begin(), m.events.end());
     std::sort(m.running.begin(), m.running.end());
@@ -287,12 +236,10 @@ class ClosureSolver {
   }
 
   const Program& p_;
-  const EventOrder& order_;
+  const RankOrder& order_;
   const std::vector<int64_t>& weight_;
-  std::vector<int32_t> stamp_;  ///< per event: generation_ when in nodes_
-  std::vector<int32_t> local_;  ///< per event: its index in nodes_ (valid with stamp_)
-  std::vector<int32_t> nodes_;
-  int32_t generation_ = 0;
+  std::vector<int32_t> nodes_;    ///< graph vertex -> local index
+  std::vector<int32_t> node_of_;  ///< local index -> graph vertex, or -1
 };
 
 }  // namespace
@@ -327,36 +274,35 @@ std::vector<WorstCaseMemory> worst_case_memory_views(const Program& program, con
     w.live_buffers.assign(ranks, {});
     w.running_ops.assign(ranks, {});
     w.used_min_cut.assign(ranks, 0);
+    w.ran_min_cut.assign(ranks, 0);
   }
   std::unique_ptr<HappensBefore> hb;
+  std::unique_ptr<RankProjector> projector;
   std::vector<int64_t> net(program.buffers.size(), 0);
+  std::vector<int32_t> chain;
   for (int32_t r = 0; r < ranks; ++r) {
     if (only_ranks && std::find(only_ranks->begin(), only_ranks->end(), r) == only_ranks->end()) continue;
     // The rank's projected order, built at most once and shared by the views.
-    EventOrder order;
-    bool projected = false;
-    auto order_of = [&]() -> const EventOrder& {
-      if (!projected) {
-        if (!hb) hb = std::make_unique<HappensBefore>(program);
-        order = project_order(program, *hb, r);
-        projected = true;
-      }
-      return order;
-    };
+    std::unique_ptr<RankOrder> order;
     for (size_t v = 0; v < views.size(); ++v) {
       Moment m;
       const int32_t stream = effect_stream[v][r];
-      if (stream == -1) {
-        // No effects: the worst case is the static bytes, at the empty moment.
-      } else if (stream >= 0 && !force_min_cut) {
-        m = scan_stream(program, weight[v], stream);
-        // With other streams on the rank, ops there may have to be running at that moment too.
-        if (!m.events.empty() && program.rank_streams[r].size() > 1)
-          m.running = ClosureSolver(program, order_of(), weight[v]).running_below(m.events.back(), r);
-      } else {
-        m = ClosureSolver(program, order_of(), weight[v]).solve(r);
-        out[v].used_min_cut[r] = 1;
+      if (stream != -1) {
+        if (!order) {
+          if (!hb) hb = std::make_unique<HappensBefore>(program);
+          if (!projector) projector = std::make_unique<RankProjector>(*hb);
+          order = std::make_unique<RankOrder>(projector->project(r));
+        }
+        chain.clear();
+        for (int32_t i = 0; i < order->size(); ++i)
+          if (weight[v][order->events()[i]] != 0) chain.push_back(i);
+        if (force_min_cut || !scan_chain(program, *order, chain, weight[v], m)) {
+          m = ClosureSolver(program, *order, weight[v]).solve();
+          out[v].ran_min_cut[r] = 1;
+        }
+        out[v].used_min_cut[r] = force_min_cut || stream == -2;
       }
+      // else no effects: the worst case is the static bytes, at the empty moment.
       const int64_t fixed = views[v].with_static && r < static_cast<int32_t>(program.static_bytes_per_rank.size())
                                 ? program.static_bytes_per_rank[r] : 0;
       out[v].bytes_per_rank[r] = fixed + m.bytes;

@@ -16,7 +16,13 @@ struct WorstCaseMemory {
   std::vector<int64_t> bytes_per_rank;
   std::vector<std::vector<int32_t>> live_buffers;
   std::vector<std::vector<OpId>> running_ops;
-  std::vector<uint8_t> used_min_cut;  ///< per rank: 1 when solved by min cut, 0 by prefix scan
+  /// Per rank: 1 when its effects lie on several streams (a maximum-closure problem: solved by
+  /// the minimum cut, or by the chain scan when its effects turn out totally ordered) or when
+  /// the minimum cut was forced; 0 when they lie on one stream or there are none.
+  std::vector<uint8_t> used_min_cut;
+  /// Per rank: 1 when the minimum cut actually ran, 0 when the prefix scan answered (or the
+  /// rank has no effects or was not computed).
+  std::vector<uint8_t> ran_min_cut;
 };
 
 /// Computes WorstCaseMemory. Each op is a start event (its at-start effects) and an end event
@@ -24,13 +30,17 @@ struct WorstCaseMemory {
 /// deps, P2P matching under the program's semantics, collectives joining their members and one
 /// communicator's collectives in issue order).
 /// A moment of an execution is a down-closed set of events, so the worst case for rank r is a
-/// maximum-weight closure with weights = r's effects, solved exactly as a minimum s-t cut
+/// maximum-weight closure with weights = r's effects, on the order projected on r's events
+/// (RankProjector: r's events x r's streams, whatever the other ranks do).
+/// Fast path, exact: when the rank's events of nonzero weight are totally ordered (one stream,
+/// or several streams serialised by event waits, deps or other ranks), every closure meets
+/// them in a prefix and the maximum prefix sum is the answer. Otherwise a minimum s-t cut
 /// (Picard 1976, "Maximal closure of a graph and applications to combinatorial problems";
-/// Boost.Graph boykov_kolmogorov_max_flow) on the order projected on r's events by vector
-/// clocks (r's events x r's streams edges, whatever the other ranks do).
-/// Fast path, also exact: when all of a rank's memory effects lie on one stream they are
-/// totally ordered, every closure meets them in a prefix, and the maximum prefix sum is the
-/// answer. `force_min_cut` disables the fast path (tests compare the two).
+/// Boost.Graph boykov_kolmogorov_max_flow) on the rank's events. `force_min_cut` disables the
+/// fast path (tests compare the two). Both return the smallest maximum closure as witness.
+/// Cost: O(events) for the order, plus per rank O(its events x its streams) and the events
+/// its cross-rank searches visit (RankProjector), plus the cut where one is needed; memory per
+/// rank is sized by the rank's own events.
 /// Precondition: the order is acyclic (run it only on programs that execute to completion).
 WorstCaseMemory worst_case_memory(const Program& program, bool force_min_cut = false);
 

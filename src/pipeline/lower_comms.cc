@@ -29,6 +29,51 @@ struct KeyHash {
 };
 Key key_of(const Action& a) { return {a.kind, a.stage, a.microbatch}; }
 
+// A map from action keys to T with first-insert-wins semantics. Dense (a table indexed by kind,
+// stage and microbatch: O(1) without hashing, which kept lowering's growth above linear as the
+// tables outgrew the caches) when the ids are compact, as in generated and real schedules;
+// keys outside the table, or every key when ids are sparse, go to a hash map.
+template <typename T>
+class KeyMap {
+ public:
+  // `stages` and `microbatches` bound the ids of most keys; `entries` is about how many keys come.
+  KeyMap(int32_t stages, int32_t microbatches, size_t entries) : stages_(stages), microbatches_(microbatches) {
+    const uint64_t cells = static_cast<uint64_t>(kNumActionKinds) * std::max(stages, 0) * std::max(microbatches, 0);
+    if (cells > 0 && cells <= 4 * static_cast<uint64_t>(entries) + 4096) {
+      dense_.resize(cells);
+      used_.assign(cells, 0);
+    }
+  }
+  // Inserts unless present; false when `k` was present.
+  bool try_emplace(const Key& k, const T& v) {
+    const int64_t i = slot(k);
+    if (i < 0) return sparse_.try_emplace(k, v).second;
+    if (used_[i]) return false;
+    used_[i] = 1;
+    dense_[i] = v;
+    return true;
+  }
+  // The value of `k`, or null.
+  const T* find(const Key& k) const {
+    const int64_t i = slot(k);
+    if (i >= 0) return used_[i] ? &dense_[i] : nullptr;
+    auto it = sparse_.find(k);
+    return it == sparse_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  int64_t slot(const Key& k) const {
+    if (dense_.empty() || k.stage < 0 || k.stage >= stages_ || k.microbatch < 0 || k.microbatch >= microbatches_)
+      return -1;
+    return (static_cast<int64_t>(k.kind) * stages_ + k.stage) * microbatches_ + k.microbatch;
+  }
+  int32_t stages_, microbatches_;
+  std::vector<T> dense_;
+  std::vector<uint8_t> used_;
+  std::unordered_map<Key, T, KeyHash> sparse_;
+};
+
+
 // The communication a compute action causes, given the placement.
 struct Comms {
   const std::vector<int32_t>& stage_to_rank;
@@ -95,6 +140,22 @@ int parts(const Step& s, Action out[2]) {
   return 2;
 }
 
+// A KeyMap for the actions of `actions` and the messages they cause (their stages are the
+// placement's, checked by check_input; microbatches are the actions').
+template <typename T>
+KeyMap<T> key_map_for(const std::vector<std::vector<Step>>& actions, const Comms& comms) {
+  int32_t microbatches = 0;
+  size_t steps = 0;
+  for (const auto& row : actions) {
+    steps += row.size();
+    for (const Step& st : row) {
+      microbatches = std::max(microbatches, st.first.microbatch + 1);
+      if (st.second) microbatches = std::max(microbatches, st.second->microbatch + 1);
+    }
+  }
+  return KeyMap<T>(comms.num_stages(), microbatches, 3 * steps);
+}
+
 // Checks what both policies need: no SEND/RECV yet, every stage placed on a known rank.
 bool check_input(const std::vector<std::vector<Step>>& actions,
                  const std::vector<int32_t>& stage_to_rank, std::string* why) {
@@ -133,10 +194,19 @@ std::optional<std::vector<std::vector<Step>>> lower_pytorch(
     const std::vector<std::vector<Step>>& actions, const Comms& comms, std::string* why) {
   size_t ranks = actions.size();
   std::vector<std::vector<Step>> out(ranks);
-  std::vector<std::unordered_set<Key, KeyHash>> prev(ranks);
+  // PyTorch's per-rank `prev_actions`: the first rank that placed each key, and per rank the
+  // keys it placed after another rank had (only in lists that repeat an action).
+  KeyMap<int32_t> first = key_map_for<int32_t>(actions, comms);
+  std::vector<std::unordered_set<Key, KeyHash>> again(ranks);
+  auto insert = [&](size_t r, const Action& a) {
+    const Key k = key_of(a);
+    if (!first.try_emplace(k, static_cast<int32_t>(r)) && *first.find(k) != static_cast<int32_t>(r)) again[r].insert(k);
+  };
   std::vector<size_t> head(ranks, 0);
   auto has = [&](size_t r, ActionKind k, int32_t stage, int32_t mb) {
-    return prev[r].count(key_of({k, stage, mb})) > 0;
+    const Key key{k, stage, mb};
+    const int32_t* f = first.find(key);
+    return f && (*f == static_cast<int32_t>(r) || again[r].count(key) > 0);
   };
   // PyTorch's `_ready_to_schedule`: our own RECVs are placed by the sender, so a consumer waits
   // until its RECV (or its producer, on the same rank) is already in the list.
@@ -164,15 +234,15 @@ std::optional<std::vector<std::vector<Step>>> lower_pytorch(
       if (!all_ready) continue;
       out[r].push_back(st);
       for (int i = 0; i < n; ++i) {
-        prev[r].insert(key_of(a[i]));
+        insert(r, a[i]);
         if (!comms.sends(a[i])) continue;
         Action send = Comms::send_of(a[i]);
         Action recv = Comms::recv_of(a[i]);
         size_t to = static_cast<size_t>(comms.stage_to_rank[recv.stage]);
         out[r].push_back(make_step(send, st.loc));
-        prev[r].insert(key_of(send));
+        insert(r, send);
         out[to].push_back(make_step(recv, st.loc));
-        prev[to].insert(key_of(recv));
+        insert(to, recv);
       }
       ++head[r];
       --remaining;
@@ -219,7 +289,7 @@ std::optional<std::vector<std::vector<double>>> simulate_unit(const std::vector<
     int32_t rank;
     int32_t index;
   };
-  std::unordered_map<Key, Pos, KeyHash> where;
+  KeyMap<Pos> where = key_map_for<Pos>(actions, comms);
   size_t total = 0;
   for (size_t r = 0; r < actions.size(); ++r)
     for (size_t i = 0; i < actions[r].size(); ++i) {
@@ -230,8 +300,7 @@ std::optional<std::vector<std::vector<double>>> simulate_unit(const std::vector<
     }
   auto producers = [&](const Action& a, std::vector<Pos>& out) {
     auto add = [&](ActionKind k, int32_t stage) {
-      auto it = where.find(key_of({k, stage, a.microbatch}));
-      if (it != where.end()) out.push_back(it->second);
+      if (const Pos* at = where.find(key_of({k, stage, a.microbatch}))) out.push_back(*at);
     };
     if (a.kind == ActionKind::kF && !comms.first(a.stage)) add(ActionKind::kF, a.stage - 1);
     if (a.kind == ActionKind::kI || a.kind == ActionKind::kB) {
@@ -340,10 +409,10 @@ std::optional<std::vector<std::vector<Step>>> lower_deferred(const std::vector<s
     if (a.step != b.step) return a.step < b.step;
     return a.part < b.part;
   });
-  std::unordered_map<Key, size_t, KeyHash> order;  // message -> its place in the global order
+  KeyMap<size_t> order = key_map_for<size_t>(actions, comms);  // message -> its place in the global order
   std::vector<std::vector<size_t>> recvs_of(actions.size());  // per rank, ascending
   for (size_t g = 0; g < msgs.size(); ++g) {
-    order.emplace(msgs[g].key, g);
+    order.try_emplace(msgs[g].key, g);
     recvs_of[msgs[g].dst].push_back(g);
   }
   auto recv_action = [](const Key& m) {
@@ -362,14 +431,14 @@ std::optional<std::vector<std::vector<Step>>> lower_deferred(const std::vector<s
       int n = parts(st, a);
       for (int k = 0; k < n; ++k)
         if (comms.receives(a[k])) {
-          auto it = order.find(Comms::message(Comms::recv_for(a[k])));
-          if (it != order.end()) recv_upto(it->second, true, st.loc);  // else no producer: structure
+          if (const size_t* g = order.find(Comms::message(Comms::recv_for(a[k]))))
+            recv_upto(*g, true, st.loc);  // else no producer: structure
         }
       out[r].push_back(st);
       for (int k = 0; k < n; ++k)
         if (comms.sends(a[k])) {
           Action s = Comms::send_of(a[k]);
-          recv_upto(order.at(Comms::message(s)), false, st.loc);
+          recv_upto(*order.find(Comms::message(s)), false, st.loc);
           out[r].push_back(make_step(s, st.loc));
         }
     }
