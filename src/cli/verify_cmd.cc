@@ -18,7 +18,7 @@ int run_router_verify(const std::vector<std::string>& files, const std::string& 
 // FSDP / ZeRO-3 specs (a top-level `fsdp:` key) are checked by fsdp_cmd.cc.
 bool is_fsdp_spec_file(const std::string& path);
 int run_fsdp_verify(const std::vector<std::string>& files, const std::string& format, const std::string& trace,
-                    const std::string& dot, bool force_min_cut);
+                    const std::string& dot, bool force_min_cut, const std::string& svg);
 
 namespace {
 
@@ -31,6 +31,7 @@ struct VerifyArgs {
   std::optional<std::string> lower;
   std::optional<std::string> trace;
   std::optional<std::string> dot;
+  std::optional<std::string> svg;
   bool min_cut = false;
   size_t timeline_ops = 400;
   std::string engine = "graph";
@@ -43,11 +44,12 @@ int run_verify(const VerifyArgs& a) {
   opt.blocking = a.blocking == "whole-rank" ? BlockingModel::kWholeRank : BlockingModel::kCommStream;
   if (a.lower) opt.lower = *a.lower == "deferred" ? LowerPolicy::kDeferred : LowerPolicy::kPyTorch;
   opt.force_min_cut = a.min_cut;
-  if ((a.trace || a.dot) && a.files.size() != 1) {
-    std::cerr << "schedcheck: error: --trace and --dot take one input file\n";
+  if ((a.trace || a.dot || a.svg) && a.files.size() != 1) {
+    std::cerr << "schedcheck: error: --trace, --dot and --svg take one input file\n";
     return kExitUsage;
   }
-  for (const auto& [option, path] : {std::pair{"--trace", a.trace}, std::pair{"--dot", a.dot}}) {
+  for (const auto& [option, path] :
+       {std::pair{"--trace", a.trace}, std::pair{"--dot", a.dot}, std::pair{"--svg", a.svg}}) {
     if (!path) continue;
     std::string problem = check_output_path(option, *path, a.files);
     if (!problem.empty()) {
@@ -66,7 +68,7 @@ int run_verify(const VerifyArgs& a) {
                   << " applies to pipeline schedules; fsdp specs have no point-to-point messages to configure\n";
         return kExitUsage;
       }
-    return run_fsdp_verify(a.files, a.format, a.trace.value_or(""), a.dot.value_or(""), a.min_cut);
+    return run_fsdp_verify(a.files, a.format, a.trace.value_or(""), a.dot.value_or(""), a.min_cut, a.svg.value_or(""));
   }
   // Load everything first: a spec error stops the run before any report is written.
   std::vector<PipelineSpec> specs;
@@ -103,6 +105,7 @@ int run_verify(const VerifyArgs& a) {
     }
     if (a.trace && !write_output(*a.trace, chrome_trace(r))) return kExitUsage;
     if (a.dot && !write_output(*a.dot, dot_graph(r))) return kExitUsage;
+    if (a.svg && !write_output(*a.svg, svg_timeline(r))) return kExitUsage;
   }
   if (a.format == "json" && specs.size() > 1) std::cout << all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   return exit;
@@ -117,7 +120,7 @@ Command add_verify(CLI::App& parent) {
                 "  schedcheck verify examples/llama7b-pp8-1f1b.yaml\n"
                 "  schedcheck verify schedule.csv --semantics eager --format json\n"
                 "  schedcheck verify examples/fsdp2-llama3-8b.yaml      (FSDP / ZeRO-3 specs: a top-level fsdp: key)\n"
-                "  schedcheck verify deadlock.yaml --dot stuck.dot --trace timeline.json");
+                "  schedcheck verify deadlock.yaml --dot stuck.dot --trace timeline.json --svg timeline.svg");
   cmd->add_option("files", a->files, "YAML specs (.yaml: pipeline, fsdp: or router:) or PyTorch schedule CSVs (.csv)")->required();
   cmd->add_option("--format", a->format, "text (for people) or json (one object per file, a list for several)")
       ->check(CLI::IsMember({"text", "json"}));
@@ -136,6 +139,9 @@ Command add_verify(CLI::App& parent) {
       ->check(CLI::IsMember({"pytorch", "deferred"}));
   cmd->add_option("--trace", a->trace, "write the predicted timeline as Chrome trace JSON (open in Perfetto)");
   cmd->add_option("--dot", a->dot, "write a Graphviz picture of the stuck state (or of the schedule)");
+  cmd->add_option("--svg", a->svg,
+                  "write an SVG picture of the timeline: a lane per rank and stream, memory per rank, the stuck point "
+                  "of a deadlock");
   cmd->add_flag("--memory-min-cut", a->min_cut,
                 "compute worst-case memory by minimum cut for every rank (skips the exact single-stream fast "
                 "path; for cross-checking)");

@@ -18,7 +18,10 @@ void write_findings(std::ostream& os, const std::vector<Finding>& findings);
 
 /// Text for people: the verdict first, then findings (with their counterexamples), then a
 /// per-rank summary (busy, idle, peak and worst-case memory) and, for small schedules (at most
-/// `timeline_max_ops` ops), a compact text timeline.
+/// `timeline_max_ops` ops), a compact text timeline: a row per stream, a column per third (or
+/// half, or whole) of the shortest compute op, at most 120 columns; a column shows the op that
+/// covers more than half of it (else idle), with the op's microbatch where its columns leave
+/// room. A larger schedule gets a one-line note instead (none when `timeline_max_ops` is 0).
 void write_text_report(std::ostream& os, const VerifyResult& r, size_t timeline_max_ops = 400);
 
 /// One JSON object with the keys of the issue: verdict, exit_code, semantics, findings
@@ -33,9 +36,19 @@ std::string json_report(const VerifyResult& r);
 /// consumer), C counter events for live memory per rank, process names and distributedInfo.
 std::string chrome_trace(const VerifyResult& r);
 
+/// An SVG picture of the timeline (the predicted one, or for a stuck run the executed prefix):
+/// a lane per rank and stream with time left to right, ops coloured by kind and labelled where
+/// the label fits, arrows for messages and implicit transfers, a bar through the member lanes of
+/// each collective, a strip per rank with live memory and the limit, idle time as empty lane,
+/// and for a stuck run a red mark where each stuck stream stops and the wait-for cycle. Ops
+/// narrower than a pixel are merged per pixel column and the picture says how many; above 5000
+/// arrows (or collectives) those are left out and the picture says so.
+std::string svg_timeline(const VerifyResult& r);
+
 /// Graphviz DOT of the stuck state: each rank's stream as a cluster up to its stuck op, and
 /// the wait-for edges of the cycle in red. For schedules that complete: the happens-before
-/// graph (only for small programs; larger ones get a note instead).
+/// graph (only for small programs; larger ones show each stream's last 4 ops and its stuck op,
+/// and say so in the graph label).
 std::string dot_graph(const VerifyResult& r);
 
 }  // namespace sc
