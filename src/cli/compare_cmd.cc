@@ -129,16 +129,14 @@ int run_compare(const CompareArgs& a) {
   const std::vector<std::string> known = schedule_names();
   for (const auto& name : names)
     if (std::find(known.begin(), known.end(), name) == known.end()) {
-      std::string near = closest_match(name, known);
-      std::cerr << fmt::format("schedcheck: error: --schedules: unknown schedule '{}'{}\n", name,
-                               near.empty() ? "" : fmt::format("; did you mean '{}'?", near));
+      std::cerr << "schedcheck: error: --schedules: " << unknown_schedule_message(name) << "\n";
       return kExitUsage;
     }
 
   nlohmann::json rows = nlohmann::json::array();
   std::ostringstream table;
-  table << fmt::format("{}: {} ranks, {} microbatches; each rank's costs and memory split evenly over its stages\n\n",
-                       base->path, base->ranks, base->microbatches);
+  table << fmt::format("{}: {}, {}; each rank's costs and memory split evenly over its stages\n\n", base->path,
+                       format_count(base->ranks, "rank"), format_count(base->microbatches, "microbatch", "microbatches"));
   table << fmt::format("{:<18} {:<22} {:>12} {:>12} {:>8} {:>12} {:>12} {:>9}\n", "schedule", "verdict", "span",
                        "makespan", "bubble", "peak (max)", "worst (max)", "messages");
   int exit = 0;
