@@ -20,8 +20,9 @@ void write_findings(std::ostream& os, const std::vector<Finding>& findings);
 /// per-rank summary (busy, idle, peak and worst-case memory) and, for small schedules (at most
 /// `timeline_max_ops` ops), a compact text timeline: a row per stream, a column per third (or
 /// half, or whole) of the shortest compute op, at most 120 columns; a column shows the op that
-/// covers more than half of it (else idle), with the op's microbatch where its columns leave
-/// room. A larger schedule gets a one-line note instead (none when `timeline_max_ops` is 0).
+/// covers more than half of it (else idle): its kind letter, then its microbatch where its
+/// columns leave room, then '-' for its other columns.
+/// A larger schedule gets a one-line note instead (none when `timeline_max_ops` is 0).
 void write_text_report(std::ostream& os, const VerifyResult& r, size_t timeline_max_ops = 400);
 
 /// One JSON object with the keys of the issue: verdict, exit_code, semantics, findings

@@ -225,41 +225,39 @@ class SvgWriter {
     const auto& curves = v_.timeline.memory_curve;
     // One scale for all ranks, from 0 to the largest peak (the limit too when it is near: a
     // limit far above every peak would flatten the curves, so it is named instead of drawn).
-    auto limit = r_.spec.memory.limit_bytes;
+    const auto& given = r_.spec.memory.limit_bytes;
+    double limit = given ? static_cast<double>(*given) : -1;  // bytes; -1: none drawn
     double top_bytes = 0;
     for (const auto& c : curves)
       for (const auto& pt : c) top_bytes = std::max(top_bytes, static_cast<double>(pt.second));
-    if (limit && static_cast<double>(*limit) <= 1.5 * top_bytes) top_bytes = std::max(top_bytes, static_cast<double>(*limit));
+    if (limit >= 0 && limit <= 1.5 * top_bytes) top_bytes = std::max(top_bytes, limit);
     if (top_bytes <= 0) return;
     top_bytes *= 1.08;
-    if (limit && static_cast<double>(*limit) > top_bytes) {
+    if (limit > top_bytes) {
       notes_.push_back(fmt::format("memory strips run from 0 to {}; the limit, {}, is above every peak",
-                                   format_bytes(top_bytes), format_bytes(static_cast<double>(*limit))));
-      limit.reset();
+                                   format_bytes(top_bytes), format_bytes(limit)));
+      limit = -1;
     }
     double font = std::min(10.0, l_.mem_h);
     for (int32_t rank = 0; rank < p_.num_ranks && rank < static_cast<int32_t>(curves.size()); ++rank) {
       double y0 = l_.mem_y[rank], h = l_.mem_h;
       auto y = [&](double bytes) { return y0 + h - h * bytes / top_bytes; };
       std::string path;
-      double last_y = y(0);
       int64_t peak = 0;
       for (const auto& [t, bytes] : curves[rank]) {
         double x = l_.x(to_ns(t));
         path += path.empty() ? fmt::format("M{:.2f},{:.2f}", x, y(static_cast<double>(bytes)))
                              : fmt::format(" H{:.2f} V{:.2f}", x, y(static_cast<double>(bytes)));
-        last_y = y(static_cast<double>(bytes));
         peak = std::max(peak, bytes);
       }
-      (void)last_y;
       if (!path.empty())
         out_ += fmt::format("<path class=\"memory\" d=\"{} H{:.2f}\" fill=\"none\" stroke=\"#555555\" stroke-width=\"1\"/>\n",
                             path, Layout::kLeft + Layout::kPlotWidth);
-      if (limit)
+      limit_drawn_ = limit >= 0;
+      if (limit_drawn_)
         out_ += fmt::format("<line class=\"limit\" x1=\"{:.1f}\" y1=\"{:.2f}\" x2=\"{:.1f}\" y2=\"{:.2f}\" stroke=\"{}\" "
                             "stroke-width=\"1\" stroke-dasharray=\"4,3\"/>\n",
-                            Layout::kLeft, y(static_cast<double>(*limit)), Layout::kLeft + Layout::kPlotWidth,
-                            y(static_cast<double>(*limit)), kStuck);
+                            Layout::kLeft, y(limit), Layout::kLeft + Layout::kPlotWidth, y(limit), kStuck);
       if (font >= 6)
         out_ += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{:.0f}\" fill=\"#555555\">peak {}</text>\n",
                             Layout::kLeft + Layout::kPlotWidth + 6, y0 + h / 2 + font * 0.35, font,
@@ -293,8 +291,8 @@ class SvgWriter {
 
   void header() {
     const Timeline& t = v_.timeline;
-    std::string title = fmt::format("{}: {}, {} rank{}, {} ops", r_.spec.name, r_.verdict(), p_.num_ranks,
-                                    p_.num_ranks == 1 ? "" : "s", p_.ops.size());
+    std::string title = fmt::format("{}: {}, {}, {}", r_.spec.name, r_.verdict(), format_count(p_.num_ranks, "rank"),
+                                    format_count(static_cast<int64_t>(p_.ops.size()), "op"));
     if (v_.complete)
       title += fmt::format(" | makespan {}, bubble rate {:.3f}", format_duration(t.makespan_s), t.bubble_rate);
     else
@@ -303,9 +301,9 @@ class SvgWriter {
     std::string sub = fmt::format("time 0 to {} left to right ({} per pixel); grey lane: idle; lower strip: live memory{}",
                                   format_duration(static_cast<double>(l_.total_ns) * 1e-9),
                                   format_duration(static_cast<double>(l_.total_ns) * 1e-9 / Layout::kPlotWidth),
-                                  r_.spec.memory.limit_bytes ? fmt::format(" (red dashes: limit {})",
-                                                                           format_bytes(static_cast<double>(*r_.spec.memory.limit_bytes)))
-                                                             : "");
+                                  limit_drawn_ ? fmt::format(" (red dashes: the limit, {})",
+                                                             format_bytes(static_cast<double>(*r_.spec.memory.limit_bytes)))
+                                               : "");
     for (const Finding& f : r_.findings)
       if (f.kind == FindingKind::kDeadlock) {
         notes_.insert(notes_.begin(), f.message);
@@ -342,6 +340,7 @@ class SvgWriter {
   std::string out_;
   std::vector<std::string> notes_;
   size_t merged_ops_ = 0;
+  bool limit_drawn_ = false;
 };
 
 }  // namespace

@@ -42,7 +42,8 @@ std::vector<OpId> column_owners(const std::vector<OpId>& ids, const Timeline& t,
   return owner;
 }
 
-// One row: each op's kind letter, followed by its microbatch where the op's columns leave room.
+// One row: each op's kind letter, followed by its microbatch where the op's columns leave room,
+// then '-' for the op's other columns.
 std::string timeline_row(const Program& p, const std::vector<OpId>& owner) {
   std::string row(owner.size(), '.');
   for (size_t c = 0; c < owner.size();) {
@@ -53,7 +54,8 @@ std::string timeline_row(const Program& p, const std::vector<OpId>& owner) {
     size_t e = c;
     while (e < owner.size() && owner[e] == owner[c]) ++e;
     const Op& op = p.ops[owner[c]];
-    std::fill(row.begin() + static_cast<std::ptrdiff_t>(c), row.begin() + static_cast<std::ptrdiff_t>(e), kind_char(p, owner[c]));
+    std::fill(row.begin() + static_cast<std::ptrdiff_t>(c), row.begin() + static_cast<std::ptrdiff_t>(e), '-');
+    row[c] = kind_char(p, owner[c]);
     if (op.kind == OpKind::kCompute && op.num_actions == 1 && takes_microbatch(op.actions[0].kind)) {
       std::string mb = std::to_string(op.actions[0].microbatch);
       if (mb.size() + 1 <= e - c) row.replace(c + 1, mb.size(), mb);
@@ -84,7 +86,7 @@ void write_timeline(std::ostream& os, const VerifyResult& r) {
     unit = t.makespan_s / width;
   }
   os << fmt::format("\ntimeline (1 column = {}; a column shows the op covering most of it, with its microbatch where it "
-                    "fits; F I W B forward/backward, X overlapped F;B, s/r send/recv, . idle):\n",
+                    "fits; F I W B forward/backward, X overlapped F;B, s/r send/recv, - the op continues, . idle):\n",
                     format_duration(unit));
   if (aggregated)
     os << fmt::format("  aggregated: the shortest op ({}) is narrower than a column, so short ops may not show; --svg FILE "
