@@ -74,6 +74,11 @@ TEST_CASE("the text timeline gives a column to the op covering most of it, and s
   CHECK(std::count(row.begin(), row.end(), '.') == 22);
   CHECK(row.find("B0F") != std::string::npos);   // microbatch ids where they fit
   CHECK(row.find(".B-.") != std::string::npos);  // else the op's other columns continue it
+  std::string spec = temp("p8m64-text.yaml");
+  REQUIRE(run_schedcheck("gen 1f1b --ranks 8 --microbatches 64 --format yaml -o '" + spec + "'").exit_code == 0);
+  auto aggregated = run_schedcheck("verify '" + spec + "' --timeline-ops 2000");
+  CHECK(aggregated.out.find("\n  aggregated: the shortest op (1 s) is narrower than a column, so short ops may not show; "
+                            "--svg FILE draws every op\n") != std::string::npos);
   auto omitted = run_schedcheck("verify examples/llama7b-pp8-1f1b.yaml --timeline-ops 100");
   CHECK(omitted.out.find("\ntimeline: omitted, 256 ops is more than --timeline-ops 100 (raise it, or draw the "
                          "timeline with --svg FILE)\n") != std::string::npos);

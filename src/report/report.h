@@ -32,9 +32,14 @@ void write_text_report(std::ostream& os, const VerifyResult& r, size_t timeline_
 /// pass), plus schedule, placement, units.
 std::string json_report(const VerifyResult& r);
 
-/// Chrome trace event JSON (Perfetto opens it): an X event per op (pid = rank, tid = stream),
-/// flow events from each send to its recv (and for implicit transfers from producer to
-/// consumer), C counter events for live memory per rank, process names and distributedInfo.
+/// Chrome trace event JSON (Perfetto and chrome://tracing open it): an X event per op that ran
+/// (pid = rank, tid = stream; a recv posted before its send also gets a "(waiting)" slice up to
+/// the send's start), an arrow from each send to its recv and from producer to consumer of each
+/// implicit transfer, written so that Perfetto binds it to those two ops (see trace.cc), C
+/// counter events for live memory per rank (with the limit), process and thread names and
+/// distributedInfo. Times are whole nanoseconds that survive Perfetto's conversion. For a stuck
+/// run: the executed prefix, an instant event where each stuck stream stops (args: the op, what
+/// it waits for) and otherData.stuck.
 std::string chrome_trace(const VerifyResult& r);
 
 /// An SVG picture of the timeline (the predicted one, or for a stuck run the executed prefix):

@@ -57,8 +57,11 @@ json op_args(const Program& p, OpId id) {
 // and the producer sorts first, else v1 with each end at a ts where its op is on top.
 class FlowPlanner {
  public:
-  FlowPlanner(const Program& p, const TimelineView& v, const std::vector<OpId>& sorted,
-              const std::vector<int64_t>& stream_stop_ns)
+  /// `sorted`: the ops' X events in processing order; `start_ns`: where each X event starts;
+  /// `first_ns`: where an op's first slice starts (earlier than `start_ns` for a recv drawn with
+  /// a waiting slice before it).
+  FlowPlanner(const Program& p, const std::vector<OpId>& sorted, const std::vector<int64_t>& start_ns,
+              const std::vector<int64_t>& first_ns, const std::vector<int64_t>& stream_stop_ns)
       : pos_(p.ops.size(), -1), slot_(p.ops.size()), lo_(p.ops.size(), 0), hi_(p.ops.size(), -1) {
     for (size_t i = 0; i < sorted.size(); ++i) pos_[sorted[i]] = static_cast<int64_t>(i);
     // v1 windows: an op is on top from its start until the next op of its stream starts (a
@@ -66,8 +69,8 @@ class FlowPlanner {
     std::vector<OpId> last(p.streams.size(), kNoOp);
     for (OpId id : sorted) {
       int32_t s = p.ops[id].stream;
-      if (last[s] != kNoOp) hi_[last[s]] = v.start_ns[id] - 1;
-      lo_[id] = v.start_ns[id];
+      if (last[s] != kNoOp) hi_[last[s]] = first_ns[id] - 1;
+      lo_[id] = start_ns[id];
       hi_[id] = stream_stop_ns[s];
       last[s] = id;
     }
@@ -156,17 +159,26 @@ std::string chrome_trace(const VerifyResult& r) {
   // (which puts a producer before a consumer that starts at the same ns).
   std::vector<int64_t> exec_pos(p.ops.size(), 0);
   for (size_t i = 0; i < r.execution.order.size(); ++i) exec_pos[r.execution.order[i]] = static_cast<int64_t>(i);
+  // A recv posted before its send (eager, buffered) waits, then receives: drawn as a waiting
+  // slice and the recv from the send's start, so the message's arrow can run from the send to
+  // the recv (Perfetto points every arrow from the slice that starts first).
+  std::vector<int64_t> start = v.start_ns;
+  for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id) {
+    const Op& op = p.ops[id];
+    if (v.ran[id] && op.kind == OpKind::kRecv && op.match != kNoOp && v.ran[op.match])
+      start[id] = std::clamp(v.start_ns[op.match], v.start_ns[id], v.end_ns[id]);
+  }
   std::vector<OpId> sorted;
   for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id)
     if (v.ran[id]) sorted.push_back(id);
   std::sort(sorted.begin(), sorted.end(), [&](OpId a, OpId b) {
-    int64_t da = v.end_ns[a] - v.start_ns[a], db = v.end_ns[b] - v.start_ns[b];
-    if (v.start_ns[a] != v.start_ns[b]) return v.start_ns[a] < v.start_ns[b];
+    int64_t da = v.end_ns[a] - start[a], db = v.end_ns[b] - start[b];
+    if (start[a] != start[b]) return start[a] < start[b];
     if (da != db) return da > db;
     return exec_pos[a] < exec_pos[b];
   });
 
-  FlowPlanner planner(p, v, sorted, stop);
+  FlowPlanner planner(p, sorted, start, v.start_ns, stop);
   json flows = json::array();
   size_t unplaced = 0;
   uint64_t v1_id = 0;
@@ -192,9 +204,13 @@ std::string chrome_trace(const VerifyResult& r) {
 
   for (OpId id : sorted) {
     const Op& op = p.ops[id];
+    if (start[id] > v.start_ns[id])
+      events.push_back({{"ph", "X"}, {"name", p.label(id) + " (waiting)"}, {"cat", "wait"}, {"pid", op.rank},
+                        {"tid", tid_of(op.stream)}, {"ts", us_of(v.start_ns[id])},
+                        {"dur", us_of(start[id] - v.start_ns[id])}, {"args", {{"waits_for", p.label(op.match)}}}});
     json e = {{"ph", "X"}, {"name", p.label(id)}, {"cat", category(op.kind)}, {"pid", op.rank},
-              {"tid", tid_of(op.stream)}, {"ts", us_of(v.start_ns[id])},
-              {"dur", us_of(v.end_ns[id] - v.start_ns[id])}, {"args", op_args(p, id)}};
+              {"tid", tid_of(op.stream)}, {"ts", us_of(start[id])},
+              {"dur", us_of(v.end_ns[id] - start[id])}, {"args", op_args(p, id)}};
     planner.annotate(id, e);
     events.push_back(std::move(e));
   }
