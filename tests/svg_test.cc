@@ -174,3 +174,23 @@ TEST_CASE("the SVG of 64 ranks x 1000 ops stays readable: merged sub-pixel ops, 
 }
 
 }  // namespace sc
+
+namespace sc {
+
+TEST_CASE("compare --svg draws each schedule's timeline on one time scale", "[report][svg][compare]") {
+  std::string path = write_svg("compare examples/compare-p4-m8.yaml --schedules 1f1b,zb-h1", "compare.svg", 0);
+  std::string svg = test::read_file(path);
+  size_t groups = 0;
+  for (size_t at = svg.find("class=\"timeline\""); at != std::string::npos; at = svg.find("class=\"timeline\"", at + 1)) ++groups;
+  CHECK(groups == 2);
+  // One scale: the 27 s ZB-H1 run spans 27/33 of the 33 s 1F1B run's width.
+  CHECK(svg.find("1f1b: holds, 4 ranks, 64 ops | makespan 33 s") != std::string::npos);
+  CHECK(svg.find("zb-h1: holds, 4 ranks, 96 ops | makespan 27 s") != std::string::npos);
+  CHECK(svg.find("time 0 to 33 s left to right") != std::string::npos);
+  CHECK(svg.find("time 0 to 27 s") == std::string::npos);
+  if (!have_rsvg()) return;
+  Picture pic = render(path, {});
+  CHECK(pic.height > 300);
+}
+
+}  // namespace sc

@@ -51,6 +51,10 @@ std::string chrome_trace(const VerifyResult& r);
 /// arrows (or collectives) those are left out and the picture says so.
 std::string svg_timeline(const VerifyResult& r);
 
+/// Several timelines as svg_timeline draws them, one below the other on one time scale (the
+/// longest run's), for comparing schedules.
+std::string svg_timelines(const std::vector<const VerifyResult*>& results);
+
 /// Graphviz DOT of the stuck state: each rank's stream as a cluster up to its stuck op, and
 /// the wait-for edges of the cycle in red. For schedules that complete: the happens-before
 /// graph (only for small programs; larger ones show each stream's last 4 ops and its stuck op,

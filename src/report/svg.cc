@@ -74,9 +74,10 @@ struct Layout {
   double x(int64_t ns) const { return kLeft + kPlotWidth * static_cast<double>(ns) / static_cast<double>(total_ns); }
 };
 
-Layout make_layout(const Program& p, const TimelineView& v) {
+// `scale_ns`: the time the plot's width stands for (0: this timeline's own end).
+Layout make_layout(const Program& p, const TimelineView& v, int64_t scale_ns) {
   Layout l;
-  l.total_ns = std::max<int64_t>(v.end_ns_total, 1);
+  l.total_ns = std::max<int64_t>(scale_ns > 0 ? scale_ns : v.end_ns_total, 1);
   double lanes = static_cast<double>(p.streams.size()) + 1.2 * p.num_ranks;
   l.lane_h = std::clamp(std::floor(1400 / std::max(lanes, 1.0)), 6.0, 20.0);
   l.mem_h = std::max(8.0, std::floor(l.lane_h * 1.2));
@@ -97,18 +98,14 @@ Layout make_layout(const Program& p, const TimelineView& v) {
 
 class SvgWriter {
  public:
-  SvgWriter(const VerifyResult& r) : r_(r), p_(r.program), v_(timeline_view(r)), l_(make_layout(p_, v_)) {}
+  SvgWriter(const VerifyResult& r, const TimelineView& v, int64_t scale_ns)
+      : r_(r), p_(r.program), v_(v), l_(make_layout(p_, v_, scale_ns)) {}
 
-  std::string write() {
-    out_ += fmt::format(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" viewBox=\"0 0 {:.0f} {:.0f}\" "
-        "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n",
-        l_.width(), l_.height, l_.width(), l_.height);
-    out_ += "<defs><marker id=\"head\" viewBox=\"0 0 6 6\" refX=\"6\" refY=\"3\" markerWidth=\"6\" markerHeight=\"6\" "
-            "orient=\"auto\"><path d=\"M0,0 L6,3 L0,6 z\" fill=\"#333\"/></marker>"
-            "<marker id=\"stuckhead\" viewBox=\"0 0 6 6\" refX=\"6\" refY=\"3\" markerWidth=\"7\" markerHeight=\"7\" "
-            "orient=\"auto\"><path d=\"M0,0 L6,3 L0,6 z\" fill=\"" +
-            std::string(kStuck) + "\"/></marker></defs>\n";
+  double width() const { return l_.width(); }
+  double height() const { return l_.height; }
+
+  /// The picture's elements (no <svg> around them), drawn from y = 0.
+  std::string draw() {
     out_ += fmt::format("<rect width=\"{:.0f}\" height=\"{:.0f}\" fill=\"#ffffff\"/>\n", l_.width(), l_.height);
     lanes();
     ops();
@@ -117,7 +114,6 @@ class SvgWriter {
     memory();
     stuck();
     header();
-    out_ += "</svg>\n";
     return std::move(out_);
   }
 
@@ -335,7 +331,7 @@ class SvgWriter {
   static constexpr size_t kMaxLines = 5000;
   const VerifyResult& r_;
   const Program& p_;
-  TimelineView v_;
+  const TimelineView& v_;
   Layout l_;
   std::string out_;
   std::vector<std::string> notes_;
@@ -343,8 +339,43 @@ class SvgWriter {
   bool limit_drawn_ = false;
 };
 
+// The document around pictures of `width` x `height` px: the arrowheads they share, then `body`.
+std::string document(double width, double height, const std::string& body) {
+  return fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" viewBox=\"0 0 {:.0f} {:.0f}\" "
+                     "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n",
+                     width, height, width, height) +
+         "<defs><marker id=\"head\" viewBox=\"0 0 6 6\" refX=\"6\" refY=\"3\" markerWidth=\"6\" markerHeight=\"6\" "
+         "orient=\"auto\"><path d=\"M0,0 L6,3 L0,6 z\" fill=\"#333\"/></marker>"
+         "<marker id=\"stuckhead\" viewBox=\"0 0 6 6\" refX=\"6\" refY=\"3\" markerWidth=\"7\" markerHeight=\"7\" "
+         "orient=\"auto\"><path d=\"M0,0 L6,3 L0,6 z\" fill=\"" +
+         std::string(kStuck) + "\"/></marker></defs>\n" + body + "</svg>\n";
+}
+
 }  // namespace
 
-std::string svg_timeline(const VerifyResult& r) { return SvgWriter(r).write(); }
+std::string svg_timeline(const VerifyResult& r) {
+  TimelineView v = timeline_view(r);
+  SvgWriter w(r, v, 0);
+  std::string body = w.draw();
+  return document(w.width(), w.height(), body);
+}
+
+std::string svg_timelines(const std::vector<const VerifyResult*>& results) {
+  std::vector<TimelineView> views;
+  int64_t scale_ns = 1;
+  for (const VerifyResult* r : results) {
+    views.push_back(timeline_view(*r));
+    scale_ns = std::max(scale_ns, views.back().end_ns_total);
+  }
+  std::string body;
+  double width = 0, y = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    SvgWriter w(*results[i], views[i], scale_ns);
+    body += fmt::format("<g class=\"timeline\" transform=\"translate(0,{:.0f})\">\n", y) + w.draw() + "</g>\n";
+    width = std::max(width, w.width());
+    y += w.height();
+  }
+  return document(width, y, body);
+}
 
 }  // namespace sc
