@@ -1,4 +1,4 @@
-// Reports of a verify result: text for people, JSON for scripts, Chrome trace, DOT picture.
+// Reports of a verify result: text for people, JSON for scripts, Chrome trace, SVG and DOT pictures.
 #pragma once
 
 #include <iosfwd>

@@ -129,124 +129,162 @@ class FlowPlanner {
   uint64_t next_v2_ = kV2Base;
 };
 
-}  // namespace
 
-std::string chrome_trace(const VerifyResult& r) {
-  json events = json::array();
-  const Program& p = r.program;
-  auto tid_of = [&](int32_t stream) {
-    const auto& rs = p.rank_streams[p.streams[stream].rank];
+// Writes the trace of one result; each part of the trace is one method.
+class TraceWriter {
+ public:
+  explicit TraceWriter(const VerifyResult& r) : r_(r), p_(r.program), v_(timeline_view(r)) {}
+
+  std::string write() {
+    metadata();
+    order();
+    FlowPlanner planner(p_, sorted_, start_, v_.start_ns, stop_);
+    json flows = plan_flows(planner);
+    ops(planner);
+    for (auto& f : flows) events_.push_back(std::move(f));
+    memory();
+    json stuck = stuck_markers();
+    json other = {{"schedule", r_.spec.name}, {"verdict", r_.verdict()}, {"semantics", format_semantics(p_.semantics)},
+                  {"timeline", v_.complete ? "predicted" : "executed prefix of a stuck run"}};
+    if (!stuck.empty()) other["stuck"] = stuck;
+    if (unplaced_) other["arrows_not_drawn"] = unplaced_;
+    json out = {{"traceEvents", std::move(events_)},
+                {"displayTimeUnit", "ms"},
+                {"distributedInfo", {{"backend", "schedcheck-prediction"}, {"world_size", p_.num_ranks}}},
+                {"otherData", other}};
+    return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  }
+
+ private:
+  int tid_of(int32_t stream) const {
+    const auto& rs = p_.rank_streams[p_.streams[stream].rank];
     return static_cast<int>(std::find(rs.begin(), rs.end(), stream) - rs.begin());
-  };
-  for (int32_t rank = 0; rank < p.num_ranks; ++rank) {
-    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
-    events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", rank}, {"args", {{"sort_index", rank}}}});
-    for (size_t k = 0; k < p.rank_streams[rank].size(); ++k) {
-      int32_t s = p.rank_streams[rank][k];
-      events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", rank}, {"tid", k},
-                        {"args", {{"name", std::string(p.streams[s].name) + " stream"}}}});
-      events.push_back({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", rank}, {"tid", k}, {"args", {{"sort_index", k}}}});
+  }
+
+  // Process and thread names and their order.
+  void metadata() {
+    for (int32_t rank = 0; rank < p_.num_ranks; ++rank) {
+      events_.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
+      events_.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", rank}, {"args", {{"sort_index", rank}}}});
+      for (size_t k = 0; k < p_.rank_streams[rank].size(); ++k) {
+        int32_t s = p_.rank_streams[rank][k];
+        events_.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", rank}, {"tid", k},
+                           {"args", {{"name", std::string(p_.streams[s].name) + " stream"}}}});
+        events_.push_back({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", rank}, {"tid", k}, {"args", {{"sort_index", k}}}});
+      }
     }
   }
 
-  TimelineView v = timeline_view(r);
-  // Where each stream stops: the end of time for a stream that finished, its last completed
-  // op's end for a stuck one (its stuck marker sits there).
-  std::vector<int64_t> stop(p.streams.size(), std::numeric_limits<int64_t>::max());
-  for (const auto& st : r.execution.stuck) stop[st.stream] = stop_ns(r, v, st.stream);
-
-  // X events in Perfetto's processing order: start, longest first, then execution order
-  // (which puts a producer before a consumer that starts at the same ns).
-  std::vector<int64_t> exec_pos(p.ops.size(), 0);
-  for (size_t i = 0; i < r.execution.order.size(); ++i) exec_pos[r.execution.order[i]] = static_cast<int64_t>(i);
-  // A recv posted before its send (eager, buffered) waits, then receives: drawn as a waiting
-  // slice and the recv from the send's start, so the message's arrow can run from the send to
-  // the recv (Perfetto points every arrow from the slice that starts first).
-  std::vector<int64_t> start = v.start_ns;
-  for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id) {
-    const Op& op = p.ops[id];
-    if (v.ran[id] && op.kind == OpKind::kRecv && op.match != kNoOp && v.ran[op.match])
-      start[id] = std::clamp(v.start_ns[op.match], v.start_ns[id], v.end_ns[id]);
-  }
-  std::vector<OpId> sorted;
-  for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id)
-    if (v.ran[id]) sorted.push_back(id);
-  std::sort(sorted.begin(), sorted.end(), [&](OpId a, OpId b) {
-    int64_t da = v.end_ns[a] - start[a], db = v.end_ns[b] - start[b];
-    if (start[a] != start[b]) return start[a] < start[b];
-    if (da != db) return da > db;
-    return exec_pos[a] < exec_pos[b];
-  });
-
-  FlowPlanner planner(p, sorted, start, v.start_ns, stop);
-  json flows = json::array();
-  size_t unplaced = 0;
-  uint64_t v1_id = 0;
-  std::vector<Arrow> arrows = v.arrows;
-  std::stable_sort(arrows.begin(), arrows.end(), [&](const Arrow& a, const Arrow& b) {
-    return planner.pos(a.from) < planner.pos(b.from);
-  });
-  for (const Arrow& a : arrows) {
-    uint64_t v2_id = 0;
-    FlowPlanner::V1 t{};
-    if (!planner.plan(a, &v2_id, &t)) {
-      ++unplaced;
-      continue;
+  // Where each X event starts, where each stream stops, and the X events in Perfetto's
+  // processing order: start, longest first, then execution order (which puts a producer before
+  // a consumer that starts at the same ns).
+  void order() {
+    const size_t n = p_.ops.size();
+    // Where each stream stops: the end of time for a stream that finished, its last completed
+    // op's end for a stuck one (its stuck marker sits there).
+    stop_.assign(p_.streams.size(), std::numeric_limits<int64_t>::max());
+    for (const auto& st : r_.execution.stuck) stop_[st.stream] = stop_ns(r_, v_, st.stream);
+    // A recv posted before its send (eager, buffered) waits, then receives: drawn as a waiting
+    // slice and the recv from the send's start, so the message's arrow can run from the send to
+    // the recv (Perfetto points every arrow from the slice that starts first).
+    start_ = v_.start_ns;
+    for (OpId id = 0; id < static_cast<OpId>(n); ++id) {
+      const Op& op = p_.ops[id];
+      if (v_.ran[id] && op.kind == OpKind::kRecv && op.match != kNoOp && v_.ran[op.match])
+        start_[id] = std::clamp(v_.start_ns[op.match], v_.start_ns[id], v_.end_ns[id]);
     }
-    if (v2_id) continue;
-    const char* name = a.kind == Arrow::Kind::kMessage ? "message" : "transfer";
-    ++v1_id;
-    flows.push_back({{"ph", "s"}, {"name", name}, {"cat", "p2p"}, {"id", v1_id}, {"pid", p.ops[a.from].rank},
-                     {"tid", tid_of(p.ops[a.from].stream)}, {"ts", us_of(t.from_ns)}});
-    flows.push_back({{"ph", "f"}, {"bp", "e"}, {"name", name}, {"cat", "p2p"}, {"id", v1_id}, {"pid", p.ops[a.to].rank},
-                     {"tid", tid_of(p.ops[a.to].stream)}, {"ts", us_of(t.to_ns)}});
+    std::vector<int64_t> exec_pos(n, 0);
+    for (size_t i = 0; i < r_.execution.order.size(); ++i) exec_pos[r_.execution.order[i]] = static_cast<int64_t>(i);
+    for (OpId id = 0; id < static_cast<OpId>(n); ++id)
+      if (v_.ran[id]) sorted_.push_back(id);
+    std::sort(sorted_.begin(), sorted_.end(), [&](OpId a, OpId b) {
+      int64_t da = v_.end_ns[a] - start_[a], db = v_.end_ns[b] - start_[b];
+      if (start_[a] != start_[b]) return start_[a] < start_[b];
+      if (da != db) return da > db;
+      return exec_pos[a] < exec_pos[b];
+    });
   }
 
-  for (OpId id : sorted) {
-    const Op& op = p.ops[id];
-    if (start[id] > v.start_ns[id])
-      events.push_back({{"ph", "X"}, {"name", p.label(id) + " (waiting)"}, {"cat", "wait"}, {"pid", op.rank},
-                        {"tid", tid_of(op.stream)}, {"ts", us_of(v.start_ns[id])},
-                        {"dur", us_of(start[id] - v.start_ns[id])}, {"args", {{"waits_for", p.label(op.match)}}}});
-    json e = {{"ph", "X"}, {"name", p.label(id)}, {"cat", category(op.kind)}, {"pid", op.rank},
-              {"tid", tid_of(op.stream)}, {"ts", us_of(start[id])},
-              {"dur", us_of(v.end_ns[id] - start[id])}, {"args", op_args(p, id)}};
-    planner.annotate(id, e);
-    events.push_back(std::move(e));
-  }
-  for (auto& f : flows) events.push_back(std::move(f));
-
-  // Memory: one counter track per rank (live bytes, with the limit when the spec has one).
-  auto limit = r.spec.memory.limit_bytes;
-  for (int32_t rank = 0; rank < p.num_ranks && rank < static_cast<int32_t>(v.timeline.memory_curve.size()); ++rank)
-    for (const auto& [time, bytes] : v.timeline.memory_curve[rank]) {
-      json args = {{"live bytes", bytes}};
-      if (limit) args["limit bytes"] = *limit;
-      events.push_back({{"ph", "C"}, {"name", "memory"}, {"pid", rank}, {"ts", us_of(to_ns(time))}, {"args", args}});
+  // Plans every arrow (producers in processing order); returns the v1 flow events.
+  json plan_flows(FlowPlanner& planner) {
+    json flows = json::array();
+    uint64_t v1_id = 0;
+    std::vector<Arrow> arrows = v_.arrows;
+    std::stable_sort(arrows.begin(), arrows.end(),
+                     [&](const Arrow& a, const Arrow& b) { return planner.pos(a.from) < planner.pos(b.from); });
+    for (const Arrow& a : arrows) {
+      uint64_t v2_id = 0;
+      FlowPlanner::V1 t{};
+      if (!planner.plan(a, &v2_id, &t)) {
+        ++unplaced_;
+        continue;
+      }
+      if (v2_id) continue;
+      const char* name = a.kind == Arrow::Kind::kMessage ? "message" : "transfer";
+      ++v1_id;
+      flows.push_back({{"ph", "s"}, {"name", name}, {"cat", "p2p"}, {"id", v1_id}, {"pid", p_.ops[a.from].rank},
+                       {"tid", tid_of(p_.ops[a.from].stream)}, {"ts", us_of(t.from_ns)}});
+      flows.push_back({{"ph", "f"}, {"bp", "e"}, {"name", name}, {"cat", "p2p"}, {"id", v1_id}, {"pid", p_.ops[a.to].rank},
+                       {"tid", tid_of(p_.ops[a.to].stream)}, {"ts", us_of(t.to_ns)}});
     }
+    return flows;
+  }
+
+  // An X event per op that ran (after a waiting slice for a recv posted before its send).
+  void ops(const FlowPlanner& planner) {
+    for (OpId id : sorted_) {
+      const Op& op = p_.ops[id];
+      if (start_[id] > v_.start_ns[id])
+        events_.push_back({{"ph", "X"}, {"name", p_.label(id) + " (waiting)"}, {"cat", "wait"}, {"pid", op.rank},
+                           {"tid", tid_of(op.stream)}, {"ts", us_of(v_.start_ns[id])},
+                           {"dur", us_of(start_[id] - v_.start_ns[id])}, {"args", {{"waits_for", p_.label(op.match)}}}});
+      json e = {{"ph", "X"}, {"name", p_.label(id)}, {"cat", category(op.kind)}, {"pid", op.rank},
+                {"tid", tid_of(op.stream)}, {"ts", us_of(start_[id])},
+                {"dur", us_of(v_.end_ns[id] - start_[id])}, {"args", op_args(p_, id)}};
+      planner.annotate(id, e);
+      events_.push_back(std::move(e));
+    }
+  }
+
+  // One counter track per rank: live bytes, with the limit when the spec has one.
+  void memory() {
+    auto limit = r_.spec.memory.limit_bytes;
+    const auto& curves = v_.timeline.memory_curve;
+    for (int32_t rank = 0; rank < p_.num_ranks && rank < static_cast<int32_t>(curves.size()); ++rank)
+      for (const auto& [time, bytes] : curves[rank]) {
+        json args = {{"live bytes", bytes}};
+        if (limit) args["limit bytes"] = *limit;
+        events_.push_back({{"ph", "C"}, {"name", "memory"}, {"pid", rank}, {"ts", us_of(to_ns(time))}, {"args", args}});
+      }
+  }
 
   // A stuck run: an instant where each stuck stream stops, naming the op it cannot start and
   // what that op waits for. Written after the flow events so that a flow event at the same ts
-  // still binds to the op before it.
-  json stuck = json::array();
-  for (const auto& st : r.execution.stuck) {
-    std::string waits_for = st.waits_for == kNoOp ? "" : p.label(st.waits_for);
-    events.push_back({{"ph", "i"}, {"s", "t"}, {"name", "stuck at " + p.label(st.op)}, {"cat", "deadlock"},
-                      {"pid", p.streams[st.stream].rank}, {"tid", tid_of(st.stream)}, {"ts", us_of(stop[st.stream])},
-                      {"args", {{"op_id", st.op}, {"stuck_at", p.label(st.op)}, {"location", format_loc(p.ops[st.op].loc)},
-                                {"waits_for", waits_for}, {"why", st.why}}}});
-    stuck.push_back(p.stream_label(st.stream) + " stuck at " + p.label(st.op) + ": " + st.why);
+  // still binds to the op before it. Returns the lines for otherData.stuck.
+  json stuck_markers() {
+    json stuck = json::array();
+    for (const auto& st : r_.execution.stuck) {
+      std::string waits_for = st.waits_for == kNoOp ? "" : p_.label(st.waits_for);
+      events_.push_back({{"ph", "i"}, {"s", "t"}, {"name", "stuck at " + p_.label(st.op)}, {"cat", "deadlock"},
+                         {"pid", p_.streams[st.stream].rank}, {"tid", tid_of(st.stream)}, {"ts", us_of(stop_[st.stream])},
+                         {"args", {{"op_id", st.op}, {"stuck_at", p_.label(st.op)}, {"location", format_loc(p_.ops[st.op].loc)},
+                                   {"waits_for", waits_for}, {"why", st.why}}}});
+      stuck.push_back(p_.stream_label(st.stream) + " stuck at " + p_.label(st.op) + ": " + st.why);
+    }
+    return stuck;
   }
 
-  json other = {{"schedule", r.spec.name}, {"verdict", r.verdict()}, {"semantics", format_semantics(p.semantics)},
-                {"timeline", v.complete ? "predicted" : "executed prefix of a stuck run"}};
-  if (!stuck.empty()) other["stuck"] = stuck;
-  if (unplaced) other["arrows_not_drawn"] = unplaced;
-  json out = {{"traceEvents", events},
-              {"displayTimeUnit", "ms"},
-              {"distributedInfo", {{"backend", "schedcheck-prediction"}, {"world_size", p.num_ranks}}},
-              {"otherData", other}};
-  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-}
+  const VerifyResult& r_;
+  const Program& p_;
+  TimelineView v_;
+  json events_ = json::array();
+  std::vector<int64_t> start_, stop_;
+  std::vector<OpId> sorted_;
+  size_t unplaced_ = 0;
+};
+
+}  // namespace
+
+std::string chrome_trace(const VerifyResult& r) { return TraceWriter(r).write(); }
 
 }  // namespace sc

@@ -1,4 +1,4 @@
-// What the timeline pictures (Chrome trace, SVG, text) draw: the op times of a completed run,
+// What the timeline pictures (Chrome trace, SVG) draw: the op times of a completed run,
 // or of the executed prefix of a stuck one, in integer nanoseconds.
 #pragma once
 
