@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency of schedcheck from Debian 12 packages.
 set -euo pipefail
+# librsvg2-bin (rsvg-convert), python3-jsonschema and python3-yaml serve tests only: the SVG
+# rendering and schema tests skip without them.
 pkgs=(build-essential cmake pkg-config libz3-dev libboost-graph-dev libyaml-cpp-dev catch2
-      libfmt-dev nlohmann-json3-dev libcli11-dev python3)
+      libfmt-dev nlohmann-json3-dev libcli11-dev python3 librsvg2-bin python3-jsonschema python3-yaml)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -108,11 +108,11 @@ TEST_CASE("verify writes a Chrome trace with op, flow and counter events", "[cli
   size_t x = 0, flows = 0, counters = 0;
   for (const auto& e : j["traceEvents"]) {
     if (e["ph"] == "X") ++x;
-    if (e["ph"] == "s") ++flows;
+    if (e["ph"] == "s" || (e["ph"] == "X" && e.value("flow_out", false) && !e.value("flow_in", false))) ++flows;
     if (e["ph"] == "C") ++counters;
   }
   CHECK(x == 40);       // one per op
-  CHECK(flows == 12);   // one per matched message
+  CHECK(flows == 12);   // one per matched message (flow events v2 on the send, or an "s" event)
   CHECK(counters > 0);
   CHECK(j["distributedInfo"]["world_size"] == 2);
 }

@@ -92,7 +92,7 @@ TEST_CASE("a rank that issues one collective fewer hangs the others and is named
   CHECK(f.kind == FindingKind::kDeadlock);
   INFO(f.message);
   CHECK(f.message.find("AG layer.1") != std::string::npos);
-  CHECK(f.message.find("waits in all-gather #2 on communicator 'world' for rank 2, which issues only 1 collectives")
+  CHECK(f.message.find("waits in all-gather #2 on communicator 'world' for rank 2, which issues only 1 collective on that communicator")
         != std::string::npos);
 }
 

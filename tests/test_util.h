@@ -19,6 +19,11 @@ inline std::string source_path(const std::string& rel) {
   return std::string(SCHEDCHECK_SOURCE_DIR) + "/" + rel;
 }
 
+inline void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "support/units.h"
+
 namespace sc {
 namespace {
 
@@ -273,8 +275,8 @@ class Executor {
       std::vector<OpId> members = p_.instance(id);
       for (size_t k = 0; k < members.size(); ++k) {
         if (members[k] != kNoOp) continue;
-        return {kNoOp, fmt::format("waits in {} for rank {}, which issues only {} collectives on that communicator",
-                                   what, c.ranks[k], c.ops[k].size())};
+        return {kNoOp, fmt::format("waits in {} for rank {}, which issues only {} on that communicator", what,
+                                   c.ranks[k], format_count(static_cast<int64_t>(c.ops[k].size()), "collective"))};
       }
       for (OpId m : members)
         if (m != id && !member_ready(m))
@@ -344,6 +346,7 @@ class Executor {
       stuck.push_back(static_cast<int32_t>(s));
       waits[s] = wait_of(h);
       if (waits[s].target != kNoOp) next[s] = p_.ops[waits[s].target].stream;
+      res_.stuck.push_back({static_cast<int32_t>(s), h, waits[s].target, waits[s].why});
     }
     std::vector<int> color(ns, 0);  // 0 unseen, 1 on current walk, 2 finished
     std::vector<uint8_t> in_report(ns, 0);

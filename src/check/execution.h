@@ -2,6 +2,7 @@
 // wait-for cycle and each rank's trace to where it is stuck.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "check/finding.h"
@@ -23,6 +24,16 @@ struct ExecutionResult {
   /// `cycle_closed` is true for a cycle (the last waits for the first), false for a chain.
   std::vector<OpId> cycle;
   bool cycle_closed = false;
+  /// One per stream that stopped before its end (empty when `completed`): the op it is stuck
+  /// at, the op that op waits for (kNoOp when it waits for something no rank will ever do) and
+  /// the reason in words ("waits for rank 1 to post 1RECV_F1 (rendezvous)"). Stream order.
+  struct Stuck {
+    int32_t stream = 0;
+    OpId op = kNoOp;
+    OpId waits_for = kNoOp;
+    std::string why;
+  };
+  std::vector<Stuck> stuck;
 };
 
 /// Runs `program` with a worklist (each op is tried O(1 + notifications) times, so linear in

@@ -23,6 +23,7 @@ struct CompareArgs {
   std::string format = "text";
   std::optional<std::string> semantics;
   std::optional<std::string> lower;
+  std::optional<std::string> svg;
 };
 
 // The model of each rank: the sum over its stages of the spec's per-stage costs and memory.
@@ -118,6 +119,13 @@ std::string per_rank_bytes(const std::vector<int64_t>& v) {
 }
 
 int run_compare(const CompareArgs& a) {
+  if (a.svg) {
+    std::string problem = check_output_path("--svg", *a.svg, {a.file});
+    if (!problem.empty()) {
+      std::cerr << "schedcheck: error: " << problem << "\n";
+      return kExitUsage;
+    }
+  }
   Diagnostics diags;
   auto base = load_spec(a.file, std::nullopt, diags);
   if (!base) return report_spec_errors(diags);
@@ -129,19 +137,18 @@ int run_compare(const CompareArgs& a) {
   const std::vector<std::string> known = schedule_names();
   for (const auto& name : names)
     if (std::find(known.begin(), known.end(), name) == known.end()) {
-      std::string near = closest_match(name, known);
-      std::cerr << fmt::format("schedcheck: error: --schedules: unknown schedule '{}'{}\n", name,
-                               near.empty() ? "" : fmt::format("; did you mean '{}'?", near));
+      std::cerr << "schedcheck: error: --schedules: " << unknown_schedule_message(name) << "\n";
       return kExitUsage;
     }
 
   nlohmann::json rows = nlohmann::json::array();
   std::ostringstream table;
-  table << fmt::format("{}: {} ranks, {} microbatches; each rank's costs and memory split evenly over its stages\n\n",
-                       base->path, base->ranks, base->microbatches);
+  table << fmt::format("{}: {}, {}; each rank's costs and memory split evenly over its stages\n\n", base->path,
+                       format_count(base->ranks, "rank"), format_count(base->microbatches, "microbatch", "microbatches"));
   table << fmt::format("{:<18} {:<22} {:>12} {:>12} {:>8} {:>12} {:>12} {:>9}\n", "schedule", "verdict", "span",
                        "makespan", "bubble", "peak (max)", "worst (max)", "messages");
   int exit = 0;
+  std::vector<VerifyResult> drawn;  // for --svg
   for (const auto& name : names) {
     GenOptions g_opt{name, base->ranks, base->microbatches, std::nullopt, a.chunks, false};
     std::string why;
@@ -169,6 +176,12 @@ int run_compare(const CompareArgs& a) {
     } else {
       table << fmt::format("{:<18} {:<22} (does not complete: {})\n", name, verdict, r.findings.front().message);
     }
+    if (a.svg) drawn.push_back(std::move(r));
+  }
+  if (a.svg) {
+    std::vector<const VerifyResult*> pictures;
+    for (const auto& r : drawn) pictures.push_back(&r);
+    if (!write_output(*a.svg, svg_timelines(pictures))) return kExitUsage;
   }
   if (a.format == "json")
     std::cout << rows.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
@@ -193,6 +206,7 @@ Command add_compare(CLI::App& parent) {
   cmd->add_option("--format", a->format, "text (a table) or json (a list of verify objects)")
       ->check(CLI::IsMember({"text", "json"}));
   add_semantics_option(cmd, a->semantics);
+  cmd->add_option("--svg", a->svg, "write the schedules' timelines as one SVG picture, one below the other on one time scale");
   cmd->add_option("--lower", a->lower, "add SEND/RECV to every schedule first: pytorch or deferred")
       ->check(CLI::IsMember({"pytorch", "deferred"}));
   return {cmd, [a] { return run_compare(*a); }};

@@ -63,10 +63,11 @@ void check_fsdp_size(const FsdpSpec& spec, Diagnostics& d) {
 bool is_fsdp_spec_file(const std::string& path) { return is_fsdp_spec(path); }
 
 /// Verifies FSDP specs `files`, printing text or JSON (one object, a list for several); writes
-/// the Chrome trace of the single input to `trace` and its DOT picture to `dot` when given. Spec errors in any file stop
+/// the Chrome trace of the single input to `trace`, its DOT picture to `dot` and its SVG timeline
+/// to `svg` when given (empty: not written). Spec errors in any file stop
 /// the run before anything is checked (exit 2). Returns the exit code.
 int run_fsdp_verify(const std::vector<std::string>& files, const std::string& format, const std::string& trace,
-                    const std::string& dot, bool force_min_cut) {
+                    const std::string& dot, bool force_min_cut, const std::string& svg) {
   std::vector<FsdpSpec> specs;
   Diagnostics diags;
   for (const auto& f : files) {
@@ -101,6 +102,7 @@ int run_fsdp_verify(const std::vector<std::string>& files, const std::string& fo
     }
     if (!trace.empty() && !write_output(trace, chrome_trace(r.base))) return kExitUsage;
     if (!dot.empty() && !write_output(dot, dot_graph(r.base))) return kExitUsage;
+    if (!svg.empty() && !write_output(svg, svg_timeline(r.base))) return kExitUsage;
   }
   if (format == "json" && specs.size() > 1) std::cout << all.dump(2) << "\n";
   return exit;

@@ -1,9 +1,13 @@
 // schedcheck: the command-line driver.
+#include <algorithm>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "cli/common.h"
+#include "support/diagnostics.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -23,6 +27,19 @@ int main(int argc, char** argv) {
   std::vector<sc::cli::Command> commands = {sc::cli::add_verify(app), sc::cli::add_lower(app), sc::cli::add_gen(app),
                                             sc::cli::add_compare(app), sc::cli::add_synth(app), sc::cli::add_run(app),
                                             sc::cli::add_numerics(app)};
+  // An unknown command: name the commands (CLI11 would only say that one is required).
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const auto& c : commands) names.push_back(c.app->get_name());
+    if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+      std::string near = sc::closest_match(argv[1], names), list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      std::cerr << "schedcheck: error: unknown command '" << argv[1] << "'"
+                << (near.empty() ? "" : "; did you mean '" + near + "'?") << " (commands: " << list
+                << "; schedcheck --help explains them)\n";
+      return sc::cli::kExitUsage;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

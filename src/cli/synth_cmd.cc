@@ -149,8 +149,9 @@ int run_synth(const SynthArgs& a) {
     return exit;
   }
 
-  std::cout << fmt::format("{}: {} {} ({} ranks, {} stages, {} microbatches, {} backward; limit {})\n", spec->path,
-                           synth_status_name(r.status), what, spec->ranks, spec->stages, spec->microbatches,
+  std::cout << fmt::format("{}: {} {} ({}, {}, {}, {} backward; limit {})\n", spec->path,
+                           synth_status_name(r.status), what, format_count(spec->ranks, "rank"),
+                           format_count(spec->stages, "stage"), format_count(spec->microbatches, "microbatch", "microbatches"),
                            r.split_backward ? "split I/W" : "full B",
                            limit ? fmt::format("{} B per rank", *limit) : std::string("none"));
   switch (r.status) {

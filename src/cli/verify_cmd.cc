@@ -18,7 +18,7 @@ int run_router_verify(const std::vector<std::string>& files, const std::string& 
 // FSDP / ZeRO-3 specs (a top-level `fsdp:` key) are checked by fsdp_cmd.cc.
 bool is_fsdp_spec_file(const std::string& path);
 int run_fsdp_verify(const std::vector<std::string>& files, const std::string& format, const std::string& trace,
-                    const std::string& dot, bool force_min_cut);
+                    const std::string& dot, bool force_min_cut, const std::string& svg);
 
 namespace {
 
@@ -31,6 +31,7 @@ struct VerifyArgs {
   std::optional<std::string> lower;
   std::optional<std::string> trace;
   std::optional<std::string> dot;
+  std::optional<std::string> svg;
   bool min_cut = false;
   bool forward_only = false;
   size_t timeline_ops = 400;
@@ -44,11 +45,12 @@ int run_verify(const VerifyArgs& a) {
   if (a.blocking) opt.blocking = *a.blocking == "whole-rank" ? BlockingModel::kWholeRank : BlockingModel::kCommStream;
   if (a.lower) opt.lower = *a.lower == "deferred" ? LowerPolicy::kDeferred : LowerPolicy::kPyTorch;
   opt.force_min_cut = a.min_cut;
-  if ((a.trace || a.dot) && a.files.size() != 1) {
-    std::cerr << "schedcheck: error: --trace and --dot take one input file\n";
+  if ((a.trace || a.dot || a.svg) && a.files.size() != 1) {
+    std::cerr << "schedcheck: error: --trace, --dot and --svg take one input file\n";
     return kExitUsage;
   }
-  for (const auto& [option, path] : {std::pair{"--trace", a.trace}, std::pair{"--dot", a.dot}}) {
+  for (const auto& [option, path] :
+       {std::pair{"--trace", a.trace}, std::pair{"--dot", a.dot}, std::pair{"--svg", a.svg}}) {
     if (!path) continue;
     std::string problem = check_output_path(option, *path, a.files);
     if (!problem.empty()) {
@@ -68,7 +70,7 @@ int run_verify(const VerifyArgs& a) {
                   << " applies to pipeline schedules; fsdp specs have no point-to-point messages to configure\n";
         return kExitUsage;
       }
-    return run_fsdp_verify(a.files, a.format, a.trace.value_or(""), a.dot.value_or(""), a.min_cut);
+    return run_fsdp_verify(a.files, a.format, a.trace.value_or(""), a.dot.value_or(""), a.min_cut, a.svg.value_or(""));
   }
   // Load everything first: a spec error stops the run before any report is written.
   std::vector<PipelineSpec> specs;
@@ -106,6 +108,7 @@ int run_verify(const VerifyArgs& a) {
     }
     if (a.trace && !write_output(*a.trace, chrome_trace(r))) return kExitUsage;
     if (a.dot && !write_output(*a.dot, dot_graph(r))) return kExitUsage;
+    if (a.svg && !write_output(*a.svg, svg_timeline(r))) return kExitUsage;
   }
   if (a.format == "json" && specs.size() > 1) std::cout << all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   return exit;
@@ -120,7 +123,7 @@ Command add_verify(CLI::App& parent) {
                 "  schedcheck verify examples/llama7b-pp8-1f1b.yaml\n"
                 "  schedcheck verify schedule.csv --semantics eager --format json\n"
                 "  schedcheck verify examples/fsdp2-llama3-8b.yaml      (FSDP / ZeRO-3 specs: a top-level fsdp: key)\n"
-                "  schedcheck verify deadlock.yaml --dot stuck.dot --trace timeline.json");
+                "  schedcheck verify deadlock.yaml --dot stuck.dot --trace timeline.json --svg timeline.svg");
   cmd->add_option("files", a->files, "YAML specs (.yaml: pipeline, fsdp: or router:) or PyTorch schedule CSVs (.csv)")->required();
   cmd->add_option("--format", a->format, "text (for people) or json (one object per file, a list for several)")
       ->check(CLI::IsMember({"text", "json"}));
@@ -142,6 +145,9 @@ Command add_verify(CLI::App& parent) {
   cmd->add_flag("--forward-only", a->forward_only,
                 "check an evaluation or inference schedule (as the spec key forward_only: true): no backward is "
                 "required and each activation is freed when its forward ends");
+  cmd->add_option("--svg", a->svg,
+                  "write an SVG picture of the timeline: a lane per rank and stream, memory per rank, the stuck point "
+                  "of a deadlock");
   cmd->add_flag("--memory-min-cut", a->min_cut,
                 "compute worst-case memory by minimum cut for every rank (skips the exact single-stream fast "
                 "path; for cross-checking)");

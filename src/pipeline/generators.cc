@@ -433,15 +433,21 @@ std::vector<std::string> schedule_names() {
   return out;
 }
 
+std::string unknown_schedule_message(const std::string& name) {
+  std::string msg = fmt::format("unknown schedule '{}'", name);
+  std::string near = closest_match(name, schedule_names());
+  if (!near.empty()) msg += fmt::format("; did you mean '{}'?", near);
+  std::string names;
+  for (const auto& n : schedule_names()) names += (names.empty() ? "" : ", ") + n;
+  return msg + " (schedules: " + names + ")";
+}
+
 std::optional<Generated> generate(const GenOptions& o, std::string* why) {
   const Entry* entry = nullptr;
   for (const Entry& e : kEntries)
     if (o.name == e.name) entry = &e;
   if (!entry) {
-    std::string msg = fmt::format("unknown schedule '{}'", o.name);
-    std::string near = closest_match(o.name, schedule_names());
-    if (!near.empty()) msg += fmt::format("; did you mean '{}'?", near);
-    return reject(why, msg);
+    return reject(why, unknown_schedule_message(o.name));
   }
   const std::string name = o.name;
   const int32_t p = o.ranks, m = o.microbatches;

@@ -78,6 +78,10 @@ std::optional<Generated> generate(const GenOptions& options, std::string* why = 
 /// The names generate() accepts, in a fixed order (the order `compare` lists them in).
 std::vector<std::string> schedule_names();
 
+/// "unknown schedule 'zbh1'; did you mean 'zb-h1'? (schedules: gpipe, 1f1b, ...)": the
+/// message for a name not in schedule_names(), with the closest name when one is close.
+std::string unknown_schedule_message(const std::string& name);
+
 /// A PipelineSpec of a generated schedule with unit costs and memory (apply_unit_defaults),
 /// its placement declared and its pipeline_starts copied. Name = g.name, path "<generated>".
 /// Callers override costs and memory as needed.

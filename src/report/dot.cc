@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "report/report.h"
@@ -21,6 +23,7 @@ std::string dot_graph(const VerifyResult& r) {
   const ExecutionResult& e = r.execution;
   std::string out = "digraph schedule {\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\"];\n";
   constexpr size_t kMaxOps = 400;
+  constexpr size_t kTail = 4;  // ops drawn per stream of a larger program, before its stuck op
   // Which ops to draw: all for small programs; otherwise, per stream, the last few done ops
   // and the stuck op.
   std::vector<uint8_t> shown(p.ops.size(), 0);
@@ -32,9 +35,18 @@ std::string dot_graph(const VerifyResult& r) {
         first_undone = i;
         break;
       }
-    size_t from = small ? 0 : (first_undone > 4 ? first_undone - 4 : 0);
+    size_t from = small ? 0 : (first_undone > kTail ? first_undone - kTail : 0);
     size_t to = small ? st.ops.size() : std::min(st.ops.size(), first_undone + 1);
     for (size_t i = from; i < to; ++i) shown[st.ops[i]] = 1;
+  }
+  if (!small) {
+    // Say what the picture leaves out, on the picture and for whoever reads the file.
+    size_t count = static_cast<size_t>(std::count(shown.begin(), shown.end(), uint8_t{1}));
+    std::string what = fmt::format(
+        "{} of {} ops shown: a program above {} ops is too large to draw whole, so each stream shows its last {} "
+        "completed ops{}; --svg FILE draws the whole timeline",
+        count, p.ops.size(), kMaxOps, kTail, e.completed ? "" : " and the op it is stuck at");
+    out += fmt::format("  // {}\n  label={};\n  labelloc=t;\n", what, quote(what));
   }
   for (size_t s = 0; s < p.streams.size(); ++s) {
     const Stream& st = p.streams[s];

@@ -1,4 +1,4 @@
-// Reports of a verify result: text for people, JSON for scripts, Chrome trace, DOT picture.
+// Reports of a verify result: text for people, JSON for scripts, Chrome trace, SVG and DOT pictures.
 #pragma once
 
 #include <iosfwd>
@@ -18,7 +18,11 @@ void write_findings(std::ostream& os, const std::vector<Finding>& findings);
 
 /// Text for people: the verdict first, then findings (with their counterexamples), then a
 /// per-rank summary (busy, idle, peak and worst-case memory) and, for small schedules (at most
-/// `timeline_max_ops` ops), a compact text timeline.
+/// `timeline_max_ops` ops), a compact text timeline: a row per stream, a column per third (or
+/// half, or whole) of the shortest compute op, at most 120 columns; a column shows the op that
+/// covers more than half of it (else idle): its kind letter, then its microbatch where its
+/// columns leave room, then '-' for its other columns.
+/// A larger schedule gets a one-line note instead (none when `timeline_max_ops` is 0).
 void write_text_report(std::ostream& os, const VerifyResult& r, size_t timeline_max_ops = 400);
 
 /// One JSON object with the keys of the issue: verdict, exit_code, semantics, findings
@@ -28,14 +32,33 @@ void write_text_report(std::ostream& os, const VerifyResult& r, size_t timeline_
 /// pass), plus schedule, placement, units.
 std::string json_report(const VerifyResult& r);
 
-/// Chrome trace event JSON (Perfetto opens it): an X event per op (pid = rank, tid = stream),
-/// flow events from each send to its recv (and for implicit transfers from producer to
-/// consumer), C counter events for live memory per rank, process names and distributedInfo.
+/// Chrome trace event JSON (Perfetto and chrome://tracing open it): an X event per op that ran
+/// (pid = rank, tid = stream; a recv posted before its send also gets a "(waiting)" slice up to
+/// the send's start), an arrow from each send to its recv and from producer to consumer of each
+/// implicit transfer, written so that Perfetto binds it to those two ops (see trace.cc), C
+/// counter events for live memory per rank (with the limit), process and thread names and
+/// distributedInfo. Times are whole nanoseconds that survive Perfetto's conversion. For a stuck
+/// run: the executed prefix, an instant event where each stuck stream stops (args: the op, what
+/// it waits for) and otherData.stuck.
 std::string chrome_trace(const VerifyResult& r);
+
+/// An SVG picture of the timeline (the predicted one, or for a stuck run the executed prefix):
+/// a lane per rank and stream with time left to right, ops coloured by kind and labelled where
+/// the label fits, arrows for messages and implicit transfers, a bar through the member lanes of
+/// each collective, a strip per rank with live memory and the limit, idle time as empty lane,
+/// and for a stuck run a red mark where each stuck stream stops and the wait-for cycle. Ops
+/// narrower than a pixel are merged per pixel column and the picture says how many; above 5000
+/// arrows (or collectives) those are left out and the picture says so.
+std::string svg_timeline(const VerifyResult& r);
+
+/// Several timelines as svg_timeline draws them, one below the other on one time scale (the
+/// longest run's), for comparing schedules.
+std::string svg_timelines(const std::vector<const VerifyResult*>& results);
 
 /// Graphviz DOT of the stuck state: each rank's stream as a cluster up to its stuck op, and
 /// the wait-for edges of the cycle in red. For schedules that complete: the happens-before
-/// graph (only for small programs; larger ones get a note instead).
+/// graph (only for small programs; larger ones show each stream's last 4 ops and its stuck op,
+/// and say so in the graph label).
 std::string dot_graph(const VerifyResult& r);
 
 }  // namespace sc

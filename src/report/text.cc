@@ -19,32 +19,82 @@ char kind_char(const Program& p, OpId id) {
   return kind_token(op.actions[0].kind)[0];
 }
 
+// The op of `ids` (one stream, in order) that covers most of each column [c, c+1) x unit, or
+// kNoOp where none covers more than half of it (so a column that is mostly idle reads idle).
+std::vector<OpId> column_owners(const std::vector<OpId>& ids, const Timeline& t, double unit, size_t width) {
+  std::vector<OpId> owner(width, kNoOp);
+  std::vector<double> best(width, 0.0);
+  for (OpId id : ids) {
+    const OpTime& ot = t.ops[id];
+    if (ot.end_s <= ot.start_s) continue;
+    size_t a = static_cast<size_t>(std::floor(ot.start_s / unit + 1e-9));
+    size_t b = static_cast<size_t>(std::ceil(ot.end_s / unit - 1e-9));
+    for (size_t c = a; c < b && c < width; ++c) {
+      double cover = std::min(ot.end_s, (c + 1) * unit) - std::max(ot.start_s, c * unit);
+      if (cover > best[c]) {
+        best[c] = cover;
+        owner[c] = id;
+      }
+    }
+  }
+  for (size_t c = 0; c < width; ++c)
+    if (best[c] <= unit / 2 * (1 + 1e-9)) owner[c] = kNoOp;
+  return owner;
+}
+
+// One row: each op's kind letter, followed by its microbatch where the op's columns leave room,
+// then '-' for the op's other columns.
+std::string timeline_row(const Program& p, const std::vector<OpId>& owner) {
+  std::string row(owner.size(), '.');
+  for (size_t c = 0; c < owner.size();) {
+    if (owner[c] == kNoOp) {
+      ++c;
+      continue;
+    }
+    size_t e = c;
+    while (e < owner.size() && owner[e] == owner[c]) ++e;
+    const Op& op = p.ops[owner[c]];
+    std::fill(row.begin() + static_cast<std::ptrdiff_t>(c), row.begin() + static_cast<std::ptrdiff_t>(e), '-');
+    row[c] = kind_char(p, owner[c]);
+    if (op.kind == OpKind::kCompute && op.num_actions == 1 && takes_microbatch(op.actions[0].kind)) {
+      std::string mb = std::to_string(op.actions[0].microbatch);
+      if (mb.size() + 1 <= e - c) row.replace(c + 1, mb.size(), mb);
+    }
+    c = e;
+  }
+  return row;
+}
+
 void write_timeline(std::ostream& os, const VerifyResult& r) {
+  constexpr size_t kMaxColumns = 120;
   const Program& p = r.program;
   const Timeline& t = *r.timeline;
   if (t.makespan_s <= 0) return;
-  // One column per smallest compute duration, at most 120 columns.
-  double unit = t.makespan_s;
+  // The shortest compute op gets 3 columns (room for "F12"), or 2, or 1, as the width allows;
+  // beyond 120 columns, a column holds several ops and the timeline says it is aggregated.
+  double shortest = t.makespan_s;
   for (const Op& op : p.ops)
-    if (op.kind == OpKind::kCompute && op.duration_s > 0) unit = std::min(unit, op.duration_s);
-  size_t width = static_cast<size_t>(std::ceil(t.makespan_s / unit - 1e-9));
-  if (width > 120) {
-    width = 120;
+    if (op.kind == OpKind::kCompute && op.duration_s > 0) shortest = std::min(shortest, op.duration_s);
+  size_t per_op = 3;
+  auto columns = [&](double unit) { return static_cast<size_t>(std::ceil(t.makespan_s / unit - 1e-9)); };
+  while (per_op > 1 && columns(shortest / per_op) > kMaxColumns) --per_op;
+  double unit = shortest / per_op;
+  size_t width = columns(unit);
+  bool aggregated = width > kMaxColumns;
+  if (aggregated) {
+    width = kMaxColumns;
     unit = t.makespan_s / width;
   }
-  os << fmt::format("\ntimeline (1 column = {}; F I W B forward/backward, X overlapped F;B, s/r send/recv, . idle):\n",
+  os << fmt::format("\ntimeline (1 column = {}; a column shows the op covering most of it, with its microbatch where it "
+                    "fits; F I W B forward/backward, X overlapped F;B, s/r send/recv, - the op continues, . idle):\n",
                     format_duration(unit));
-  for (size_t s = 0; s < p.streams.size(); ++s) {
-    std::string row(width, '.');
-    for (OpId id : p.streams[s].ops) {
-      const OpTime& ot = t.ops[id];
-      if (ot.end_s <= ot.start_s) continue;
-      size_t a = static_cast<size_t>(std::floor(ot.start_s / unit + 1e-9));
-      size_t b = static_cast<size_t>(std::ceil(ot.end_s / unit - 1e-9));
-      for (size_t c = a; c < b && c < width; ++c) row[c] = kind_char(p, id);
-    }
-    os << fmt::format("  {:<18} {}\n", p.stream_label(static_cast<int32_t>(s)), row);
-  }
+  if (aggregated)
+    os << fmt::format("  aggregated: the shortest op ({}) is narrower than a column, so short ops may not show; --svg FILE "
+                      "draws every op\n",
+                      format_duration(shortest));
+  for (size_t s = 0; s < p.streams.size(); ++s)
+    os << fmt::format("  {:<18} {}\n", p.stream_label(static_cast<int32_t>(s)),
+                      timeline_row(p, column_owners(p.streams[s].ops, t, unit, width)));
 }
 
 }  // namespace
@@ -76,9 +126,10 @@ void write_text_report(std::ostream& os, const VerifyResult& r, size_t timeline_
   const PipelineSpec& s = r.spec;
   const Program& p = r.program;
   os << verdict_line(s.path, r.findings, r.exit_code);
-  os << fmt::format("  schedule {}: {} ranks, {} stages ({} placement{}), {} microbatches, {} ops; p2p {}{}, {}\n",
-                    s.name, s.ranks, s.stages, s.placement, s.placement_declared ? ", declared" : "", s.microbatches,
-                    p.ops.size(), format_semantics(p.semantics),
+  os << fmt::format("  schedule {}: {}, {} ({} placement{}), {}, {}; p2p {}{}, {}\n", s.name,
+                    format_count(s.ranks, "rank"), format_count(s.stages, "stage"), s.placement,
+                    s.placement_declared ? ", declared" : "", format_count(s.microbatches, "microbatch", "microbatches"),
+                    format_count(static_cast<int64_t>(p.ops.size()), "op"), format_semantics(p.semantics),
                     p.explicit_comms ? "" : " (compute only: transfers implicit)",
                     p.blocking == BlockingModel::kCommStream ? "in-order comm stream per rank" : "whole rank blocks");
   if (const auto& m = s.composition)
@@ -114,6 +165,10 @@ void write_text_report(std::ostream& os, const VerifyResult& r, size_t timeline_
                       over ? "  over limit" : "");
   }
   if (p.ops.size() <= timeline_max_ops) write_timeline(os, r);
+  else if (timeline_max_ops > 0)
+    os << fmt::format("\ntimeline: omitted, {} ops is more than --timeline-ops {} (raise it, or draw the timeline with "
+                      "--svg FILE)\n",
+                      p.ops.size(), timeline_max_ops);
 }
 
 }  // namespace sc

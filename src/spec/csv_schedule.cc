@@ -2,6 +2,7 @@
 #include "spec/csv_schedule.h"
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +10,9 @@
 #include <string_view>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "support/units.h"
 
 namespace sc {
 
@@ -83,6 +87,39 @@ std::string shorten_message(const std::string& message) {
 void note_ids(CsvSchedule& out, const Action& a) {
   if (a.stage > out.max_stage) out.max_stage = a.stage;
   if (a.microbatch > out.max_microbatch) out.max_microbatch = a.microbatch;
+}
+
+constexpr std::string_view kPipelinesHeader = "# schedcheck: pipelines ";
+
+// Reads a comment line; "# schedcheck: pipelines 0,4" sets the pipeline starts. Returns false
+// (with an error) for a malformed pipelines line.
+bool parse_header(std::string_view line, SourceLoc loc, CsvSchedule& out, Diagnostics& diags) {
+  if (line.substr(0, kPipelinesHeader.size()) != kPipelinesHeader) return true;
+  std::vector<int32_t> starts;
+  std::string_view list = line.substr(kPipelinesHeader.size());
+  while (!list.empty()) {
+    size_t comma = list.find(',');
+    std::string_view item = list.substr(0, comma);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    int32_t v = -1;
+    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (ec != std::errc() || end != item.data() + item.size() || v < 0 || (!starts.empty() && v <= starts.back())) {
+      diags.error(loc, fmt::format("'{}': the pipelines line lists the first stage of each pipeline, ascending from 0, "
+                                   "as in '# schedcheck: pipelines 0,4'",
+                                   shown_cell(line)));
+      return false;
+    }
+    starts.push_back(v);
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+  }
+  if (starts.empty() || starts.front() != 0) {
+    diags.error(loc, fmt::format("'{}': the first pipeline starts at stage 0", shown_cell(line)));
+    return false;
+  }
+  out.pipeline_starts = std::move(starts);
+  out.pipelines_loc = loc;
+  return true;
 }
 
 // Parses one line (one rank) into `row`. Returns false when the error cap was reached.
@@ -244,11 +281,17 @@ std::optional<CsvSchedule> parse_csv_schedule(const std::string& name, const std
   while (!rest.empty() && (rest.back() == '\n' || rest.back() == '\r')) rest.remove_suffix(1);
   constexpr size_t kMaxRanks = 65536;  // as the YAML spec's ranks
   line_no = 1;
+  int32_t first_row_line = 1;
   while (!rest.empty()) {
     size_t nl = rest.find('\n');
     std::string_view line = rest.substr(0, nl);
     rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (out.actions.empty() && !line.empty() && line[0] == '#') {  // a comment before the first rank
+      if (!parse_header(line, SourceLoc{out.file, line_no, 1}, out, diags)) return std::nullopt;
+      first_row_line = ++line_no;
+      continue;
+    }
     if (out.actions.size() == kMaxRanks) {
       diags.error(SourceLoc{out.file, line_no, 1}, fmt::format("more than {} rows: schedcheck supports at most {} ranks",
                                                                kMaxRanks, kMaxRanks));
@@ -268,7 +311,7 @@ std::optional<CsvSchedule> parse_csv_schedule(const std::string& name, const std
   }
   for (size_t r = 0; r < out.actions.size(); ++r)
     if (out.actions[r].empty())
-      diags.warning(SourceLoc{out.file, static_cast<int32_t>(r + 1), 1},
+      diags.warning(SourceLoc{out.file, static_cast<int32_t>(r) + first_row_line, 1},
                     fmt::format("rank {} has no actions", r));
 
   if (expected && *expected != out.format) {
@@ -293,6 +336,11 @@ std::optional<CsvSchedule> read_csv_schedule(const std::string& path, Diagnostic
     return std::nullopt;
   }
   return parse_csv_schedule(path, text, diags, expected);
+}
+
+std::string csv_pipelines_header(const std::vector<int32_t>& pipeline_starts) {
+  if (pipeline_starts.size() <= 1) return "";
+  return fmt::format("{}{}\n", kPipelinesHeader, fmt::join(pipeline_starts, ","));
 }
 
 std::string write_csv_schedule(const std::vector<std::vector<Step>>& actions) {
@@ -324,6 +372,12 @@ std::optional<PipelineSpec> spec_from_csv(const std::string& path, Diagnostics& 
   }
   spec.microbatches = csv->max_microbatch + 1;
   spec.actions = std::move(csv->actions);
+  if (csv->pipeline_starts.back() >= spec.stages) {
+    diags.error(csv->pipelines_loc, fmt::format("a pipeline starts at stage {}, but the schedule has {}",
+                                                csv->pipeline_starts.back(), format_count(spec.stages, "stage")));
+    return std::nullopt;
+  }
+  spec.pipeline_starts = csv->pipeline_starts;
 
   if (placement) {
     int32_t file = register_source("--placement", *placement);

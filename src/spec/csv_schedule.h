@@ -24,10 +24,20 @@ struct CsvSchedule {
   int32_t max_microbatch = -1;                 ///< largest microbatch id named
   size_t idle_cells = 0;
   int32_t file = -1;                           ///< registered source index
+  /// First stage of each pipeline, from a "# schedcheck: pipelines 0,4" header line (ascending,
+  /// starting at 0); {0} without one. DualPipe runs two pipelines over one set of stages.
+  std::vector<int32_t> pipeline_starts{0};
+  SourceLoc pipelines_loc;                     ///< where the header gives them (invalid: absent)
 };
 
-/// Reads a PyTorch schedule CSV from text: one line per rank, no header, cells separated by
-/// commas, an empty cell an idle slot, a trailing newline optional. Every cell goes through
+/// The header line write_csv_schedule writes for `pipeline_starts` with more than one pipeline
+/// ("# schedcheck: pipelines 0,4\n"), or "" for one. Lines starting with '#' before the first
+/// rank are comments; this one is read back into CsvSchedule::pipeline_starts.
+std::string csv_pipelines_header(const std::vector<int32_t>& pipeline_starts);
+
+/// Reads a PyTorch schedule CSV from text: one line per rank, cells separated by commas, an
+/// empty cell an idle slot, a trailing newline optional; lines starting with '#' before the
+/// first rank are comments (csv_pipelines_header's line among them: a malformed one is an error). Every cell goes through
 /// parse_step (strict); each bad cell is an error at its line and column. Also errors: an empty
 /// file, a NUL byte or other binary junk, a quoted cell, and a file with no actions at all.
 /// `expected` (when given) is checked against the detected format.

@@ -251,4 +251,8 @@ std::string format_bytes(double bytes) {
   return fmt::format("{} {}", trimmed(bytes / scale, 2), kNames[k]);
 }
 
+std::string format_count(int64_t n, const std::string& one, const std::string& many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many.empty() ? one + "s" : many);
+}
+
 }  // namespace sc

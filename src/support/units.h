@@ -28,4 +28,8 @@ std::string format_duration(double seconds);
 /// Formats bytes for people ("2 GiB", "1.5 MiB", "17 B").
 std::string format_bytes(double bytes);
 
+/// A count with its noun in the number it needs: "1 rank", "4 ranks", "1 microbatch",
+/// "8 microbatches". `many` defaults to `one` + "s".
+std::string format_count(int64_t n, const std::string& one, const std::string& many = "");
+
 }  // namespace sc

@@ -1,0 +1,196 @@
+// The SVG timeline as a renderer draws it: ops in their colours where the XML puts them, idle
+// lanes empty, the memory limit and a deadlock's stuck marks in red, a large run still drawn.
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+#include <sstream>
+
+#include "catch.h"
+#include "cli_util.h"
+#include "test_util.h"
+
+namespace sc {
+namespace {
+
+struct Rgb {
+  int r = -1, g = -1, b = -1;
+};
+
+Rgb hex(const std::string& s) {
+  return {std::stoi(s.substr(1, 2), nullptr, 16), std::stoi(s.substr(3, 2), nullptr, 16), std::stoi(s.substr(5, 2), nullptr, 16)};
+}
+
+bool near(const Rgb& a, const Rgb& b) { return std::abs(a.r - b.r) + std::abs(a.g - b.g) + std::abs(a.b - b.b) <= 24; }
+
+bool have_rsvg() { return std::system("command -v rsvg-convert >/dev/null 2>&1") == 0; }
+
+std::string temp(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / "schedcheck-svg-test";
+  std::filesystem::create_directories(dir);
+  return (dir / name).string();
+}
+
+// Renders `svg` with rsvg-convert and returns the image size and the colours at `points`.
+struct Picture {
+  int width = 0, height = 0;
+  std::vector<Rgb> colours;
+};
+
+std::string run(const std::string& cmd) {
+  std::string out;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  REQUIRE(pclose(pipe) == 0);
+  return out;
+}
+
+Picture render(const std::string& svg, const std::vector<std::pair<double, double>>& points) {
+  std::string png = svg + ".png";
+  run("rsvg-convert -o '" + png + "' '" + svg + "'");
+  std::string cmd = "python3 '" + test::source_path("tests/png_probe.py") + "' '" + png + "'";
+  for (const auto& [x, y] : points) cmd += " " + std::to_string(static_cast<int>(x)) + "," + std::to_string(static_cast<int>(y));
+  std::istringstream in(run(cmd));
+  Picture p;
+  in >> p.width >> p.height;
+  for (size_t i = 0; i < points.size(); ++i) {
+    Rgb c;
+    in >> c.r >> c.g >> c.b;
+    p.colours.push_back(c);
+  }
+  return p;
+}
+
+struct Box {
+  double x, y, w, h;
+  std::string fill, cls;
+};
+
+// The rectangles of class `cls` in `svg`, with their geometry and fill.
+std::vector<Box> boxes(const std::string& svg, const std::string& cls) {
+  std::regex re("<rect class=\"" + cls + "\"[^>]* x=\"([0-9.]+)\" y=\"([0-9.]+)\" width=\"([0-9.]+)\" height=\"([0-9.]+)\" fill=\"(#[0-9a-f]{6})\"");
+  std::vector<Box> out;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), re); it != std::sregex_iterator(); ++it)
+    out.push_back({std::stod((*it)[1]), std::stod((*it)[2]), std::stod((*it)[3]), std::stod((*it)[4]), (*it)[5], cls});
+  return out;
+}
+
+std::string write_svg(const std::string& args, const std::string& name, int expect_exit) {
+  std::string svg = temp(name);
+  std::filesystem::remove(svg);
+  auto r = test::run_schedcheck(args + " --svg '" + svg + "'");
+  INFO(r.out);
+  REQUIRE(r.exit_code == expect_exit);
+  return svg;
+}
+
+}  // namespace
+
+TEST_CASE("the SVG timeline renders each op in its kind's colour where the XML puts it", "[report][svg]") {
+  std::string path = write_svg("verify examples/llama7b-pp8-1f1b.yaml", "llama.svg", 0);
+  std::string svg = test::read_file(path);
+  auto ops = boxes(svg, "op");
+  REQUIRE(ops.size() == 256);  // every op is wide enough to draw on its own
+  CHECK(svg.find("class=\"arrow\"") != std::string::npos);
+  CHECK(svg.find("class=\"memory\"") != std::string::npos);
+  // The 80 GiB limit is far above every peak (30 GiB): named, not drawn, so the curves keep their height.
+  CHECK(svg.find("class=\"limit\"") == std::string::npos);
+  CHECK(svg.find("the limit, 80 GiB, is above every peak") != std::string::npos);
+  if (!have_rsvg()) {
+    WARN("rsvg-convert not found (Debian: librsvg2-bin); the rendering checks are skipped");
+    return;
+  }
+  // Sample op centres (left of centre: labels sit in the middle) and, on rank 7's lane, the
+  // idle time before its first op.
+  std::vector<std::pair<double, double>> points;
+  for (size_t i = 0; i < ops.size(); i += 8) points.push_back({ops[i].x + ops[i].w * 0.2 + 1, ops[i].y + 2});
+  auto lanes = boxes(svg, "lane");
+  REQUIRE(lanes.size() == 8);
+  points.push_back({lanes[7].x + 3, lanes[7].y + lanes[7].h / 2});
+  Picture pic = render(path, points);
+  CHECK(pic.width == 1760);
+  size_t k = 0;
+  for (size_t i = 0; i < ops.size(); i += 8, ++k) {
+    INFO("op rect " << i << " at " << points[k].first << "," << points[k].second);
+    CHECK(near(pic.colours[k], hex(ops[i].fill)));
+  }
+  CHECK(near(pic.colours.back(), hex("#f1f1f1")));  // idle shows as empty lane
+}
+
+TEST_CASE("the SVG draws the memory limit in red across each rank's memory strip", "[report][svg]") {
+  std::string path = write_svg("verify examples/gpipe-over-memory-limit.yaml", "gpipe.svg", 13);
+  std::string svg = test::read_file(path);
+  std::regex re("<line class=\"limit\" x1=\"([0-9.]+)\" y1=\"([0-9.]+)\"");
+  std::vector<std::pair<double, double>> points;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), re); it != std::sregex_iterator(); ++it)
+    points.push_back({std::stod((*it)[1]) + 1.5, std::stod((*it)[2])});  // inside the first dash
+  REQUIRE(points.size() == 4);  // one per rank
+  if (!have_rsvg()) return;
+  Picture pic = render(path, points);
+  for (const Rgb& c : pic.colours) CHECK((c.r > c.g + 50 && c.r > c.b + 50));  // red, anti-aliased
+}
+
+TEST_CASE("the SVG of a deadlock shows the executed prefix and a red mark where each stream is stuck", "[report][svg]") {
+  std::string path = write_svg("verify examples/interleaved-rendezvous-deadlock.yaml", "deadlock.svg", 11);
+  std::string svg = test::read_file(path);
+  auto stuck = boxes(svg, "stuck");
+  REQUIRE(stuck.size() == 4);
+  CHECK(!boxes(svg, "op").empty());
+  CHECK(svg.find("stuck at 0SEND_F1") != std::string::npos);
+  CHECK(svg.find("class=\"waits\"") != std::string::npos);
+  CHECK(svg.find("wait-for cycle 0SEND_F1@rank 0 (comm stream) -&gt; 1SEND_F0") != std::string::npos);
+  if (!have_rsvg()) return;
+  std::vector<std::pair<double, double>> points;
+  for (const Box& b : stuck) points.push_back({b.x + 1, b.y + b.h / 2});
+  Picture pic = render(path, points);
+  for (const Rgb& c : pic.colours) CHECK(near(c, hex("#e15759")));
+}
+
+TEST_CASE("the SVG of 64 ranks x 1000 ops stays readable: merged sub-pixel ops, said so, every lane drawn",
+          "[report][svg]") {
+  std::string spec = temp("p64.yaml");
+  auto gen = test::run_schedcheck("gen 1f1b --ranks 64 --microbatches 500 --format yaml -o '" + spec + "'");
+  REQUIRE(gen.exit_code == 0);
+  std::string path = write_svg("verify '" + spec + "' --format json", "p64.svg", 0);
+  std::string svg = test::read_file(path);
+  CHECK(svg.size() < 16u << 20);
+  CHECK(svg.find("ops narrower than a pixel are merged") != std::string::npos);
+  auto lanes = boxes(svg, "lane");
+  REQUIRE(lanes.size() == 64);
+  if (!have_rsvg()) return;
+  // Mid-run every rank is busy: the middle of each lane is coloured, not lane grey.
+  std::vector<std::pair<double, double>> points;
+  for (const Box& b : lanes) points.push_back({b.x + b.w / 2, b.y + b.h / 2});
+  Picture pic = render(path, points);
+  CHECK(pic.height < 4000);
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    INFO("lane " << i);
+    CHECK_FALSE(near(pic.colours[i], hex("#f1f1f1")));
+    CHECK_FALSE(near(pic.colours[i], hex("#ffffff")));
+  }
+}
+
+}  // namespace sc
+
+namespace sc {
+
+TEST_CASE("compare --svg draws each schedule's timeline on one time scale", "[report][svg][compare]") {
+  std::string path = write_svg("compare examples/compare-p4-m8.yaml --schedules 1f1b,zb-h1", "compare.svg", 0);
+  std::string svg = test::read_file(path);
+  size_t groups = 0;
+  for (size_t at = svg.find("class=\"timeline\""); at != std::string::npos; at = svg.find("class=\"timeline\"", at + 1)) ++groups;
+  CHECK(groups == 2);
+  // One scale: the 27 s ZB-H1 run spans 27/33 of the 33 s 1F1B run's width.
+  CHECK(svg.find("1f1b: holds, 4 ranks, 64 ops | makespan 33 s") != std::string::npos);
+  CHECK(svg.find("zb-h1: holds, 4 ranks, 96 ops | makespan 27 s") != std::string::npos);
+  CHECK(svg.find("time 0 to 33 s left to right") != std::string::npos);
+  CHECK(svg.find("time 0 to 27 s") == std::string::npos);
+  if (!have_rsvg()) return;
+  Picture pic = render(path, {});
+  CHECK(pic.height > 300);
+}
+
+}  // namespace sc
