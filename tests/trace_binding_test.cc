@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "catch.h"
-#include "check/verify.h"
+#include "pipeline/verify_pipeline.h"
 #include "fsdp/fsdp_yaml.h"
 #include "fsdp/verify_fsdp.h"
 #include "pipeline/named_schedule.h"

@@ -7,7 +7,7 @@ namespace sc {
 
 int64_t to_ns(double seconds) { return std::llround(seconds * 1e9); }
 
-TimelineView timeline_view(const VerifyResult& r) {
+TimelineView timeline_view(const ProgramResult& r) {
   const Program& p = r.program;
   TimelineView v;
   size_t n = p.ops.size();
@@ -40,7 +40,7 @@ TimelineView timeline_view(const VerifyResult& r) {
   return v;
 }
 
-int64_t stop_ns(const VerifyResult& r, const TimelineView& v, int32_t stream) {
+int64_t stop_ns(const ProgramResult& r, const TimelineView& v, int32_t stream) {
   int64_t t = 0;
   for (OpId id : r.program.streams[stream].ops)
     if (v.ran[id]) t = std::max(t, v.end_ns[id]);

@@ -38,13 +38,13 @@ struct TimelineView {
 };
 
 /// Builds the view of `r` (see TimelineView). Never fails.
-TimelineView timeline_view(const VerifyResult& r);
+TimelineView timeline_view(const ProgramResult& r);
 
 /// Seconds to the nearest nanosecond.
 int64_t to_ns(double seconds);
 
 /// Where stream `stream` stops in a stuck run: the end of its last completed op, in ns (0 when
 /// it completed none).
-int64_t stop_ns(const VerifyResult& r, const TimelineView& v, int32_t stream);
+int64_t stop_ns(const ProgramResult& r, const TimelineView& v, int32_t stream);
 
 }  // namespace sc
