@@ -70,7 +70,9 @@ class Builder {
     p.ops.reserve(total * dp_ + world);
     index_.assign(dp_, {});
     buffers_.assign(dp_, {});
-    for (auto& ix : index_) ix.reserve(total * 2 / dp_ + 16);
+    // Each replica's maps hold every pipeline rank's actions and buffers of that replica.
+    for (auto& ix : index_) ix.reserve(total + 16);
+    for (auto& bx : buffers_) bx.reserve(total + 16);
     // Pass 1: create ops (so lookups see every action, including later ones), rank by rank.
     for (int32_t g = 0; g < world; ++g) {
       cur_ = g % dp_;
@@ -364,8 +366,16 @@ class Builder {
   }
 
   // The producers of a compute action's input (one or two), each an action that must run first.
-  std::vector<Action> inputs_of(const Action& a) const {
-    std::vector<Action> in;
+  /// At most two inputs, held inline (this runs once per compute action).
+  struct Inputs {
+    Action a[2];
+    int n = 0;
+    void push_back(const Action& x) { a[n++] = x; }
+    const Action* begin() const { return a; }
+    const Action* end() const { return a + n; }
+  };
+  Inputs inputs_of(const Action& a) const {
+    Inputs in;
     switch (a.kind) {
       case ActionKind::kF:
         if (!spec_.is_first_stage(a.stage)) in.push_back({ActionKind::kF, a.stage - 1, a.microbatch});
@@ -426,14 +436,14 @@ class Builder {
       OpId src = producer(need);
       if (src == kNoOp) continue;  // missing action: reported by the structure pass
       const Op& so = p.ops[src];
-      std::string what = format_action(a);
+      auto what = [&] { return format_action(a); };  // formatted only on the error paths below
       if (so.rank == op.rank) {
         if (src == id) {
           causality(id, fmt::format("{} runs together with its own input {} in one overlapped step",
-                                    what, p.label(src)), {op.rank});
+                                    what(), p.label(src)), {op.rank});
         } else if (so.step > op.step) {
           causality(id, fmt::format("{} on rank {} runs before its input {}, which comes later in the "
-                                    "same rank's list", what, op.rank, p.label(src)), {op.rank}, src);
+                                    "same rank's list", what(), op.rank, p.label(src)), {op.rank}, src);
         } else if (so.stream != op.stream) {
           p.add_dep(id, Dep{src, DepKind::kLocal});
         }
@@ -446,14 +456,14 @@ class Builder {
       // Explicit communication: the input must arrive through this rank's RECV.
       ActionKind rk = a.kind == ActionKind::kF ? ActionKind::kRecvF : ActionKind::kRecvB;
       OpId recv = find(rk, a.stage, a.microbatch);
-      std::string recv_name = format_action(Action{rk, a.stage, a.microbatch});
+      auto recv_name = [&] { return format_action(Action{rk, a.stage, a.microbatch}); };
       if (recv == kNoOp || p.ops[recv].rank != op.rank) {
         causality(id, fmt::format("{} on rank {} needs {} from rank {}, but rank {} never receives it "
-                                  "(no {})", what, op.rank, p.label(src), so.rank, op.rank, recv_name),
+                                  "(no {})", what(), op.rank, p.label(src), so.rank, op.rank, recv_name()),
                   {op.rank, so.rank}, src);
       } else if (p.ops[recv].step > op.step) {
-        causality(id, fmt::format("{} on rank {} runs before {} delivers its input from rank {}", what,
-                                  op.rank, recv_name, so.rank), {op.rank}, recv);
+        causality(id, fmt::format("{} on rank {} runs before {} delivers its input from rank {}", what(),
+                                  op.rank, recv_name(), so.rank), {op.rank}, recv);
       } else {
         p.add_dep(id, Dep{recv, DepKind::kLocal});
       }
