@@ -1,0 +1,70 @@
+// The numerics pass inside the one verify: reducing collectives carry their arithmetic from the
+// front-end, and a spec's tolerances decide the verdict.
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "catch.h"
+#include "fsdp/fsdp_yaml.h"
+#include "fsdp/verify_fsdp.h"
+
+using namespace sc;
+namespace fs = std::filesystem;
+
+namespace {
+
+FsdpVerifyResult verify_text(const std::string& name, const std::string& text) {
+  fs::path dir = fs::temp_directory_path() / "schedcheck-numerics-pass-test";
+  fs::create_directories(dir);
+  fs::path p = dir / name;
+  std::ofstream(p) << text;
+  Diagnostics d;
+  auto spec = load_fsdp_spec(p.string(), d);
+  INFO(name);
+  REQUIRE_FALSE(d.has_errors());
+  REQUIRE(spec);
+  return verify_fsdp(*spec);
+}
+
+std::string fsdp2_spec(const std::string& reduce) {
+  return "schedcheck: 1\nranks: 1024\nnumerics: {max_relative_error: 1e-3, max_bias: 1e-3}\n"
+         "fsdp:\n  implementation: fsdp2\n  shard_size: 1024\n"
+         "  dtypes: {param: bf16, reduce: " + reduce + "}\n"
+         "  link: {bandwidth: 450GB/s, latency: 10us}\n  iterations: 1\n"
+         "  units:\n    - {name: layer, repeat: 2, params: 218M, forward: 3.6ms, backward: 7.2ms, activation_bytes: 432MiB}\n";
+}
+
+}  // namespace
+
+TEST_CASE("an FSDP2 bf16 reduce over 1024 ranks fails a 1e-3 tolerance; fp32 holds", "[numerics]") {
+  FsdpVerifyResult bf16 = verify_text("bf16.yaml", fsdp2_spec("bf16"));
+  REQUIRE(bf16.base.exit_code == 17);
+  const Finding& f = bf16.base.findings.at(0);
+  CHECK(f.kind == FindingKind::kNumerics);
+  CHECK(std::string(kind_name(f.kind)) == "numerics");
+  CHECK(f.message.find("bf16 avg reduce_scatter over 1024 ranks") != std::string::npos);
+  // The witness of FACTS §5's stagnation: one large value and many half-ulp values; the ring
+  // keeps 0.0009766 of the exact 0.004879 (a relative error of 0.80).
+  CHECK(f.message.find("[1, 0.00390625 x 1023]") != std::string::npos);
+  CHECK(f.message.find("0.7998") != std::string::npos);
+  REQUIRE_FALSE(f.locations.empty());
+  CHECK(f.locations[0].line == 4);  // the fsdp key, which chose the reduce dtype
+  // Every collective with this arithmetic is analysed once: one configuration, RS over 1024.
+  FsdpVerifyResult fp32 = verify_text("fp32.yaml", fsdp2_spec("fp32"));
+  CHECK(fp32.base.findings.empty());
+  CHECK(fp32.base.exit_code == 0);
+}
+
+TEST_CASE("a reduction carries the framework's arithmetic into the IR", "[numerics]") {
+  FsdpVerifyResult r = verify_text("arith.yaml", fsdp2_spec("fp32"));
+  const Program& p = r.base.program;
+  REQUIRE(p.arithmetic.size() == 1);
+  CHECK(std::string(p.arithmetic[0].op) == "avg");  // FSDP2 averages in the collective
+  int reducing = 0;
+  for (const Op& o : p.ops)
+    if (o.kind == OpKind::kCollective && o.collective == CollectiveKind::kReduceScatter) {
+      CHECK(o.arith == 0);
+      ++reducing;
+    }
+  CHECK(reducing == 1024 * 2);
+}
