@@ -1,12 +1,16 @@
 // `schedcheck verify`: check schedules and predict their timeline.
+#include <algorithm>
 #include <iostream>
 #include <memory>
+#include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "pipeline/verify_pipeline.h"
 #include "cli/common.h"
+#include "cli/frontends.h"
 #include "report/report.h"
 #include "solver/smt_engine.h"
 
@@ -38,13 +42,80 @@ struct VerifyArgs {
   std::string engine = "graph";
 };
 
+int run_verify(const VerifyArgs& a);
+
+/// Which runner checks a front-end's files: router, fsdp, or the pipeline path (pipeline and
+/// composed specs, CSVs).
+int runner_of(const FrontEnd& f) {
+  const std::string n = f.name;
+  return n == "router" ? 0 : n == "fsdp" ? 1 : 2;
+}
+
+/// Redirects std::cout into a string for its lifetime.
+class CaptureStdout {
+ public:
+  CaptureStdout() : old_(std::cout.rdbuf(buf_.rdbuf())) {}
+  ~CaptureStdout() { std::cout.rdbuf(old_); }
+  std::string text() const { return buf_.str(); }
+
+ private:
+  std::ostringstream buf_;
+  std::streambuf* old_;
+};
+
+/// Files of several kinds: each is checked on its own by its front-end, in the order given;
+/// text reports follow one another, JSON is one list with an entry per file (a file whose spec
+/// has errors is {path, exit_code: 2, verdict: "error"} plus its diagnostics when the front-end
+/// gives them as JSON). The exit code combines the files' as for one kind.
+int run_mixed(const VerifyArgs& a) {
+  int exit = 0;
+  nlohmann::json all = nlohmann::json::array();
+  for (size_t i = 0; i < a.files.size(); ++i) {
+    VerifyArgs one = a;
+    one.files = {a.files[i]};
+    int code = 0;
+    std::string out;
+    {
+      CaptureStdout capture;
+      code = run_verify(one);
+      out = capture.text();
+    }
+    if (exit == 0) exit = code;
+    else if (code != 0 && code != exit) exit = 10;
+    if (a.format == "json") {
+      nlohmann::json entry = nlohmann::json::parse(out, nullptr, false);
+      if (entry.is_discarded() || !entry.is_object()) entry = nlohmann::json::object();
+      if (!entry.contains("exit_code")) entry["exit_code"] = code;
+      if (!entry.contains("verdict")) entry["verdict"] = code == kExitSpec ? "error" : "violated";
+      entry["path"] = a.files[i];
+      all.push_back(std::move(entry));
+    } else {
+      if (i) std::cout << "\n";
+      std::cout << out;
+    }
+  }
+  if (a.format == "json") std::cout << all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  return exit;
+}
+
 int run_verify(const VerifyArgs& a) {
-  if (!a.files.empty() && is_router_spec_file(a.files.front())) return run_router_verify(a.files, a.format);
-  VerifyOptions opt;
-  if (a.semantics) opt.semantics = parse_semantics(*a.semantics);  // validated by the option
-  if (a.blocking) opt.blocking = *a.blocking == "whole-rank" ? BlockingModel::kWholeRank : BlockingModel::kCommStream;
-  if (a.lower) opt.lower = *a.lower == "deferred" ? LowerPolicy::kDeferred : LowerPolicy::kPyTorch;
-  opt.force_min_cut = a.min_cut;
+  // Every option must apply to every file it is given with (never silently ignored).
+  const std::vector<std::pair<const char*, bool>> given = {
+      {"--semantics", a.semantics.has_value()}, {"--placement", a.placement.has_value()},
+      {"--blocking", a.blocking.has_value()},   {"--lower", a.lower.has_value()},
+      {"--trace", a.trace.has_value()},         {"--dot", a.dot.has_value()},
+      {"--svg", a.svg.has_value()},             {"--memory-min-cut", a.min_cut},
+      {"--engine smt", a.engine == "smt"},      {"--forward-only", a.forward_only}};
+  std::set<int> runners;
+  for (const auto& f : a.files) {
+    const FrontEnd& fe = front_end_for(f);
+    runners.insert(runner_of(fe));
+    for (const auto& [option, on] : given)
+      if (on && std::find(fe.options.begin(), fe.options.end(), option) == fe.options.end()) {
+        std::cerr << fmt::format("schedcheck: error: {} does not apply to {}, one of the {}\n", option, f, fe.what);
+        return kExitUsage;
+      }
+  }
   if ((a.trace || a.dot || a.svg) && a.files.size() != 1) {
     std::cerr << "schedcheck: error: --trace, --dot and --svg take one input file\n";
     return kExitUsage;
@@ -58,20 +129,15 @@ int run_verify(const VerifyArgs& a) {
       return kExitUsage;
     }
   }
-  if (!a.files.empty() && is_fsdp_spec_file(a.files.front())) {
-    for (const auto& [option, given] : {std::pair{"--semantics", a.semantics.has_value()},
-                                        std::pair{"--placement", a.placement.has_value()},
-                                        std::pair{"--lower", a.lower.has_value()},
-                                        std::pair{"--blocking", a.blocking.has_value()},
-                                        std::pair{"--forward-only", a.forward_only},
-                                        std::pair{"--engine smt", a.engine == "smt"}})
-      if (given) {
-        std::cerr << "schedcheck: error: " << option
-                  << " applies to pipeline schedules; fsdp specs have no point-to-point messages to configure\n";
-        return kExitUsage;
-      }
+  if (runners.size() > 1) return run_mixed(a);
+  if (!a.files.empty() && is_router_spec_file(a.files.front())) return run_router_verify(a.files, a.format);
+  VerifyOptions opt;
+  if (a.semantics) opt.semantics = parse_semantics(*a.semantics);  // validated by the option
+  if (a.blocking) opt.blocking = *a.blocking == "whole-rank" ? BlockingModel::kWholeRank : BlockingModel::kCommStream;
+  if (a.lower) opt.lower = *a.lower == "deferred" ? LowerPolicy::kDeferred : LowerPolicy::kPyTorch;
+  opt.force_min_cut = a.min_cut;
+  if (!a.files.empty() && is_fsdp_spec_file(a.files.front()))
     return run_fsdp_verify(a.files, a.format, a.trace.value_or(""), a.dot.value_or(""), a.min_cut, a.svg.value_or(""));
-  }
   // Load everything first: a spec error stops the run before any report is written.
   std::vector<PipelineSpec> specs;
   Diagnostics diags;
@@ -124,7 +190,7 @@ Command add_verify(CLI::App& parent) {
                 "  schedcheck verify schedule.csv --semantics eager --format json\n"
                 "  schedcheck verify examples/fsdp2-llama3-8b.yaml      (FSDP / ZeRO-3 specs: a top-level fsdp: key)\n"
                 "  schedcheck verify deadlock.yaml --dot stuck.dot --trace timeline.json --svg timeline.svg");
-  cmd->add_option("files", a->files, "YAML specs (.yaml: pipeline, fsdp: or router:) or PyTorch schedule CSVs (.csv)")->required();
+  cmd->add_option("files", a->files, "YAML specs (.yaml: pipeline, composed (mesh:), fsdp: or router:) or PyTorch schedule CSVs (.csv), any mix: each file is checked by its own front-end; with several, the exit code is theirs when they agree, else 10")->required();
   cmd->add_option("--format", a->format, "text (for people) or json (one object per file, a list for several)")
       ->check(CLI::IsMember({"text", "json"}));
   add_semantics_option(cmd, a->semantics);

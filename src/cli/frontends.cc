@@ -1,0 +1,48 @@
+#include "cli/frontends.h"
+
+#include <filesystem>
+
+#include "fsdp/fsdp_yaml.h"
+#include "spec/router_spec.h"
+#include "spec/yaml_util.h"
+#include "support/source.h"
+
+namespace sc::cli {
+namespace {
+
+bool is_yaml(const std::string& path) {
+  const std::string ext = std::filesystem::path(path).extension().string();
+  return ext == ".yaml" || ext == ".yml";
+}
+
+bool declares(const std::string& path, const char* key) {
+  std::string text, why;
+  return is_yaml(path) && read_input_file(path, &text, &why) && yaml_util::declares_key(text, key);
+}
+
+bool composed(const std::string& path) { return declares(path, "mesh"); }
+bool anything(const std::string&) { return true; }
+
+}  // namespace
+
+const std::vector<FrontEnd>& front_ends() {
+  static const std::vector<FrontEnd> table = {
+      {"router", "router specs (a top-level router: key)", is_router_spec, {}},
+      {"fsdp", "fsdp specs (a top-level fsdp: key, no mesh:)", is_fsdp_spec, {"--trace", "--dot", "--svg", "--memory-min-cut"}},
+      {"composed", "composed specs (a top-level mesh: key)", composed,
+       {"--semantics", "--blocking", "--lower", "--trace", "--dot", "--svg", "--memory-min-cut", "--engine smt",
+        "--timeline-ops"}},
+      {"pipeline", "pipeline specs and PyTorch schedule CSVs", anything,
+       {"--semantics", "--placement", "--blocking", "--lower", "--trace", "--dot", "--svg", "--memory-min-cut",
+        "--engine smt", "--forward-only", "--timeline-ops"}},
+  };
+  return table;
+}
+
+const FrontEnd& front_end_for(const std::string& path) {
+  for (const FrontEnd& f : front_ends())
+    if (f.claims(path)) return f;
+  return front_ends().back();
+}
+
+}  // namespace sc::cli
