@@ -293,3 +293,34 @@ TEST_CASE("the composed tied-embedding hang: a wait-for cycle across P2P and col
   streams.blocking = BlockingModel::kCommStream;
   CHECK(verify(spec, streams).findings.empty());
 }
+
+TEST_CASE("composed specs place each kind of FSDP action only where the user placed none", "[composed]") {
+  // Explicit REDUCE_GRADs: UNSHARD/RESHARD are still added, so the gathered parameters count.
+  // 1 GB of parameters over a shard group of 2: 0.5 GB shard resident + 1 GB gathered > 1.2 GB.
+  const std::string explicit_reduce =
+      "schedcheck: 1\nmesh: {pp: 2, dp_shard: 2, link: {bandwidth: 1GB/s}}\nfsdp: {}\n"
+      "memory: {params_bytes: 1GB, limit_bytes: 1.2GB}\n"
+      "schedule:\n  actions:\n    0: \"0F0 0F1 0B0 0B1 0REDUCE_GRAD\"\n    1: \"1F0 1F1 1B0 1B1 1REDUCE_GRAD\"\n";
+  VerifyResult r = verify(load_text("explicit-reduce.yaml", explicit_reduce), {});
+  CHECK(r.exit_code == 13);
+  int gathers = 0;
+  for (const Op& o : r.program.ops) gathers += o.kind == OpKind::kCollective && o.collective == CollectiveKind::kAllGather;
+  CHECK(gathers == 4);
+
+  // A REDUCE_GRAD before the stage's last backward is a residency finding, FSDP or not.
+  const std::string early =
+      "schedcheck: 1\nmesh: {pp: 2, dp_replicate: 2}\n"
+      "schedule:\n  actions:\n    0: \"0F0 0F1 0B0 0B1 0REDUCE_GRAD\"\n    1: \"1F0 1F1 1B0 1REDUCE_GRAD 1B1\"\n";
+  VerifyResult e = verify(load_text("early-reduce.yaml", early), {});
+  REQUIRE(e.exit_code == 12);
+  CHECK(e.findings[0].message.find("comes before stage 1's last backward") != std::string::npos);
+
+  // A forward-only step is gathered too (and reduces nothing).
+  const std::string fwd =
+      "schedcheck: 1\nmesh: {pp: 2, dp_shard: 2}\nforward_only: true\nfsdp: {}\n"
+      "memory: {params_bytes: 1GB, activation_bytes: 1GB, limit_bytes: 2.2GB}\n"
+      "schedule:\n  actions:\n    0: \"0F0 0F1\"\n    1: \"1F0 1F1\"\n";
+  VerifyResult f = verify(load_text("forward-fsdp.yaml", fwd), {});
+  CHECK(f.exit_code == 13);  // 0.5 GB shard + 1 GB gathered + 1 GB activation
+  for (const Op& o : f.program.ops) CHECK_FALSE((o.kind == OpKind::kCollective && o.collective == CollectiveKind::kReduceScatter));
+}

@@ -56,6 +56,16 @@ std::optional<PipelineSpec> load_spec(const std::string& path, const std::option
   size_t steps = 0;
   for (const auto& row : spec->actions) steps += row.size();
   seconds += link * 2.0L * static_cast<long double>(steps);
+  if (const auto& c = spec->composition) {  // the collectives and the optimizer step of a composed spec
+    long double params = 0;
+    for (int64_t b : spec->memory.params_bytes) params += b;
+    params += c->tied_embedding_bytes;
+    seconds += c->optimizer_s + 4.0L * static_cast<long double>(spec->stages) * c->latency_s;
+    if (c->bandwidth_bytes_per_s > 0 && c->bandwidth_bytes_per_s < 1e300)
+      seconds += 4.0L * params * c->reduce_dtype_bytes / c->param_dtype_bytes / c->bandwidth_bytes_per_s;
+    // Recompute reruns a forward in each backward.
+    for (double r : spec->costs.r_s) seconds += spec->microbatches * static_cast<long double>(r);
+  }
   if (*std::max_element(bytes.begin(), bytes.end()) > static_cast<long double>(int64_t{1} << 62)) {
     diags.error(spec->locs.file, "the memory values add up to more than 2^62 bytes on one rank; schedcheck's sums "
                                  "would overflow");

@@ -119,6 +119,12 @@ int run_run(const RunArgs& a) {
     std::cerr << fmt::format("schedcheck: warning: verify reports {} finding(s) (exit {}); running anyway (--force)\n",
                              r.findings.size(), r.exit_code);
 
+  if (!r.program.groups.empty()) {
+    // The executor posts every P2P op on its own; a batched group needs one NCCL group call.
+    std::cerr << "schedcheck: error: " << a.file
+              << ": schedcheck run does not execute batched P2P groups ((a;b)BATCH) yet; verify checks them\n";
+    return kExitSpec;
+  }
   gpu::PlanOptions popt;
   auto plan = gpu::make_plan(r.program, *r.timeline, popt);
   if (!plan) {

@@ -75,10 +75,9 @@ std::vector<Step> add_reduce_grad(const std::vector<Step>& row, int32_t microbat
   return out;
 }
 
-bool has_fsdp_actions(const std::vector<Step>& row) {
-  return std::any_of(row.begin(), row.end(), [](const Step& s) {
-    return s.first.kind == ActionKind::kUnshard || s.first.kind == ActionKind::kReshard ||
-           s.first.kind == ActionKind::kReduceGrad;
+bool has_actions(const std::vector<Step>& row, std::initializer_list<ActionKind> kinds) {
+  return std::any_of(row.begin(), row.end(), [&](const Step& s) {
+    return std::find(kinds.begin(), kinds.end(), s.first.kind) != kinds.end();
   });
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "spec/action.h"
@@ -22,7 +23,7 @@ std::vector<Step> add_unshard_reshard(const std::vector<Step>& row, int32_t max_
 /// backward part). Located at that action.
 std::vector<Step> add_reduce_grad(const std::vector<Step>& row, int32_t microbatches);
 
-/// True when `row` already holds an UNSHARD, RESHARD or REDUCE_GRAD.
-bool has_fsdp_actions(const std::vector<Step>& row);
+/// True when `row` holds an action of one of `kinds`.
+bool has_actions(const std::vector<Step>& row, std::initializer_list<ActionKind> kinds);
 
 }  // namespace sc

@@ -22,8 +22,11 @@ std::vector<Finding> check_residency(const PipelineSpec& spec) {
   };
   for (int32_t r = 0; r < static_cast<int32_t>(spec.actions.size()); ++r) {
     const auto& row = spec.actions[r];
-    // Only ranks that unshard something are FSDP-managed; skip the rest without per-stage tables.
-    if (std::none_of(row.begin(), row.end(), [](const Step& st) { return st.first.kind == ActionKind::kUnshard; }))
+    // Only ranks that unshard or reduce something have rules here; skip the rest without
+    // per-stage tables. REDUCE_GRAD's rules hold with or without FSDP (DDP reduces too).
+    if (std::none_of(row.begin(), row.end(), [](const Step& st) {
+          return st.first.kind == ActionKind::kUnshard || st.first.kind == ActionKind::kReduceGrad;
+        }))
       continue;
     // Only stages this rank unshards are FSDP-managed here.
     std::vector<int8_t> managed(spec.stages, 0), unsharded(spec.stages, 0), reduced(spec.stages, 0);

@@ -24,12 +24,14 @@ VerifyResult verify(const PipelineSpec& spec_in, const VerifyOptions& options) {
 
   // Composed specs: FSDP and gradient reductions as PyTorch's pipelining runtime places them
   // (FACTS §6: _add_unshard_reshard, then _add_reduce_grad, before SEND/RECV are added).
-  if (const auto& comp = r.spec.composition; comp && !r.spec.forward_only) {
+  // Each kind is added only where the user placed none of it; a forward-only step reduces nothing.
+  if (const auto& comp = r.spec.composition) {
     timer.run("place fsdp", [&] {
       for (auto& row : r.spec.actions) {
-        if (has_fsdp_actions(row)) continue;  // the user placed them
-        if (comp->fsdp) row = add_unshard_reshard(row, comp->max_active_stages);
-        row = add_reduce_grad(row, r.spec.microbatches);
+        if (comp->fsdp && !has_actions(row, {ActionKind::kUnshard, ActionKind::kReshard}))
+          row = add_unshard_reshard(row, comp->max_active_stages);
+        if (!r.spec.forward_only && !has_actions(row, {ActionKind::kReduceGrad}))
+          row = add_reduce_grad(row, r.spec.microbatches);
       }
     });
   }

@@ -165,9 +165,9 @@ ParsedStep parse_step(std::string_view token, const SourceLoc& loc) {
   size_t close = t.find(')');
   if (close != std::string_view::npos && t.substr(close) == kBatch) return parse_batch(t, lead, at);
   if (close == std::string_view::npos)
-    return fail(fmt::format("'{}': an overlapped pair is written (aF;bB)OVERLAP_F_B", t), lead);
+    return fail(fmt::format("'{}': a group is written without spaces, as (aF;bB)OVERLAP_F_B or (a;b;...)BATCH", t), lead);
   if (t.substr(close) != kSuffix)
-    return fail(fmt::format("'{}': expected OVERLAP_F_B right after ')'", t), lead + close + 1);
+    return fail(fmt::format("'{}': expected OVERLAP_F_B or BATCH right after ')'", t), lead + close + 1);
   std::string_view inner = t.substr(1, close - 1);
   size_t semi = inner.find(';');
   if (semi == std::string_view::npos)

@@ -522,6 +522,15 @@ void Loader::read_memory(const Entry& e, PipelineSpec& spec) {
   if (auto it = f.find("recompute_retained_bytes"); it != f.end())
     if (auto v = per_stage<int64_t>(it->second, "memory.recompute_retained_bytes", "byte count", b))
       spec.memory.retained_bytes = *v;
+  if (auto it = f.find("recompute_retained_bytes"); it != f.end())
+    for (size_t s = 0; s < spec.memory.retained_bytes.size() && s < spec.memory.activation_bytes.size(); ++s)
+      if (spec.memory.retained_bytes[s] > spec.memory.activation_bytes[s]) {
+        error(loc(it->second), fmt::format("stage {} retains {} bytes after its forward but holds only {} "
+                                           "(memory.activation_bytes): recompute_retained_bytes is part of the "
+                                           "activations",
+                                           s, spec.memory.retained_bytes[s], spec.memory.activation_bytes[s]));
+        break;
+      }
   for (size_t s = 0; s < spec.memory.recompute.size(); ++s)
     if (spec.memory.recompute[s] == Recompute::kSelective &&
         (spec.memory.retained_bytes.size() <= s || spec.costs.r_s.size() <= s)) {
@@ -740,7 +749,8 @@ std::optional<PipelineSpec> Loader::load(const YAML::Node& root, const std::stri
       error(loc(*n), fmt::format("name must be a string, got {}", describe(n->value)));
   }
 
-  if (const Entry* m = field("mesh")) read_mesh(*m, spec);
+  const Entry* mesh = field("mesh");
+  if (mesh) read_mesh(*mesh, spec);
   if (spec.composition) {
     if (const Entry* r = field("ranks")) {
       const int64_t world = static_cast<int64_t>(spec.ranks) * spec.composition->data_parallel();
@@ -757,11 +767,11 @@ std::optional<PipelineSpec> Loader::load(const YAML::Node& root, const std::stri
   } else if (const Entry* r = field("ranks")) {
     spec.locs.ranks = loc(*r);
     if (auto n = whole(*r, "ranks", 1, kMaxRanks)) spec.ranks = static_cast<int32_t>(*n);
-  } else {
+  } else if (!mesh) {  // a mesh with errors is reported already
     error(file_start(), "missing required key 'ranks' (the number of pipeline ranks)");
   }
   if (const Entry* n = field("numerics")) numerics_tolerances(*n, spec.max_relative_error, spec.max_bias);
-  if (!spec.composition)
+  if (!mesh)
     for (const char* key : {"fsdp", "tied_embedding_bytes", "optimizer"})
       if (const Entry* e = field(key))
         error(loc(*e), fmt::format("{} belongs to a composed spec: add mesh: {{pp: ..., dp_shard: ...}} (a spec with "
