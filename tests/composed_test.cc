@@ -324,3 +324,21 @@ TEST_CASE("composed specs place each kind of FSDP action only where the user pla
   CHECK(f.exit_code == 13);  // 0.5 GB shard + 1 GB gathered + 1 GB activation
   for (const Op& o : f.program.ops) CHECK_FALSE((o.kind == OpKind::kCollective && o.collective == CollectiveKind::kReduceScatter));
 }
+
+TEST_CASE("lazy communicator creation: first uses that form a cycle deadlock; eager creation holds", "[comm-init]") {
+  PipelineSpec spec = load_example("examples/lazy-comm-init-deadlock.yaml");
+  REQUIRE(spec.p2p.lazy_comm_init);
+  VerifyResult r = verify(spec, {});
+  REQUIRE(r.exit_code == 11);
+  const Finding& f = r.findings.at(0);
+  // The cycle runs through the three pair creations: 0-2 on rank 0, 1-2 on rank 2, 0-1 on rank 1.
+  CHECK(f.message.find("wait-for cycle init p2p 0-2@rank 0") != std::string::npos);
+  CHECK(std::find(f.ops.begin(), f.ops.end(), "init p2p 1-2") != f.ops.end());
+  CHECK(std::find(f.ops.begin(), f.ops.end(), "init p2p 0-1") != f.ops.end());
+  // One creation per pair and rank: 3 pairs x 2 ranks.
+  int inits = 0;
+  for (const Op& o : r.program.ops) inits += o.kind == OpKind::kCollective && o.collective == CollectiveKind::kCommInit;
+  CHECK(inits == 6);
+  spec.p2p.lazy_comm_init = false;
+  CHECK(verify(spec, {}).findings.empty());
+}

@@ -1,5 +1,6 @@
 // `schedcheck run`: execute a verified schedule on a GPU and compare the measurement with the
 // prediction (verify_gpu/).
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <memory>
@@ -119,10 +120,15 @@ int run_run(const RunArgs& a) {
     std::cerr << fmt::format("schedcheck: warning: verify reports {} finding(s) (exit {}); running anyway (--force)\n",
                              r.findings.size(), r.exit_code);
 
-  if (!r.program.groups.empty()) {
-    // The executor posts every P2P op on its own; a batched group needs one NCCL group call.
-    std::cerr << "schedcheck: error: " << a.file
-              << ": schedcheck run does not execute batched P2P groups ((a;b)BATCH) yet; verify checks them\n";
+  const bool lazy_init = std::any_of(r.program.ops.begin(), r.program.ops.end(), [](const Op& o) {
+    return o.kind == OpKind::kCollective && o.collective == CollectiveKind::kCommInit;
+  });
+  if (!r.program.groups.empty() || lazy_init) {
+    // The executor posts every P2P op on its own; a batched group needs one NCCL group call, and
+    // its communicators exist before the step.
+    std::cerr << "schedcheck: error: " << a.file << ": schedcheck run does not execute "
+              << (lazy_init ? "lazy communicator creation (p2p.comm_init: lazy)" : "batched P2P groups ((a;b)BATCH)")
+              << " yet; verify checks it\n";
     return kExitSpec;
   }
   gpu::PlanOptions popt;

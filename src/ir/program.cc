@@ -19,6 +19,7 @@ const char* collective_name(CollectiveKind k) {
     case CollectiveKind::kAllGather: return "all-gather";
     case CollectiveKind::kReduceScatter: return "reduce-scatter";
     case CollectiveKind::kAllReduce: return "all-reduce";
+    case CollectiveKind::kCommInit: return "communicator init";
   }
   return "?";
 }

@@ -32,9 +32,11 @@ enum class DepKind : uint8_t { kLocal, kTransfer };
 
 /// What a kCollective op computes (NCCL's names). Bytes are per rank: for kAllGather the
 /// gathered output, for kReduceScatter the unreduced input, for kAllReduce the buffer.
-enum class CollectiveKind : uint8_t { kAllGather, kReduceScatter, kAllReduce };
+/// kCommInit is the creation of its communicator (ncclCommInitRank: every member takes part,
+/// and the host thread of each blocks until all have joined); no bytes.
+enum class CollectiveKind : uint8_t { kAllGather, kReduceScatter, kAllReduce, kCommInit };
 
-/// "all-gather", "reduce-scatter", "all-reduce".
+/// "all-gather", "reduce-scatter", "all-reduce", "communicator init".
 const char* collective_name(CollectiveKind k);
 
 /// `dst` may start only after op `src` has completed.

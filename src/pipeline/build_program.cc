@@ -4,6 +4,7 @@
 #include <string_view>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -78,6 +79,7 @@ class Builder {
       cur_ = g % dp_;
       const int32_t r = g / dp_;
       last_backward_.clear();
+      pending_init_ = kNoOp;
       for (size_t i = 0; i < spec_.actions[r].size(); ++i) create_op(g, r, static_cast<int32_t>(i));
       if (comp_) add_optimizer(g);
     }
@@ -109,6 +111,15 @@ class Builder {
       lower_collective_marker(op, prank);
       return;
     }
+    // Lazy communicator creation: before the first P2P with a peer (before the whole group for
+    // a batched one), both ranks create their pair communicator.
+    if (spec_.p2p.lazy_comm_init && is_p2p(k) && pending_group_.empty()) {
+      for (int32_t i = step_index;; ++i) {
+        const Step& m = spec_.actions[prank][i];
+        if (is_p2p(m.first.kind)) init_pair_before(op, p2p_peer(m.first));
+        if (!m.batched_with_next || i + 1 >= static_cast<int32_t>(spec_.actions[prank].size())) break;
+      }
+    }
     if (is_compute(k)) {
       op.kind = OpKind::kCompute;
       op.stream = compute_stream_[rank];
@@ -122,6 +133,11 @@ class Builder {
       op.stream = compute_stream_[rank];
     }
     OpId id = p.add_op(op);
+    // The host thread that created a communicator issues nothing until the creation completes.
+    if (op.kind == OpKind::kCompute && pending_init_ != kNoOp) {
+      if (p.ops[pending_init_].stream != op.stream) defer_dep(id, pending_init_);
+      pending_init_ = kNoOp;
+    }
     for (int part = 0; part < op.num_actions; ++part) {
       const Action& a = op.actions[part];
       index_[cur_].try_emplace(key_of(a.kind, a.stage, a.microbatch), id);
@@ -134,6 +150,39 @@ class Builder {
       if (pending_group_.size() > 1) p.add_group(std::move(pending_group_));
       pending_group_.clear();
     }
+  }
+
+  /// The global rank a P2P action talks to, or -1 (no peer: the structure passes report it).
+  int32_t p2p_peer(const Action& a) const {
+    const bool forward = a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvF;
+    const bool send = is_send(a.kind);
+    const int32_t peer_stage = forward ? (send ? a.stage + 1 : a.stage - 1) : (send ? a.stage - 1 : a.stage + 1);
+    const bool to_next = peer_stage > a.stage;
+    if (to_next ? spec_.is_last_stage(a.stage) : spec_.is_first_stage(a.stage)) return -1;
+    return rank_of_stage(peer_stage);
+  }
+
+  /// Creates, once per rank and peer, the pair communicator's init op on the rank's comm stream
+  /// (labelled and located as the P2P that needs it).
+  void init_pair_before(const Op& p2p, int32_t peer) {
+    Program& p = out_.program;
+    if (peer < 0 || peer == p2p.rank) return;
+    const int32_t a = std::min(p2p.rank, peer), b = std::max(p2p.rank, peer);
+    const uint64_t key = (static_cast<uint64_t>(a) << 32) | static_cast<uint32_t>(b);
+    if (!inited_.insert(key ^ (static_cast<uint64_t>(p2p.rank == a) << 63)).second) return;
+    auto [it, created] = pair_comm_.try_emplace(key, -1);
+    if (created) it->second = p.add_communicator(fmt::format("p2p {}-{}", a, b), {a, b});
+    Op op;
+    op.kind = OpKind::kCollective;
+    op.collective = CollectiveKind::kCommInit;
+    op.comm = it->second;
+    op.rank = p2p.rank;
+    op.step = p2p.step;
+    op.loc = p2p.loc;
+    op.stream = comm_stream_[p2p.rank];
+    op.duration_s = spec_.p2p.latency_s;
+    op.name = p.add_name(fmt::format("init p2p {}-{}", a, b));
+    pending_init_ = p.add_op(op);
   }
 
   // --- Composed specs (PipelineSpec::composition) ---
@@ -630,6 +679,9 @@ class Builder {
   std::vector<std::vector<OpId>> extra_deps_;  ///< per op: deps recorded at creation, added when wired
   std::vector<int32_t> shard_comm_, replicate_comm_, tied_comm_;
   std::map<std::string, int32_t> arith_index_;  ///< Program::arithmetic per (reduction, group size)
+  std::unordered_map<uint64_t, int32_t> pair_comm_;  ///< lazy init: the communicator of a rank pair
+  std::unordered_set<uint64_t> inited_;              ///< lazy init: (pair, side) already created
+  OpId pending_init_ = kNoOp;                        ///< the last init op not yet waited for by compute
 };
 
 }  // namespace

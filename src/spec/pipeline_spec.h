@@ -33,6 +33,10 @@ struct P2PSpec {
   int64_t message_bytes = 0;  ///< bytes of one activation or gradient message
   Semantics semantics;
   BlockingModel blocking = BlockingModel::kCommStream;  ///< `p2p.blocking`; --blocking overrides
+  /// `p2p.comm_init`: false (eager, the default) when every pair communicator exists before the
+  /// step; true (lazy) when each is created at its first use, collectively by both ranks, as
+  /// PyTorch creates NCCL P2P communicators on the first send or receive between two ranks.
+  bool lazy_comm_init = false;
 };
 
 /// Memory model, bytes per rank. Every vector has `stages` entries.

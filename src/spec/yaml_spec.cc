@@ -34,7 +34,8 @@ const std::vector<std::string> kTopKeys = {"schedcheck", "name",   "ranks", "sta
                                            "mesh",       "fsdp",   "tied_embedding_bytes", "optimizer",
                                            "numerics"};
 const std::vector<std::string> kCostKeys = {"F", "I", "W", "B", "R"};
-const std::vector<std::string> kP2PKeys = {"latency", "bandwidth", "message_bytes", "semantics", "blocking"};
+const std::vector<std::string> kP2PKeys = {"latency", "bandwidth", "message_bytes", "semantics", "blocking",
+                                           "comm_init"};
 const std::vector<std::string> kMemoryKeys = {"limit_bytes", "params_bytes", "activation_bytes",
                                               "weight_grad_bytes", "recompute", "recompute_retained_bytes"};
 const std::vector<std::string> kMeshKeys = {"pp", "dp_replicate", "dp_shard", "link"};
@@ -427,6 +428,8 @@ void Loader::read_p2p(const Entry& e, PipelineSpec& spec) {
   if (auto it = f.find("blocking"); it != f.end())
     if (auto b = choice(it->second, "p2p.blocking", {"comm-stream", "whole-rank"}))
       spec.p2p.blocking = *b == "whole-rank" ? BlockingModel::kWholeRank : BlockingModel::kCommStream;
+  if (auto it = f.find("comm_init"); it != f.end())
+    if (auto b = choice(it->second, "p2p.comm_init", {"eager", "lazy"})) spec.p2p.lazy_comm_init = *b == "lazy";
 }
 
 void Loader::read_mesh(const Entry& e, PipelineSpec& spec) {
