@@ -57,9 +57,7 @@ class SmtEncoder {
       }
     return prev;
   }
-  // The members of a collective's instance (kNoOp for a member that never issues it), and the
-  // rank's previous collective on the same communicator.
-  std::vector<OpId> instance(OpId id) const { return p_.instance(id); }
+  // The rank's previous collective on the same communicator (kNoOp for the first).
   OpId comm_prev(OpId id) const {
     const Op& op = p_.ops[id];
     if (op.kind != OpKind::kCollective || op.comm < 0 || op.seq <= 0) return kNoOp;
@@ -108,7 +106,7 @@ bool SmtEncoder::deadlock(SmtVerdict& v) {
       // Every member of the instance completes at the same moment; one that never issues it
       // blocks the others forever.
       if (OpId cp = comm_prev(id); cp != kNoOp) after(cp, id);
-      for (OpId m : instance(id)) {
+      for (OpId m : p_.instance(id)) {
         if (m == kNoOp) rules.push_back(!done[o]);
         else if (m != id) rules.push_back(z3::implies(done[o], done[m] && t[m] == t[o]));
       }
@@ -184,7 +182,7 @@ bool SmtEncoder::worst_case(SmtVerdict& v) {
       // A collective ends only after every member has started; a member starts after the
       // rank's previous collective on the communicator.
       if (OpId cp = comm_prev(id); cp != kNoOp) hb(en[cp], st[o]);
-      for (OpId m : instance(id))
+      for (OpId m : p_.instance(id))
         if (m != kNoOp && m != id) hb(st[m], en[o]);
     }
     if (op.kind == OpKind::kRecv && op.match != kNoOp) hb(st[op.match], en[o]);

@@ -15,19 +15,14 @@
 #include "test_util.h"
 
 using namespace sc;
-namespace fs = std::filesystem;
 
 namespace {
 
 /// Writes `text` to a fresh file under the temp folder and loads it as a spec; fails the test
 /// on spec errors.
 PipelineSpec load_text(const std::string& name, const std::string& text) {
-  fs::path dir = fs::temp_directory_path() / "schedcheck-composed-test";
-  fs::create_directories(dir);
-  fs::path p = dir / name;
-  std::ofstream(p) << text;
   Diagnostics d;
-  auto spec = load_yaml_spec(p.string(), d);
+  auto spec = load_yaml_spec(test::write_temp("schedcheck-composed-test", name, text), d);
   INFO(name);
   REQUIRE_FALSE(d.has_errors());
   REQUIRE(spec);
@@ -203,11 +198,10 @@ TEST_CASE("full recomputation lowers the peak by the dropped activations and cos
   CHECK(plain.timeline->makespan_s == Approx(0.006));
   CHECK(full.timeline->makespan_s == Approx(0.008));
   // Selective recomputation needs the retained bytes and the recompute time.
-  fs::path dir = fs::temp_directory_path() / "schedcheck-composed-test";
-  fs::create_directories(dir);
-  std::ofstream(dir / "selective.yaml") << base << "memory: {activation_bytes: 100, recompute: selective}\n";
   Diagnostics d;
-  CHECK_FALSE(load_yaml_spec((dir / "selective.yaml").string(), d));
+  CHECK_FALSE(load_yaml_spec(
+      test::write_temp("schedcheck-composed-test", "selective.yaml", base + "memory: {activation_bytes: 100, recompute: selective}\n"),
+      d));
   CHECK(d.has_errors());
 }
 

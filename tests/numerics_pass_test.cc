@@ -7,19 +7,15 @@
 #include "catch.h"
 #include "fsdp/fsdp_yaml.h"
 #include "fsdp/verify_fsdp.h"
+#include "test_util.h"
 
 using namespace sc;
-namespace fs = std::filesystem;
 
 namespace {
 
 FsdpVerifyResult verify_text(const std::string& name, const std::string& text) {
-  fs::path dir = fs::temp_directory_path() / "schedcheck-numerics-pass-test";
-  fs::create_directories(dir);
-  fs::path p = dir / name;
-  std::ofstream(p) << text;
   Diagnostics d;
-  auto spec = load_fsdp_spec(p.string(), d);
+  auto spec = load_fsdp_spec(test::write_temp("schedcheck-numerics-pass-test", name, text), d);
   INFO(name);
   REQUIRE_FALSE(d.has_errors());
   REQUIRE(spec);

@@ -24,6 +24,16 @@ inline void write_file(const std::string& path, const std::string& text) {
   out << text;
 }
 
+/// Writes `text` to `name` in the folder `dir` under the system temp folder (created) and returns
+/// the path: specs that tests write to disk to load through the real loaders.
+inline std::string write_temp(const std::string& dir, const std::string& name, const std::string& text) {
+  const std::filesystem::path d = std::filesystem::temp_directory_path() / dir;
+  std::filesystem::create_directories(d);
+  const std::string path = (d / name).string();
+  write_file(path, text);
+  return path;
+}
+
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;

@@ -13,6 +13,12 @@ namespace sc::cli {
 
 inline constexpr int kExitUsage = 1;
 inline constexpr int kExitSpec = 2;
+
+/// The exit code of several files so far (`so_far`) and one more (`code`): theirs when they agree
+/// (a 0 takes the other's), else 10 (violations of several kinds).
+inline int combine_exit(int so_far, int code) {
+  return so_far == 0 ? code : (code == 0 || code == so_far) ? so_far : 10;
+}
 /// A reducing collective's error, bias, underflow or overflow beyond tolerance (`numerics`).
 inline constexpr int kExitNumerics = 17;
 inline constexpr int kExitInternal = 70;

@@ -91,8 +91,7 @@ int run_fsdp_verify(const std::vector<std::string>& files, const std::string& fo
   for (size_t i = 0; i < specs.size(); ++i) {
     FsdpVerifyResult r = verify_fsdp(specs[i], force_min_cut);
     int code = r.base.exit_code;
-    if (exit == 0) exit = code;
-    else if (code != 0 && code != exit) exit = 10;
+    exit = combine_exit(exit, code);
     if (format == "json") {
       if (specs.size() == 1) std::cout << fsdp_json_report(r);
       else all.push_back(nlohmann::json::parse(fsdp_json_report(r)));

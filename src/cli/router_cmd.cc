@@ -33,8 +33,7 @@ int run_router_verify(const std::vector<std::string>& files, const std::string& 
   nlohmann::json all = nlohmann::json::array();
   for (size_t i = 0; i < specs.size(); ++i) {
     RouterReport r = check_router(specs[i]);
-    if (exit == 0) exit = r.exit_code;
-    else if (r.exit_code != 0 && r.exit_code != exit) exit = kRouterExitSeveral;
+    exit = combine_exit(exit, r.exit_code);  // kRouterExitSeveral is the same 10
     if (format == "json") {
       if (specs.size() == 1) std::cout << router_json_report(files[i], r);
       else all.push_back(nlohmann::json::parse(router_json_report(files[i], r)));

@@ -80,8 +80,7 @@ int run_mixed(const VerifyArgs& a) {
       code = run_verify(one);
       out = capture.text();
     }
-    if (exit == 0) exit = code;
-    else if (code != 0 && code != exit) exit = 10;
+    exit = combine_exit(exit, code);
     if (a.format == "json") {
       nlohmann::json entry = nlohmann::json::parse(out, nullptr, false);
       if (entry.is_discarded() || !entry.is_object()) entry = nlohmann::json::object();
@@ -163,8 +162,7 @@ int run_verify(const VerifyArgs& a) {
       r.exit_code = apply_smt_engine(r, &note);
       std::cerr << note << "\n";
     }
-    if (exit == 0) exit = r.exit_code;
-    else if (r.exit_code != 0 && r.exit_code != exit) exit = 10;
+    exit = combine_exit(exit, r.exit_code);
     if (a.format == "json") {
       if (specs.size() == 1) std::cout << json_report(r);
       else all.push_back(nlohmann::json::parse(json_report(r)));

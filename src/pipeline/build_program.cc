@@ -116,7 +116,7 @@ class Builder {
     if (spec_.p2p.lazy_comm_init && is_p2p(k) && pending_group_.empty()) {
       for (int32_t i = step_index;; ++i) {
         const Step& m = spec_.actions[prank][i];
-        if (is_p2p(m.first.kind)) init_pair_before(op, p2p_peer(m.first));
+        if (is_p2p(m.first.kind)) init_pair_before(op, p2p_peer(m.first).rank);
         if (!m.batched_with_next || i + 1 >= static_cast<int32_t>(spec_.actions[prank].size())) break;
       }
     }
@@ -152,14 +152,21 @@ class Builder {
     }
   }
 
-  /// The global rank a P2P action talks to, or -1 (no peer: the structure passes report it).
-  int32_t p2p_peer(const Action& a) const {
+  /// The peer of a P2P action: forward data flows s -> s+1, gradients s -> s-1, only within a
+  /// pipeline. `rank` is the peer stage's global rank, -1 when the stage ends (`to_next`) or
+  /// starts its pipeline.
+  struct Peer {
+    bool to_next = false;
+    int32_t rank = -1;
+  };
+  Peer p2p_peer(const Action& a) const {
     const bool forward = a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvF;
     const bool send = is_send(a.kind);
     const int32_t peer_stage = forward ? (send ? a.stage + 1 : a.stage - 1) : (send ? a.stage - 1 : a.stage + 1);
-    const bool to_next = peer_stage > a.stage;
-    if (to_next ? spec_.is_last_stage(a.stage) : spec_.is_first_stage(a.stage)) return -1;
-    return rank_of_stage(peer_stage);
+    Peer peer;
+    peer.to_next = peer_stage > a.stage;
+    if (!(peer.to_next ? spec_.is_last_stage(a.stage) : spec_.is_first_stage(a.stage))) peer.rank = rank_of_stage(peer_stage);
+    return peer;
   }
 
   /// Creates, once per rank and peer, the pair communicator's init op on the rank's comm stream
@@ -522,14 +529,9 @@ class Builder {
   void wire_p2p(OpId id, const Action& a) {
     Program& p = out_.program;
     Op& op = p.ops[id];
-    bool forward = a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvF;
-    bool send = is_send(a.kind);
-    // The peer stage: forward data flows s -> s+1, gradients s -> s-1.
-    int32_t peer_stage = forward ? (send ? a.stage + 1 : a.stage - 1) : (send ? a.stage - 1 : a.stage + 1);
-    // Data flows only within a pipeline: toward the next stage (forward) or the previous one.
-    bool to_next = peer_stage > a.stage;
-    bool no_peer = to_next ? spec_.is_last_stage(a.stage) : spec_.is_first_stage(a.stage);
-    int32_t peer = no_peer ? -1 : rank_of_stage(peer_stage);
+    const bool forward = a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvF;
+    const bool send = is_send(a.kind);
+    const auto [to_next, peer] = p2p_peer(a);
     if (peer < 0) {
       causality(id, fmt::format("{} on rank {} has no peer: stage {} {} no {} stage", format_action(a), op.rank,
                                 a.stage, to_next ? "is the last of its pipeline, with" : "is the first of its pipeline, with",
