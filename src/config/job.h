@@ -1,0 +1,76 @@
+// A training job as a framework config describes it: the parallel degrees, the pipeline
+// schedule, the batch, recomputation, sharding and precision, each with the config line that set
+// it. The torchtitan, Megatron-LM and DeepSpeed readers fill it; lower_job turns it into a
+// spec of an existing front-end (composed pipeline or FSDP) with costs from src/model.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/cost_model.h"
+#include "support/diagnostics.h"
+#include "support/source.h"
+
+namespace sc::config {
+
+/// How the data-parallel group holds the model states (CONFIGS.md §4.5).
+enum class Sharding {
+  kDdp,        ///< replicated; gradients all-reduced
+  kZero1,      ///< optimizer state sharded (Megatron distributed optimizer, DeepSpeed stage 1)
+  kZero2,      ///< + gradients (DeepSpeed stage 2)
+  kFsdp,       ///< + parameters: FSDP2 / ZeRO-3 (gathered per unit, freed after use)
+};
+
+/// What the job runs. Degrees follow CONFIGS.md §1.4 / §2.2 / §3.2: world = pp·dp_replicate·
+/// dp_shard·cp·tp; EP borrows from dp_shard·cp·tp. Batch figures are per optimizer step.
+struct TrainingJob {
+  std::string framework;            ///< "torchtitan", "megatron", "deepspeed"
+  std::string path;
+  SourceLoc file;                   ///< start of the config
+  std::string model;                ///< preset name, or "custom" when dims are given
+  std::optional<sc::model::ModelDesc> model_desc;  ///< dims read from the config (Megatron)
+  std::string hardware;             ///< preset name; empty: the command line's or the default
+  int32_t world = 0;                ///< GPUs; 0 when the config does not fix it
+  model::Layout layout;
+  /// Pipeline schedule in schedcheck's names ("1f1b", "gpipe", "interleaved-1f1b",
+  /// "interleaved-zb", "zbv", "dualpipev"), stages per pipeline rank, microbatches per step.
+  std::string schedule = "1f1b";
+  int32_t stages_per_rank = 1;
+  int32_t microbatches = 1;         ///< pipeline microbatches per step (= accumulation without PP)
+  int32_t grad_accum = 1;           ///< optimizer steps see grad_accum × microbatches microbatches
+  int64_t seq_len = 0;
+  int64_t microbatch_sequences = 1; ///< sequences per microbatch per data-parallel rank
+  int64_t global_batch_sequences = 0;
+  model::Recompute recompute = model::Recompute::kNone;
+  int32_t selective_every = 0;
+  Sharding sharding = Sharding::kFsdp;
+  bool reshard_after_forward = true;
+  std::string param_dtype = "bf16";  ///< all-gather and compute dtype
+  std::string reduce_dtype = "fp32"; ///< gradient reduction dtype
+  bool fp32_master = true;           ///< fp32 master weights and Adam moments
+  /// DeepSpeed ZeRO-3 knobs, parameters (CONFIGS.md §3.1).
+  int64_t prefetch_bucket_params = 50'000'000;
+  int64_t max_live_params = 1'000'000'000;
+  /// Where each field was set, by field name ("pp", "tp", "cp", "dp_shard", "dp_replicate",
+  /// "ep", "schedule", "microbatches", "seq_len", "microbatch_sequences", "global_batch",
+  /// "recompute", "model", "hardware", "world", "reduce_dtype", "sharding"); a field absent here
+  /// took its default.
+  std::map<std::string, SourceLoc> where;
+  /// Keys read but not modelled, with their location: reported once as a note.
+  std::vector<std::pair<std::string, SourceLoc>> unmodelled;
+
+  /// The location of `field`, or the start of the file.
+  SourceLoc loc(const std::string& field) const;
+};
+
+/// Command-line facts a config may not state: the world size, model and hardware presets.
+struct JobContext {
+  int32_t gpus = 0;                 ///< --gpus; 0 = from the config or its comment
+  std::string model;                ///< --model
+  std::string hardware;             ///< --hardware
+};
+
+}  // namespace sc::config

@@ -1,0 +1,185 @@
+#include "model/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace sc::model {
+
+bool ModelDesc::is_moe_layer(int64_t layer) const {
+  if (!moe || layer < moe->dense_first) return false;
+  const int64_t every = std::max<int64_t>(1, moe->every);
+  return (layer - moe->dense_first + 1) % every == 0;
+}
+
+namespace {
+
+int64_t attention_params(const ModelDesc& m) {
+  if (m.mla) {
+    const Mla& a = *m.mla;
+    const int64_t qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    const int64_t q = a.q_lora_rank == 0 ? m.dim * m.heads * qk
+                                         : m.dim * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * m.heads * qk;
+    const int64_t kv_a = m.dim * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank;
+    const int64_t kv_b = a.kv_lora_rank * m.heads * (a.qk_nope_head_dim + a.v_head_dim);
+    const int64_t o = m.heads * a.v_head_dim * m.dim;
+    return q + kv_a + kv_b + o;
+  }
+  // wq, wk, wv, wo (CONFIGS.md §4.2, Llama row).
+  return m.dim * m.heads * m.head_dim + 2 * m.dim * m.kv_heads * m.head_dim + m.heads * m.head_dim * m.dim;
+}
+
+/// d_qk + d_v of one head.
+int64_t qk_plus_v(const ModelDesc& m) {
+  if (m.mla) return m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim + m.mla->v_head_dim;
+  return 2 * m.head_dim;
+}
+
+/// Active MLP hidden width of a block: F for a dense block; (top_k + shared)·F_expert for MoE.
+int64_t active_ffn(const ModelDesc& m, int64_t layer) {
+  if (!m.is_moe_layer(layer)) return m.ffn;
+  return (m.moe->top_k + m.moe->shared) * m.moe->ffn;
+}
+
+}  // namespace
+
+int64_t ModelDesc::layer_expert_params(int64_t layer) const {
+  return is_moe_layer(layer) ? moe->experts * 3 * dim * moe->ffn : 0;
+}
+
+int64_t ModelDesc::layer_params(int64_t layer) const {
+  const int64_t norms = 2 * dim;
+  if (!is_moe_layer(layer)) return attention_params(*this) + 3 * dim * ffn + norms;
+  return attention_params(*this) + layer_expert_params(layer) + moe->shared * 3 * dim * moe->ffn + dim * moe->experts +
+         norms;
+}
+
+int64_t ModelDesc::layer_active_params(int64_t layer) const {
+  if (!is_moe_layer(layer)) return layer_params(layer);
+  return attention_params(*this) + active_ffn(*this, layer) * 3 * dim + dim * moe->experts + 2 * dim;
+}
+
+int64_t ModelDesc::total_params() const {
+  int64_t n = embedding_params() + output_params();
+  for (int64_t l = 0; l < layers; ++l) n += layer_params(l);
+  return n;
+}
+
+int64_t ModelDesc::active_params() const {
+  int64_t n = embedding_params() + output_params();
+  for (int64_t l = 0; l < layers; ++l) n += layer_active_params(l);
+  return n;
+}
+
+double ModelDesc::layer_linear_flops_per_token(int64_t layer) const {
+  return 2.0 * static_cast<double>(layer_active_params(layer));
+}
+
+double ModelDesc::layer_attention_flops_per_token(int64_t seq) const {
+  return 2.0 * static_cast<double>(heads) * static_cast<double>(qk_plus_v(*this)) * static_cast<double>(seq);
+}
+
+double ModelDesc::training_flops_per_token(int64_t seq) const {
+  return 6.0 * static_cast<double>(active_params() - embedding_params()) +
+         3.0 * static_cast<double>(layers) * layer_attention_flops_per_token(seq);
+}
+
+LinkTier link_tier(const HardwareDesc& hw, int64_t stride, int64_t size) {
+  if (size <= 1) return LinkTier::kIntraNode;
+  return stride * size <= hw.gpus_per_node ? LinkTier::kIntraNode : LinkTier::kInterNode;
+}
+
+double tier_bandwidth(const HardwareDesc& hw, const Efficiency& eff, LinkTier tier) {
+  return tier == LinkTier::kIntraNode ? hw.intra_node_bw * eff.intra_node : hw.inter_node_bw * eff.inter_node;
+}
+
+double ring_time_s(double bytes, int64_t n, double bw, double latency_s, bool all_reduce) {
+  if (n <= 1 || bytes <= 0) return 0;
+  const double f = all_reduce ? 2.0 : 1.0;
+  return latency_s + f * static_cast<double>(n - 1) / static_cast<double>(n) * bytes / bw;
+}
+
+LayerCost layer_cost(const CostInputs& in, int64_t layer) {
+  const ModelDesc& m = in.model;
+  const Layout& lay = in.layout;
+  LayerCost c;
+  const double tokens = static_cast<double>(in.microbatch_sequences * in.seq_len) / lay.cp;  // per rank
+  const double rate = in.hardware.peak_flops * in.eff.compute;
+  const double lin = tokens * m.layer_linear_flops_per_token(layer) / lay.tp;
+  const double attn = tokens * m.layer_attention_flops_per_token(in.seq_len) / lay.tp;
+  const double h = static_cast<double>(m.dim);
+  const double lat = in.eff.latency_s;
+  // TP: 2 all-gathers + 2 reduce-scatters (SP) or 2 all-reduces per direction, of the whole
+  // microbatch's activation in bf16 (Narayanan et al. 2021; CONFIGS.md §4.6).
+  if (lay.tp > 1) {
+    const double bytes = tokens * h * 2;
+    const double bw = tier_bandwidth(in.hardware, in.eff, link_tier(in.hardware, 1, lay.tp));
+    c.tp_comm_s = lay.sequence_parallel ? 4 * ring_time_s(bytes, lay.tp, bw, lat, false)
+                                        : 2 * ring_time_s(bytes, lay.tp, bw, lat, true);
+  }
+  // CP: all-gather of this rank's keys and values over the CP group (ring attention's volume).
+  if (lay.cp > 1) {
+    const double kv_width = m.mla ? static_cast<double>(m.mla->kv_lora_rank + m.mla->qk_rope_head_dim)
+                                  : 2.0 * static_cast<double>(m.kv_heads * m.head_dim) / lay.tp;
+    const double bytes = tokens * lay.cp * kv_width * 2;
+    const double bw = tier_bandwidth(in.hardware, in.eff, link_tier(in.hardware, lay.tp, lay.cp));
+    c.cp_comm_s = ring_time_s(bytes, lay.cp, bw, lat, false);
+  }
+  // EP: dispatch and combine all-to-alls of the routed tokens (CONFIGS.md §4.6, AllToAll row):
+  // (ep-1)/ep of tokens·top_k·h·2 bytes leave each rank, twice per direction.
+  if (lay.ep > 1 && m.is_moe_layer(layer)) {
+    const double bytes = tokens * static_cast<double>(m.moe->top_k) * h * 2;
+    const double bw = tier_bandwidth(in.hardware, in.eff, link_tier(in.hardware, 1, lay.ep));
+    c.ep_comm_s = 2 * (lat + static_cast<double>(lay.ep - 1) / lay.ep * bytes / bw);
+  }
+  const double comm = c.tp_comm_s + c.cp_comm_s + c.ep_comm_s;
+  c.forward_s = (lin + attn) / rate + comm;
+  c.input_grad_s = (lin + 2 * attn) / rate + comm;
+  c.weight_grad_s = lin / rate;
+  const int64_t dense = m.layer_params(layer) - m.layer_expert_params(layer);
+  c.params = dense / lay.tp + m.layer_expert_params(layer) / (static_cast<int64_t>(lay.ep) * lay.tp);
+  // Activations per layer: s·b·h·(18 + 4·F/h)/t with SP (Megatron compute_activation_memory,
+  // Korthikanti et al. 2022 Table 2; FlashAttention stores no softmax). Without SP the 10·s·b·h
+  // of norm and dropout inputs stays whole on every TP rank.
+  const double f_over_h = static_cast<double>(active_ffn(m, layer)) / h;
+  const double per_token = lay.sequence_parallel || lay.tp == 1 ? h * (18 + 4 * f_over_h) / lay.tp
+                                                                : h * (10 + (8 + 4 * f_over_h) / lay.tp);
+  c.activation_bytes = static_cast<int64_t>(tokens * per_token);
+  const int64_t input = static_cast<int64_t>(tokens * h * 2 / (lay.sequence_parallel ? lay.tp : 1));
+  switch (in.recompute) {
+    case Recompute::kNone:
+      c.retained_bytes = c.activation_bytes;
+      break;
+    case Recompute::kFull:
+      c.retained_bytes = input;
+      c.recompute_s = c.forward_s;
+      break;
+    case Recompute::kSelective:
+      if (in.selective_every > 0) {
+        const double n = in.selective_every;
+        c.retained_bytes = static_cast<int64_t>((1 - 1 / n) * c.activation_bytes + input / n);
+        c.recompute_s = c.forward_s / n;
+      } else {
+        c.retained_bytes = c.activation_bytes;  // per-op policy: see layer_cost's comment
+      }
+      break;
+  }
+  return c;
+}
+
+double state_bytes_per_param(StateSharding sharding, int32_t d, bool fp32_grads) {
+  const double g = fp32_grads ? 4 : 2, k = 12;  // K = 12: fp32 master, Adam m and v (ZeRO §3)
+  const double n = std::max(1, d);
+  switch (sharding) {
+    case StateSharding::kReplicated: return 2 + g + k;
+    case StateSharding::kOptimizer: return 2 + g + k / n;
+    case StateSharding::kGradients: return 2 + (g + k) / n;
+    case StateSharding::kFull: return 16 / n;  // (2 + 2 + K)/N (ZeRO); torchtitan 4 + 4 + 8 (CONFIGS.md §4.4)
+  }
+  return 0;
+}
+
+double fsdp_crossover_tokens(double param_bytes, double reduce_bytes, double flops, double bw) {
+  return (param_bytes + reduce_bytes) / 4.0 * flops / bw;
+}
+
+}  // namespace sc::model

@@ -1,0 +1,178 @@
+// The model-and-hardware cost model: from a transformer's dimensions, the GPU and the parallel
+// degrees, the per-layer compute times, the model-state, parameter and activation bytes, and the
+// collective and point-to-point times by link tier. Formulas and figures: CONFIGS.md §4-§5
+// (the sources each function names are the ones cited there).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sc::model {
+
+/// Multi-head latent attention (DeepSeek-V2/V3; CONFIGS.md §1.6). Dimensions in elements.
+struct Mla {
+  int64_t q_lora_rank = 0;      ///< 0: queries projected directly from the hidden state
+  int64_t kv_lora_rank = 512;
+  int64_t qk_nope_head_dim = 128;
+  int64_t qk_rope_head_dim = 64;
+  int64_t v_head_dim = 128;
+};
+
+/// Mixture of experts in the feed-forward layers. Layers [0, dense_first) are dense; after
+/// them every `every`-th layer (the last of each group of `every`) is an MoE layer
+/// (torchtitan's interleave_moe_layer_step; CONFIGS.md §1.6).
+struct Moe {
+  int64_t experts = 8;          ///< routed experts
+  int64_t top_k = 2;            ///< routed experts per token
+  int64_t shared = 0;           ///< shared experts, always active
+  int64_t ffn = 14336;          ///< hidden size of one expert
+  int64_t dense_first = 0;
+  int64_t every = 1;
+};
+
+/// A decoder-only transformer with SwiGLU MLPs, RMSNorm and no biases (Llama family; CONFIGS.md
+/// §4.2, "Llama" row). Dimensions in elements.
+struct ModelDesc {
+  std::string name;             ///< preset name ("llama3-8b") or "custom"
+  int64_t dim = 0;              ///< hidden size h
+  int64_t layers = 0;           ///< transformer blocks
+  int64_t heads = 0;            ///< attention heads
+  int64_t kv_heads = 0;         ///< key/value heads (GQA); = heads for MHA
+  int64_t head_dim = 0;         ///< per head; dim / heads unless given
+  int64_t vocab = 0;
+  int64_t ffn = 0;              ///< dense MLP hidden size F
+  bool tied_embeddings = false; ///< input and output embeddings share one matrix
+  std::optional<Mla> mla;
+  std::optional<Moe> moe;
+  std::string source;           ///< where the dimensions come from
+
+  bool is_moe_layer(int64_t layer) const;
+  /// Parameters of block `layer`: attention, MLP (every expert, shared experts and router for
+  /// an MoE layer) and its two RMSNorms. CONFIGS.md §4.2 (Llama row); MLA per the DeepSeek-V3
+  /// projections (wq or wq_a/wq_b, wkv_a, kv_norm, wkv_b, wo).
+  int64_t layer_params(int64_t layer) const;
+  /// The same with only the top_k routed experts (plus shared ones) of an MoE layer.
+  int64_t layer_active_params(int64_t layer) const;
+  /// Routed-expert parameters of block `layer` (0 for a dense layer): sharded over EP.
+  int64_t layer_expert_params(int64_t layer) const;
+  int64_t embedding_params() const { return vocab * dim; }
+  /// Output projection (0 when tied) plus the final norm.
+  int64_t output_params() const { return (tied_embeddings ? 0 : vocab * dim) + dim; }
+  int64_t total_params() const;
+  int64_t active_params() const;
+  /// Forward FLOPs of block `layer` per token at sequence length `seq`, split into the linear
+  /// part (2 per active parameter) and the attention core (QK^T and AV: 2·heads·(d_qk + d_v)·seq,
+  /// no causal discount, as torchtitan counts it; CONFIGS.md §4.1).
+  double layer_linear_flops_per_token(int64_t layer) const;
+  double layer_attention_flops_per_token(int64_t seq) const;
+  /// Training FLOPs per token as torchtitan's MFU counts them: 6·(N_active − embedding) +
+  /// 6·layers·heads·(d_qk + d_v)·seq (CONFIGS.md §4.1, get_dense_model_nparams_and_flops).
+  double training_flops_per_token(int64_t seq) const;
+};
+
+/// A GPU and its node. Bandwidths are per GPU and per direction, bytes per second.
+struct HardwareDesc {
+  std::string name;
+  double peak_flops = 0;        ///< dense bf16, FLOP/s
+  int64_t hbm_bytes = 0;
+  double intra_node_bw = 0;     ///< NVLink / Infinity Fabric egress into the node's domain
+  double inter_node_bw = 0;     ///< scale-out network per GPU
+  int32_t gpus_per_node = 8;
+  std::string source;
+};
+
+/// Achieved fractions of peak. Defaults: CONFIGS.md §5.2 "Suggested defaults" (dense bf16
+/// 0.40; NVLink 0.6 and InfiniBand 0.9 of nominal, calculon's efficiency model).
+struct Efficiency {
+  double compute = 0.40;
+  double intra_node = 0.6;
+  double inter_node = 0.9;
+  double latency_s = 10e-6;     ///< per collective or message
+};
+
+/// The presets' names, for --help and "did you mean".
+std::vector<std::string> model_preset_names();
+std::vector<std::string> hardware_preset_names();
+/// A preset by name (case-insensitive; "llama3-8b", "h100"); nullopt when unknown.
+std::optional<ModelDesc> model_preset(const std::string& name);
+std::optional<HardwareDesc> hardware_preset(const std::string& name);
+/// torchtitan's (model.name, model.flavor) to a preset name ("llama3", "8B" -> "llama3-8b");
+/// empty when there is none.
+std::string torchtitan_preset(const std::string& name, const std::string& flavor);
+
+/// Activation recomputation of the transformer blocks.
+enum class Recompute { kNone, kSelective, kFull };
+
+/// The parallel layout of one model replica on the mesh, innermost first: tp, then cp, then
+/// dp_shard, dp_replicate, pp (torchtitan's dense mesh [pp, dp_replicate, dp_shard·cp, tp];
+/// CONFIGS.md §1.4). EP borrows ranks from dp_shard·cp·tp, it does not multiply the world.
+struct Layout {
+  int32_t tp = 1, cp = 1, dp_shard = 1, dp_replicate = 1, pp = 1, ep = 1;
+  bool sequence_parallel = true;
+  int32_t world() const { return tp * cp * dp_shard * dp_replicate * pp; }
+};
+
+/// Which link a group of `size` ranks whose members are `stride` ranks apart uses: inside a
+/// node when the group's span stride·size fits in gpus_per_node (stride·(size−1) < gpus_per_node
+/// and aligned), else the network.
+enum class LinkTier { kIntraNode, kInterNode };
+LinkTier link_tier(const HardwareDesc& hw, int64_t stride, int64_t size);
+/// Achieved bandwidth of a tier, bytes/s: nominal × efficiency.
+double tier_bandwidth(const HardwareDesc& hw, const Efficiency& eff, LinkTier tier);
+
+/// Ring collective time over n ranks of `bytes` per rank (all-gather output, reduce-scatter
+/// input, all-reduce buffer): latency + f·(n−1)/n·bytes/bw, f = 1 for all-gather and
+/// reduce-scatter, 2 for all-reduce (CONFIGS.md §4.6; scaling-book gpus.md). 0 when n <= 1.
+double ring_time_s(double bytes, int64_t n, double bw, double latency_s, bool all_reduce);
+
+/// Per-layer costs of one microbatch on one rank (after TP/CP/EP division). Seconds and bytes.
+struct LayerCost {
+  double forward_s = 0;         ///< compute + TP/CP/EP communication of the forward
+  double input_grad_s = 0;      ///< backward for inputs (I): linear part + 2× attention core
+  double weight_grad_s = 0;     ///< backward for weights (W): the linear part
+  double recompute_s = 0;       ///< forward work redone before I with recompute
+  double tp_comm_s = 0;         ///< TP all-gather/reduce-scatter (or all-reduce) time in forward
+  double cp_comm_s = 0;         ///< CP key/value all-gather time in forward
+  double ep_comm_s = 0;         ///< EP all-to-all time in forward (dispatch + combine)
+  int64_t params = 0;           ///< parameters held per rank (dense / tp, experts / (ep·tp))
+  int64_t activation_bytes = 0; ///< saved for backward without recompute
+  int64_t retained_bytes = 0;   ///< saved for backward with the chosen recompute
+};
+
+/// What the costs of a job depend on.
+struct CostInputs {
+  ModelDesc model;
+  HardwareDesc hardware;
+  Efficiency eff;
+  Layout layout;
+  int64_t seq_len = 0;            ///< tokens per sequence
+  int64_t microbatch_sequences = 1;  ///< sequences per microbatch per data-parallel rank
+  Recompute recompute = Recompute::kNone;
+  int32_t selective_every = 0;    ///< selective by layers: every n-th block fully recomputed (0: per-op policy)
+};
+
+/// The costs of block `layer`. Compute: FLOPs / (peak·eff.compute). Activations (16-bit,
+/// FlashAttention, so no stored softmax): s·b·h·(18 + 4·F/h)/t with sequence parallelism, per
+/// Megatron's compute_activation_memory (Korthikanti et al. 2022, Table 2; CONFIGS.md §4.3),
+/// with the token count divided by cp; without SP the 10·s·b·h of LayerNorm and dropout inputs
+/// is not divided by t. Full recompute retains the block input 2·s·b·h/(t·cp); selective every
+/// n-th block retains that on one block in n; the per-op policy (torchtitan "op") keeps the
+/// activations (FlashAttention already drops what it recomputes). TP with SP: 2 all-gathers and
+/// 2 reduce-scatters of s·b·h·2 bytes per layer in forward, the same in backward (Narayanan et
+/// al. 2021; CONFIGS.md §4.6); CP: an all-gather of the keys and values; EP: dispatch and
+/// combine all-to-alls of tokens·top_k·h·2 bytes.
+LayerCost layer_cost(const CostInputs& in, int64_t layer);
+
+/// Bytes per parameter of the resident model states per rank (master weights, gradients and
+/// Adam moments), for a sharding degree d (CONFIGS.md §4.4-4.5).
+enum class StateSharding { kReplicated, kOptimizer, kGradients, kFull };
+double state_bytes_per_param(StateSharding sharding, int32_t d, bool fp32_grads);
+
+/// A data-parallel group's FSDP crossover: the tokens per GPU per microbatch above which the
+/// backward's compute hides its all-gather and reduce-scatter: ((b_AG + b_RS)/4)·C/W with C the
+/// achieved FLOP/s and W the achieved bandwidth (CONFIGS.md §6.1, "Precision factor").
+double fsdp_crossover_tokens(double param_bytes, double reduce_bytes, double flops, double bw);
+
+}  // namespace sc::model

@@ -1,0 +1,123 @@
+// Model and GPU presets. Every figure is from CONFIGS.md (section given per entry).
+#include <algorithm>
+#include <cctype>
+
+#include "model/cost_model.h"
+
+namespace sc::model {
+namespace {
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+ModelDesc llama(std::string name, int64_t dim, int64_t layers, int64_t heads, int64_t kv, int64_t vocab, int64_t ffn,
+                std::string source) {
+  ModelDesc m;
+  m.name = std::move(name);
+  m.dim = dim;
+  m.layers = layers;
+  m.heads = heads;
+  m.kv_heads = kv;
+  m.head_dim = dim / heads;
+  m.vocab = vocab;
+  m.ffn = ffn;
+  m.source = std::move(source);
+  return m;
+}
+
+std::vector<ModelDesc> models() {
+  std::vector<ModelDesc> v;
+  // CONFIGS.md §1.6, torchtitan llama3 flavors @238fa99 (F from the FeedForward rule).
+  v.push_back(llama("llama3-8b", 4096, 32, 32, 8, 128256, 14336, "torchtitan llama3 flavor 8B (CONFIGS.md §1.6)"));
+  v.push_back(llama("llama3-70b", 8192, 80, 64, 8, 128256, 28672, "torchtitan llama3 flavor 70B (CONFIGS.md §1.6)"));
+  v.push_back(llama("llama3-405b", 16384, 126, 128, 8, 128256, 53248, "torchtitan llama3 flavor 405B (CONFIGS.md §1.6)"));
+  // torchtitan llama3 "debugmodel": dim 256, 6 layers, 16 heads, vocab 2000; F = round_up(int(2·4·256/3), 256).
+  v.push_back(llama("llama3-debug", 256, 6, 16, 16, 2000, 768, "torchtitan llama3 flavor debugmodel"));
+  {
+    // CONFIGS.md §1.6: llama4 17bx128e, 128 experts, top-1, one shared, MoE every 2nd layer.
+    ModelDesc m = llama("llama4-17bx128e", 5120, 48, 40, 8, 202048, 16384, "torchtitan llama4 flavor 17bx128e (CONFIGS.md §1.6)");
+    m.moe = Moe{128, 1, 1, 8192, 0, 2};
+    v.push_back(m);
+    m.name = "llama4-17bx16e";
+    m.source = "torchtitan llama4 flavor 17bx16e (CONFIGS.md §1.6)";
+    m.moe = Moe{16, 1, 1, 8192, 0, 1};
+    v.push_back(m);
+  }
+  {
+    // CONFIGS.md §1.6: DeepSeek-V3 16B, MLA (q_lora 0, kv_lora 512), 64 experts, 2 shared, top-6,
+    // first layer dense; 15.7B total, 2.7B active.
+    ModelDesc m = llama("deepseek-v3-16b", 2048, 27, 16, 16, 102400, 10944, "torchtitan deepseek_v3 flavor 16B (CONFIGS.md §1.6)");
+    m.head_dim = 128;
+    m.mla = Mla{0, 512, 128, 64, 128};
+    m.moe = Moe{64, 6, 2, 1408, 1, 1};
+    v.push_back(m);
+    m = llama("deepseek-v3-671b", 7168, 61, 128, 128, 129280, 18432, "torchtitan deepseek_v3 flavor 671B (CONFIGS.md §1.6)");
+    m.head_dim = 128;
+    m.mla = Mla{1536, 512, 128, 64, 128};
+    m.moe = Moe{256, 8, 1, 2048, 3, 1};
+    v.push_back(m);
+  }
+  {
+    // Mixtral 8x7B (Jiang et al. 2024, arXiv 2401.04088, Table 1): dim 4096, 32 layers, 32 heads,
+    // 8 KV heads, vocab 32000, expert hidden 14336, 8 experts, top-2; Megatron-LM's
+    // examples/mixtral script runs it (CONFIGS.md §2.4).
+    ModelDesc m = llama("mixtral-8x7b", 4096, 32, 32, 8, 32000, 14336, "Mixtral 8x7B (arXiv 2401.04088 Table 1)");
+    m.moe = Moe{8, 2, 0, 14336, 0, 1};
+    v.push_back(m);
+  }
+  return v;
+}
+
+std::vector<HardwareDesc> gpus() {
+  // CONFIGS.md §5.1 (bf16 dense peak, HBM, intra-node and scale-out per GPU, per direction).
+  return {
+      {"a100-80gb", 312e12, 80'000'000'000, 300e9, 25e9, 8, "CONFIGS.md §5.1 A100 80GB SXM"},
+      {"a100-40gb", 312e12, 40'000'000'000, 300e9, 25e9, 8, "CONFIGS.md §5.1 A100 40GB SXM"},
+      {"h100", 989e12, 80'000'000'000, 450e9, 50e9, 8, "CONFIGS.md §5.1 H100 SXM"},
+      {"h200", 989e12, 141'000'000'000, 450e9, 50e9, 8, "CONFIGS.md §5.1 H200"},
+      {"b200", 2250e12, 192'000'000'000, 900e9, 50e9, 8, "CONFIGS.md §5.1 B200"},
+      {"mi300x", 1300e12, 192'000'000'000, 448e9, 50e9, 8, "CONFIGS.md §5.1 MI300X"},
+  };
+}
+
+}  // namespace
+
+std::vector<std::string> model_preset_names() {
+  std::vector<std::string> out;
+  for (const ModelDesc& m : models()) out.push_back(m.name);
+  return out;
+}
+
+std::vector<std::string> hardware_preset_names() {
+  std::vector<std::string> out;
+  for (const HardwareDesc& h : gpus()) out.push_back(h.name);
+  return out;
+}
+
+std::optional<ModelDesc> model_preset(const std::string& name) {
+  const std::string n = lower(name);
+  for (const ModelDesc& m : models())
+    if (m.name == n) return m;
+  return std::nullopt;
+}
+
+std::optional<HardwareDesc> hardware_preset(const std::string& name) {
+  std::string n = lower(name);
+  if (n == "a100") n = "a100-80gb";
+  if (n == "h100-sxm") n = "h100";
+  for (const HardwareDesc& h : gpus())
+    if (h.name == n) return h;
+  return std::nullopt;
+}
+
+std::string torchtitan_preset(const std::string& name, const std::string& flavor) {
+  const std::string n = lower(name), f = lower(flavor);
+  std::string candidate;
+  if (f == "debugmodel") candidate = n + "-debug";
+  else candidate = n + "-" + f;
+  return model_preset(candidate) ? candidate : std::string();
+}
+
+}  // namespace sc::model
