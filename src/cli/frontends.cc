@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "config/readers.h"
 #include "fsdp/fsdp_yaml.h"
 #include "spec/router_spec.h"
 #include "spec/yaml_util.h"
@@ -23,10 +24,18 @@ bool declares(const std::string& path, const char* key) {
 bool composed(const std::string& path) { return declares(path, "mesh"); }
 bool anything(const std::string&) { return true; }
 
+/// Options of the framework-config front-ends: the job's facts and the lowered program's outputs.
+const std::vector<std::string> kConfigOptions = {"--gpus", "--model", "--hardware", "--trace", "--dot", "--svg",
+                                                 "--memory-min-cut", "--timeline-ops"};
+
 }  // namespace
 
 const std::vector<FrontEnd>& front_ends() {
   static const std::vector<FrontEnd> table = {
+      {"torchtitan", "torchtitan job configs (.toml)", config::is_torchtitan_config, kConfigOptions},
+      {"deepspeed", "DeepSpeed configs (.json with zero_optimization or a batch size)", config::is_deepspeed_config,
+       kConfigOptions},
+      {"megatron", "Megatron-LM launch scripts and argument files", config::is_megatron_config, kConfigOptions},
       {"router", "router specs (a top-level router: key)", is_router_spec, {}},
       {"fsdp", "fsdp specs (a top-level fsdp: key, no mesh:)", is_fsdp_spec, {"--trace", "--dot", "--svg", "--memory-min-cut"}},
       {"composed", "composed specs (a top-level mesh: key)", composed,

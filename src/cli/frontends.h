@@ -11,7 +11,7 @@ namespace sc::cli {
 /// and top-level keys, never by a file's position on the command line); `options` are the
 /// verify options that apply to it (--format always does).
 struct FrontEnd {
-  const char* name;  ///< "router", "fsdp", "composed", "pipeline"
+  const char* name;  ///< "torchtitan", "deepspeed", "megatron", "router", "fsdp", "composed", "pipeline"
   const char* what;  ///< for messages: "router specs (a top-level router: key)"
   bool (*claims)(const std::string& path);
   std::vector<std::string> options;

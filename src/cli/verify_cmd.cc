@@ -6,10 +6,13 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "pipeline/verify_pipeline.h"
 #include "cli/common.h"
+#include "cli/config_cmd.h"
+#include "model/cost_model.h"
 #include "cli/frontends.h"
 #include "report/report.h"
 #include "solver/smt_engine.h"
@@ -40,14 +43,16 @@ struct VerifyArgs {
   bool forward_only = false;
   size_t timeline_ops = 400;
   std::string engine = "graph";
+  config::JobContext job;  ///< --gpus, --model, --hardware (framework configs)
 };
 
 int run_verify(const VerifyArgs& a);
 
-/// Which runner checks a front-end's files: router, fsdp, or the pipeline path (pipeline and
-/// composed specs, CSVs).
+/// Which runner checks a front-end's files: router, fsdp, the pipeline path (pipeline and
+/// composed specs, CSVs), or framework configs.
 int runner_of(const FrontEnd& f) {
   const std::string n = f.name;
+  if (n == "torchtitan" || n == "deepspeed" || n == "megatron") return 3;
   return n == "router" ? 0 : n == "fsdp" ? 1 : 2;
 }
 
@@ -104,7 +109,9 @@ int run_verify(const VerifyArgs& a) {
       {"--blocking", a.blocking.has_value()},   {"--lower", a.lower.has_value()},
       {"--trace", a.trace.has_value()},         {"--dot", a.dot.has_value()},
       {"--svg", a.svg.has_value()},             {"--memory-min-cut", a.min_cut},
-      {"--engine smt", a.engine == "smt"},      {"--forward-only", a.forward_only}};
+      {"--engine smt", a.engine == "smt"},      {"--forward-only", a.forward_only},
+      {"--gpus", a.job.gpus > 0},                {"--model", !a.job.model.empty()},
+      {"--hardware", !a.job.hardware.empty()}};
   std::set<int> runners;
   for (const auto& f : a.files) {
     const FrontEnd& fe = front_end_for(f);
@@ -128,7 +135,11 @@ int run_verify(const VerifyArgs& a) {
       return kExitUsage;
     }
   }
-  if (runners.size() > 1) return run_mixed(a);
+  if (runners.size() > 1 || (runners.count(3) && a.files.size() > 1)) return run_mixed(a);
+  if (runners.count(3))
+    return run_config_verify(a.files, a.format, a.job,
+                             ConfigOutputs{a.trace.value_or(""), a.dot.value_or(""), a.svg.value_or(""), a.min_cut,
+                                           a.timeline_ops});
   if (!a.files.empty() && is_router_spec_file(a.files.front())) return run_router_verify(a.files, a.format);
   VerifyOptions opt;
   if (a.semantics) opt.semantics = parse_semantics(*a.semantics);  // validated by the option
@@ -187,8 +198,9 @@ Command add_verify(CLI::App& parent) {
                 "  schedcheck verify examples/llama7b-pp8-1f1b.yaml\n"
                 "  schedcheck verify schedule.csv --semantics eager --format json\n"
                 "  schedcheck verify examples/fsdp2-llama3-8b.yaml      (FSDP / ZeRO-3 specs: a top-level fsdp: key)\n"
+                "  schedcheck verify train.toml --gpus 64 --hardware h100  (torchtitan, Megatron-LM, DeepSpeed configs)\n"
                 "  schedcheck verify deadlock.yaml --dot stuck.dot --trace timeline.json --svg timeline.svg");
-  cmd->add_option("files", a->files, "YAML specs (.yaml: pipeline, composed (mesh:), fsdp: or router:) or PyTorch schedule CSVs (.csv), any mix: each file is checked by its own front-end; with several, the exit code is theirs when they agree, else 10")->required();
+  cmd->add_option("files", a->files, "YAML specs (.yaml: pipeline, composed (mesh:), fsdp: or router:), PyTorch schedule CSVs (.csv), torchtitan TOML, Megatron-LM launch scripts or DeepSpeed JSON configs, any mix: each file is checked by its own front-end; with several, the exit code is theirs when they agree, else 10")->required();
   cmd->add_option("--format", a->format, "text (for people) or json (one object per file, a list for several)")
       ->check(CLI::IsMember({"text", "json"}));
   add_semantics_option(cmd, a->semantics);
@@ -218,6 +230,14 @@ Command add_verify(CLI::App& parent) {
   cmd->add_option("--engine", a->engine, "graph (default) or smt: deadlock and worst-case memory also by an independent Z3 encoding, which must agree")
       ->check(CLI::IsMember({"graph", "smt"}));
   cmd->add_option("--timeline-ops", a->timeline_ops, "print the text timeline for schedules up to this many ops");
+  cmd->add_option("--gpus", a->job.gpus, "framework configs: the world size, when the config does not fix it")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--model", a->job.model,
+                  fmt::format("framework configs: the model preset, when the config does not name one ({})",
+                              fmt::join(model::model_preset_names(), ", ")));
+  cmd->add_option("--hardware", a->job.hardware,
+                  fmt::format("framework configs: the GPU preset (default: the config's comment, else h100): {}",
+                              fmt::join(model::hardware_preset_names(), ", ")));
   return {cmd, [a] { return run_verify(*a); }};
 }
 

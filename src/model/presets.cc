@@ -113,7 +113,8 @@ std::optional<HardwareDesc> hardware_preset(const std::string& name) {
 }
 
 std::string torchtitan_preset(const std::string& name, const std::string& flavor) {
-  const std::string n = lower(name), f = lower(flavor);
+  std::string n = lower(name), f = lower(flavor);
+  std::replace(n.begin(), n.end(), '_', '-');
   std::string candidate;
   if (f == "debugmodel") candidate = n + "-debug";
   else candidate = n + "-" + f;

@@ -52,7 +52,8 @@ class Builder {
       const int64_t resident = !fsdp_stage_[s] ? spec_.memory.params_bytes[s]
                                : sharded        ? spec_.memory.params_bytes[s] / comp_->dp_shard
                                                 : 0;
-      for (int32_t d = 0; d < dp_; ++d) p.static_bytes_per_rank[r * dp_ + d] += resident;
+      const int64_t states = s < static_cast<int32_t>(spec_.memory.state_bytes.size()) ? spec_.memory.state_bytes[s] : 0;
+      for (int32_t d = 0; d < dp_; ++d) p.static_bytes_per_rank[r * dp_ + d] += resident + states;
     }
     compute_stream_.resize(world);
     comm_stream_.resize(world);

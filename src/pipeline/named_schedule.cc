@@ -50,7 +50,7 @@ bool resolve_named_schedule(PipelineSpec& spec, Diagnostics& diags) {
   bool ok = resize_uniform(spec.costs.f_s, n) && resize_uniform(spec.costs.i_s, n) &&
             resize_uniform(spec.costs.w_s, n) && resize_uniform(spec.costs.b_s, n) &&
             resize_uniform(spec.memory.params_bytes, n) && resize_uniform(spec.memory.activation_bytes, n) &&
-            resize_uniform(spec.memory.weight_grad_bytes, n);
+            resize_uniform(spec.memory.weight_grad_bytes, n) && (spec.memory.state_bytes.empty() || resize_uniform(spec.memory.state_bytes, n));
   if (!ok) {
     diags.error(req.loc, fmt::format("{} has {} stages, but a per-stage list of costs or memory in the spec has "
                                      "another length", req.name, g->stages));

@@ -57,6 +57,10 @@ struct MemorySpec {
   std::vector<int64_t> weight_grad_bytes;
   std::vector<Recompute> recompute;       ///< per stage; empty = none everywhere
   std::vector<int64_t> retained_bytes;    ///< per stage, with recompute; empty = the defaults above
+  /// Per stage, resident on its rank for the whole step and not managed by the schedule: the
+  /// model states a framework keeps besides the parameters above (sharded fp32 master weights,
+  /// gradients and optimizer moments; CONFIGS.md §4.4-4.5). Empty = none.
+  std::vector<int64_t> state_bytes;
 };
 
 /// A pipeline composed with data parallelism on a device mesh (a composed spec: `mesh:` and

@@ -37,7 +37,7 @@ const std::vector<std::string> kCostKeys = {"F", "I", "W", "B", "R"};
 const std::vector<std::string> kP2PKeys = {"latency", "bandwidth", "message_bytes", "semantics", "blocking",
                                            "comm_init"};
 const std::vector<std::string> kMemoryKeys = {"limit_bytes", "params_bytes", "activation_bytes",
-                                              "weight_grad_bytes", "recompute", "recompute_retained_bytes"};
+                                              "weight_grad_bytes", "recompute", "recompute_retained_bytes", "state_bytes"};
 const std::vector<std::string> kMeshKeys = {"pp", "dp_replicate", "dp_shard", "link"};
 const std::vector<std::string> kComposedFsdpKeys = {"implementation", "dtypes", "options"};
 const std::vector<std::string> kDtypeKeys = {"param", "reduce"};
@@ -506,7 +506,8 @@ void Loader::read_memory(const Entry& e, PipelineSpec& spec) {
   };
   for (Field fd : {Field{"params_bytes", &spec.memory.params_bytes},
                    Field{"activation_bytes", &spec.memory.activation_bytes},
-                   Field{"weight_grad_bytes", &spec.memory.weight_grad_bytes}}) {
+                   Field{"weight_grad_bytes", &spec.memory.weight_grad_bytes},
+                   Field{"state_bytes", &spec.memory.state_bytes}}) {
     auto it = f.find(fd.key);
     if (it == f.end()) continue;
     if (auto v = per_stage<int64_t>(it->second, fmt::format("memory.{}", fd.key), "byte count", b))

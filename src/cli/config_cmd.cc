@@ -1,0 +1,222 @@
+// `schedcheck verify` on framework configs (torchtitan TOML, Megatron-LM arguments, DeepSpeed
+// JSON): read the job, lower it with the cost model to a composed or FSDP spec, verify that, and
+// report the job's predicted step time, MFU and memory above the front-end's report.
+#include <algorithm>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/common.h"
+#include "cli/config_cmd.h"
+#include "config/lower_job.h"
+#include "config/readers.h"
+#include "fsdp/verify_fsdp.h"
+#include "pipeline/named_schedule.h"
+#include "report/report.h"
+
+namespace sc::cli {
+namespace {
+
+using config::JobCosts;
+using config::TrainingJob;
+
+std::string gib(double b) { return fmt::format("{:.1f} GiB", b / double(int64_t{1} << 30)); }
+
+std::string count(double n) {
+  if (n >= 1e12) return fmt::format("{:.2f}T", n / 1e12);
+  if (n >= 1e9) return fmt::format("{:.2f}B", n / 1e9);
+  if (n >= 1e6) return fmt::format("{:.1f}M", n / 1e6);
+  if (n >= 1e3) return fmt::format("{:.1f}k", n / 1e3);
+  return fmt::format("{:.0f}", n);
+}
+
+const char* sharding_name(config::Sharding s, int32_t replicate) {
+  switch (s) {
+    case config::Sharding::kDdp: return "DDP (replicated, gradients all-reduced)";
+    case config::Sharding::kZero1: return "distributed optimizer / ZeRO-1 (optimizer state sharded)";
+    case config::Sharding::kZero2: return "ZeRO-2 (optimizer state and gradients sharded)";
+    case config::Sharding::kFsdp: return replicate > 1 ? "HSDP (sharded, replicated)" : "FSDP (fully sharded)";
+  }
+  return "";
+}
+
+const char* recompute_name(const TrainingJob& j) {
+  switch (j.recompute) {
+    case model::Recompute::kNone: return "none";
+    case model::Recompute::kFull: return "full";
+    case model::Recompute::kSelective: return j.selective_every > 0 ? "selective (every n-th block)" : "selective (per-op policy)";
+  }
+  return "";
+}
+
+/// The predicted figures of a verified job.
+struct Prediction {
+  bool complete = false;
+  double step_s = 0;          ///< optimizer step to optimizer step
+  double mfu = 0;             ///< flops_per_step / (world · peak · step)
+  double tokens_per_s = 0;
+  int64_t peak_bytes = 0;     ///< largest timeline peak over modelled ranks
+  int32_t peak_rank = 0;
+  int64_t worst_bytes = 0;    ///< largest worst case over interleavings
+};
+
+Prediction predict(const TrainingJob& job, const JobCosts& jc, const ProgramResult& base, double fsdp_step_s) {
+  Prediction p;
+  if (!base.timeline) return p;
+  p.complete = true;
+  p.step_s = fsdp_step_s > 0 ? fsdp_step_s : base.timeline->makespan_s * std::max(1, job.grad_accum);
+  const double world = job.world > 0 ? job.world : job.layout.world();
+  if (p.step_s > 0) {
+    p.mfu = jc.flops_per_step / (world * jc.hardware.peak_flops * p.step_s);
+    p.tokens_per_s = static_cast<double>(jc.tokens_per_step) / p.step_s;
+  }
+  const auto& peaks = base.timeline->peak_bytes_per_rank;
+  for (size_t r = 0; r < peaks.size(); ++r)
+    if (peaks[r] > p.peak_bytes) p.peak_bytes = peaks[r], p.peak_rank = static_cast<int32_t>(r);
+  if (base.worst_case)
+    for (int64_t b : base.worst_case->bytes_per_rank) p.worst_bytes = std::max(p.worst_bytes, b);
+  return p;
+}
+
+void write_job_text(std::ostream& os, const TrainingJob& job, const JobCosts& jc, const Prediction& p) {
+  const model::Layout& l = job.layout;
+  os << fmt::format("{} config {}: {} on {} × {}\n", job.framework, job.path, jc.model.name, job.world,
+                    jc.hardware.name);
+  os << fmt::format("  parallelism   pp {} × dp_replicate {} × dp_shard {} × cp {} × tp {} = {} GPUs{}; {}\n", l.pp,
+                    l.dp_replicate, l.dp_shard, l.cp, l.tp, l.world(), l.ep > 1 ? fmt::format(" (ep {})", l.ep) : "",
+                    sharding_name(job.sharding, l.dp_replicate));
+  if (l.pp > 1)
+    os << fmt::format("  pipeline      {} with {} stage{} per rank, {} microbatches of {} sequence{}; blocks per stage {}\n",
+                      job.schedule, job.stages_per_rank, job.stages_per_rank > 1 ? "s" : "", job.microbatches,
+                      job.microbatch_sequences, job.microbatch_sequences > 1 ? "s" : "",
+                      fmt::join(jc.stage_layers, ","));
+  os << fmt::format("  batch         {} sequences × {} tokens = {} tokens per step; {} token{} per GPU per microbatch\n",
+                    job.global_batch_sequences, job.seq_len, count(static_cast<double>(jc.tokens_per_step)),
+                    jc.tokens_per_gpu_microbatch, jc.tokens_per_gpu_microbatch == 1 ? "" : "s");
+  os << fmt::format("  model         {} parameters ({} active); {:.1f} GFLOP per token; 6·N·D ≈ {:.3g} FLOP per step\n",
+                    count(static_cast<double>(jc.total_params)), count(static_cast<double>(jc.active_params)),
+                    jc.flops_per_token / 1e9, jc.flops_per_step);
+  os << fmt::format("  recompute     {}; reduce dtype {}; model states {} per rank\n", recompute_name(job),
+                    job.reduce_dtype, gib(static_cast<double>(jc.state_bytes_per_rank)));
+  if (jc.fsdp_crossover_tokens > 0)
+    os << fmt::format("  FSDP          {} tokens per GPU per microbatch against a crossover of {:.0f} over {}: {}\n",
+                      jc.tokens_per_gpu_microbatch, jc.fsdp_crossover_tokens,
+                      jc.dp_tier == model::LinkTier::kIntraNode ? "NVLink" : "the network",
+                      jc.tokens_per_gpu_microbatch >= jc.fsdp_crossover_tokens ? "compute hides the collectives"
+                                                                                : "communication-bound");
+  if (p.complete)
+    os << fmt::format("  predicted     step {:.3f} s, MFU {:.1f}% (at {:.0f}% of peak per op), {} tokens/s ({} per GPU); "
+                      "peak {} on modelled rank {}, worst case {}, HBM {}\n",
+                      p.step_s, 100 * p.mfu, 100 * jc.eff.compute, count(p.tokens_per_s),
+                      count(p.tokens_per_s / std::max(1, job.world)), gib(static_cast<double>(p.peak_bytes)),
+                      p.peak_rank, gib(static_cast<double>(p.worst_bytes)), gib(static_cast<double>(jc.hardware.hbm_bytes)));
+  for (const std::string& n : jc.notes) os << "  note: " << n << "\n";
+  if (!job.unmodelled.empty()) {
+    std::vector<std::string> keys;
+    for (const auto& u : job.unmodelled) keys.push_back(u.first);
+    os << fmt::format("  not modelled: {}\n", fmt::join(keys, ", "));
+  }
+  os << "\n";
+}
+
+nlohmann::json job_json(const TrainingJob& job, const JobCosts& jc, const Prediction& p) {
+  const model::Layout& l = job.layout;
+  nlohmann::json j = {
+      {"framework", job.framework},
+      {"model", jc.model.name},
+      {"hardware", jc.hardware.name},
+      {"world", job.world},
+      {"layout", {{"pp", l.pp}, {"dp_replicate", l.dp_replicate}, {"dp_shard", l.dp_shard}, {"cp", l.cp}, {"tp", l.tp},
+                  {"ep", l.ep}, {"sequence_parallel", l.sequence_parallel}}},
+      {"schedule", job.schedule},
+      {"stages_per_rank", job.stages_per_rank},
+      {"microbatches", job.microbatches},
+      {"grad_accum", job.grad_accum},
+      {"microbatch_sequences", job.microbatch_sequences},
+      {"seq_len", job.seq_len},
+      {"tokens_per_step", jc.tokens_per_step},
+      {"params", jc.total_params},
+      {"active_params", jc.active_params},
+      {"flops_per_token", jc.flops_per_token},
+      {"flops_per_step", jc.flops_per_step},
+      {"state_bytes_per_rank", jc.state_bytes_per_rank},
+      {"fsdp_crossover_tokens", jc.fsdp_crossover_tokens},
+      {"tokens_per_gpu_microbatch", jc.tokens_per_gpu_microbatch},
+      {"efficiency", jc.eff.compute},
+      {"notes", jc.notes},
+  };
+  nlohmann::json un = nlohmann::json::array();
+  for (const auto& u : job.unmodelled) un.push_back({{"key", u.first}, {"at", format_loc(u.second)}});
+  j["unmodelled"] = un;
+  if (p.complete)
+    j["predicted"] = {{"step_time_s", p.step_s}, {"mfu", p.mfu}, {"tokens_per_s", p.tokens_per_s},
+                      {"peak_bytes", p.peak_bytes}, {"peak_rank", p.peak_rank}, {"worst_case_bytes", p.worst_bytes}};
+  return j;
+}
+
+bool read_job(const std::string& path, const config::JobContext& ctx, TrainingJob* job, Diagnostics& d) {
+  if (config::is_torchtitan_config(path)) return config::read_torchtitan(path, ctx, job, d);
+  if (config::is_deepspeed_config(path)) return config::read_deepspeed(path, ctx, job, d);
+  return config::read_megatron(path, ctx, job, d);
+}
+
+}  // namespace
+
+int run_config_verify(const std::vector<std::string>& files, const std::string& format, const config::JobContext& ctx,
+                      const ConfigOutputs& out) {
+  int exit = 0;
+  nlohmann::json all = nlohmann::json::array();
+  for (size_t i = 0; i < files.size(); ++i) {
+    Diagnostics d;
+    TrainingJob job;
+    config::LoweredJob lowered;
+    bool ok = read_job(files[i], ctx, &job, d) && config::lower_job(job, ctx, &lowered, d);
+    if (ok && !lowered.is_fsdp) ok = resolve_named_schedule(lowered.pipeline, d);
+    if (!ok) {
+      if (format == "json") print_json_diagnostics(d);
+      exit = combine_exit(exit, report_spec_errors(d));
+      continue;
+    }
+    d.print(std::cerr);  // warnings (e.g. sequence parallelism dropped at TP 1)
+    std::string report;
+    Prediction p;
+    const ProgramResult* base = nullptr;
+    std::optional<FsdpVerifyResult> fr;
+    std::optional<VerifyResult> vr;
+    if (lowered.is_fsdp) {
+      fr = verify_fsdp(lowered.fsdp, out.min_cut);
+      const double step = fr->figures && !fr->figures->step_time_s.empty() ? fr->figures->step_time_s.back() : 0;
+      p = predict(job, lowered.costs, fr->base, step);
+      base = &fr->base;
+    } else {
+      VerifyOptions opt;
+      opt.force_min_cut = out.min_cut;
+      vr = verify(lowered.pipeline, opt);
+      p = predict(job, lowered.costs, *vr, 0);
+      base = &*vr;
+    }
+    exit = combine_exit(exit, base->exit_code);
+    if (format == "json") {
+      nlohmann::json j = nlohmann::json::parse(fr ? fsdp_json_report(*fr) : json_report(*vr));
+      j["path"] = files[i];
+      j["job"] = job_json(job, lowered.costs, p);
+      if (files.size() == 1) std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      else all.push_back(std::move(j));
+    } else {
+      if (i) std::cout << "\n";
+      write_job_text(std::cout, job, lowered.costs, p);
+      if (fr) write_fsdp_text_report(std::cout, *fr);
+      else write_text_report(std::cout, *vr, out.timeline_ops);
+    }
+    const VerifyResult& vbase = fr ? fr->base : *vr;
+    if (!out.trace.empty() && !write_output(out.trace, chrome_trace(vbase))) return kExitUsage;
+    if (!out.dot.empty() && !write_output(out.dot, dot_graph(vbase))) return kExitUsage;
+    if (!out.svg.empty() && !write_output(out.svg, svg_timeline(vbase))) return kExitUsage;
+  }
+  if (format == "json" && files.size() > 1) std::cout << all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  return exit;
+}
+
+}  // namespace sc::cli

@@ -1,0 +1,315 @@
+#include "config/lower_job.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace sc::config {
+namespace {
+
+using model::LinkTier;
+
+int dtype_bytes(const std::string& dtype) { return dtype == "fp32" ? 4 : dtype == "fp8" ? 1 : 2; }
+
+const char* tier_name(LinkTier t) { return t == LinkTier::kIntraNode ? "NVLink (inside a node)" : "the network (across nodes)"; }
+
+/// Costs summed over the blocks of one stage.
+struct StageSum {
+  double f = 0, i = 0, w = 0, r = 0;
+  int64_t params = 0, activation = 0, retained = 0, weight_grad = 0;
+};
+
+}  // namespace
+
+bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, Diagnostics& diags) {
+  LoweredJob& lj = *out;
+  JobCosts& jc = lj.costs;
+  const model::Layout& lay = job.layout;
+  // Model and hardware.
+  if (job.model_desc) {
+    jc.model = *job.model_desc;
+  } else {
+    const std::string name = !job.model.empty() ? job.model : ctx.model;
+    auto m = model::model_preset(name);
+    if (!m) {
+      diags.error(job.loc("model"), name.empty()
+                                        ? fmt::format("the config names no model: pass --model with one of {}",
+                                                      fmt::join(model::model_preset_names(), ", "))
+                                        : fmt::format("unknown model preset '{}'; the presets are {}", name,
+                                                      fmt::join(model::model_preset_names(), ", ")));
+      return false;
+    }
+    jc.model = *m;
+  }
+  {
+    std::string name = !job.hardware.empty() ? job.hardware : ctx.hardware;
+    if (name.empty()) {
+      name = "h100";
+      jc.notes.push_back("no GPU named in the config or with --hardware: H100 SXM assumed");
+    }
+    auto h = model::hardware_preset(name);
+    if (!h) {
+      diags.error(job.loc("hardware"), fmt::format("unknown hardware preset '{}'; the presets are {}", name,
+                                                   fmt::join(model::hardware_preset_names(), ", ")));
+      return false;
+    }
+    jc.hardware = *h;
+  }
+  const model::ModelDesc& m = jc.model;
+  const model::HardwareDesc& hw = jc.hardware;
+  if (m.heads % lay.tp != 0) {
+    diags.error(job.loc("tp"), fmt::format("tensor parallel degree {} does not divide the {} attention heads of {}",
+                                           lay.tp, m.heads, m.name));
+    return false;
+  }
+  model::CostInputs in;
+  in.model = m;
+  in.hardware = hw;
+  in.eff = jc.eff;
+  in.layout = lay;
+  in.seq_len = job.seq_len;
+  in.microbatch_sequences = job.microbatch_sequences;
+  in.recompute = job.recompute;
+  in.selective_every = job.selective_every;
+  jc.total_params = m.total_params();
+  jc.active_params = m.active_params();
+  jc.tokens_per_step = job.global_batch_sequences * job.seq_len;
+  jc.flops_per_token = m.training_flops_per_token(job.seq_len);
+  jc.flops_per_step = jc.flops_per_token * static_cast<double>(jc.tokens_per_step);
+  const double tokens = static_cast<double>(job.microbatch_sequences * job.seq_len) / lay.cp;
+  jc.tokens_per_gpu_microbatch = static_cast<int64_t>(tokens);
+  jc.tp_ranks_per_modelled_rank = lay.tp;
+
+  // Stage split (torchtitan: embedding and output count as one layer each; CONFIGS.md §1.4).
+  const int32_t stages = lay.pp * job.stages_per_rank;
+  const int64_t first_less = job.framework == "torchtitan" ? 1 : 0, last_less = first_less;
+  const int64_t effective = m.layers + first_less + last_less;
+  if (stages > effective) {
+    diags.error(job.loc("pp"), fmt::format("{} pipeline stages but {} has only {} layers to split", stages, m.name,
+                                           m.layers));
+    return false;
+  }
+  std::vector<StageSum> sum(stages);
+  jc.stage_layers.assign(stages, 0);
+  int64_t layer = 0;
+  const double rate = hw.peak_flops * jc.eff.compute;
+  for (int32_t s = 0; s < stages; ++s) {
+    int64_t units = effective / stages + (s < effective % stages ? 1 : 0);
+    if (s == 0) units -= first_less;
+    if (s == stages - 1) units -= last_less;
+    if (units < 0 || (units == 0 && stages > 1 && s != 0 && s != stages - 1)) {
+      diags.error(job.loc("pp"), fmt::format("stage {} of {} gets no transformer block", s, stages));
+      return false;
+    }
+    jc.stage_layers[s] = units;
+    for (int64_t k = 0; k < units; ++k, ++layer) {
+      const model::LayerCost c = model::layer_cost(in, layer);
+      sum[s].f += c.forward_s;
+      sum[s].i += c.input_grad_s;
+      sum[s].w += c.weight_grad_s;
+      sum[s].r += c.recompute_s;
+      sum[s].params += c.params;
+      sum[s].activation += c.activation_bytes;
+      sum[s].retained += c.retained_bytes;
+      const int64_t f = m.is_moe_layer(layer) ? (m.moe->top_k + m.moe->shared) * m.moe->ffn : m.ffn;
+      sum[s].weight_grad += static_cast<int64_t>(2 * tokens * static_cast<double>(3 * m.dim + f) / lay.tp);
+      if (layer == 0) {
+        jc.tp_comm_per_layer_s = c.tp_comm_s;
+        jc.cp_comm_per_layer_s = c.cp_comm_s;
+      }
+      jc.ep_comm_per_layer_s = std::max(jc.ep_comm_per_layer_s, c.ep_comm_s);
+    }
+    if (s == 0) sum[s].params += m.embedding_params() / lay.tp;
+    if (s == stages - 1) {
+      // Output projection: 2·V·h FLOPs per token forward, the same for I and for W; its inputs
+      // and fp32 logits stay for the backward (Megatron compute_activation_memory).
+      const double head = tokens * 2.0 * static_cast<double>(m.vocab * m.dim) / lay.tp / rate;
+      sum[s].f += head;
+      sum[s].i += head;
+      sum[s].w += head;
+      sum[s].params += m.output_params() / lay.tp;
+      const int64_t logits = static_cast<int64_t>(4 * tokens * static_cast<double>(m.dim + m.vocab) / lay.tp);
+      sum[s].activation += logits;
+      sum[s].retained += logits;
+    }
+  }
+  if (layer != m.layers) {
+    diags.error(job.loc("pp"), fmt::format("internal: the stage split placed {} of {} blocks", layer, m.layers));
+    return false;
+  }
+  jc.tp_tier = model::link_tier(hw, 1, lay.tp);
+  if (lay.tp > 1)
+    jc.notes.push_back(fmt::format("each modelled rank stands for its {} tensor-parallel ranks; their per-layer "
+                                   "all-gathers and reduce-scatters ({:.3f} ms per layer and direction over {}) are "
+                                   "added to F and I, not overlapped", lay.tp, jc.tp_comm_per_layer_s * 1e3,
+                                   tier_name(jc.tp_tier)));
+  if (lay.cp > 1)
+    jc.notes.push_back(fmt::format("context parallelism: each rank computes 1/{} of the tokens; the key/value "
+                                   "all-gather ({:.3f} ms per layer) is added to F and I", lay.cp,
+                                   jc.cp_comm_per_layer_s * 1e3));
+  if (lay.ep > 1)
+    jc.notes.push_back(fmt::format("expert parallelism {}: dispatch and combine all-to-alls ({:.3f} ms per MoE layer "
+                                   "and direction) are added to F and I, with tokens spread evenly over experts",
+                                   lay.ep, jc.ep_comm_per_layer_s * 1e3));
+
+  // Data-parallel sharding of the model states (CONFIGS.md §4.4-4.5).
+  const bool fsdp = job.sharding == Sharding::kFsdp;
+  const int32_t shard = fsdp ? lay.dp_shard * lay.cp : 1;
+  const int32_t replicate = fsdp ? lay.dp_replicate : lay.dp_replicate * lay.dp_shard * lay.cp;
+  const int32_t d = fsdp ? shard : replicate;
+  const bool fp32_grads = job.reduce_dtype == "fp32";
+  const int pbytes = dtype_bytes(job.param_dtype);
+  double per_param = 0;
+  switch (job.sharding) {
+    case Sharding::kDdp: per_param = model::state_bytes_per_param(model::StateSharding::kReplicated, d, fp32_grads); break;
+    case Sharding::kZero1: per_param = model::state_bytes_per_param(model::StateSharding::kOptimizer, d, fp32_grads); break;
+    case Sharding::kZero2: per_param = model::state_bytes_per_param(model::StateSharding::kGradients, d, fp32_grads); break;
+    case Sharding::kFsdp:
+      per_param = job.fp32_master ? model::state_bytes_per_param(model::StateSharding::kFull, d, fp32_grads) : 8.0 / d;
+      break;
+  }
+  // The FSDP group and the data-parallel all-reduce: members tp apart (tp innermost).
+  jc.dp_tier = model::link_tier(hw, lay.tp, fsdp ? shard : replicate);
+  if (fsdp && replicate > 1 && model::link_tier(hw, static_cast<int64_t>(lay.tp) * shard, replicate) == LinkTier::kInterNode)
+    jc.dp_tier = LinkTier::kInterNode;  // HSDP: one bandwidth for both groups, the slower
+  jc.dp_bandwidth = model::tier_bandwidth(hw, jc.eff, jc.dp_tier);
+  jc.pp_tier = model::link_tier(hw, static_cast<int64_t>(lay.tp) * lay.cp * lay.dp_shard * lay.dp_replicate, lay.pp);
+  jc.pp_bandwidth = model::tier_bandwidth(hw, jc.eff, jc.pp_tier);
+  if (fsdp)
+    jc.fsdp_crossover_tokens = model::fsdp_crossover_tokens(pbytes, dtype_bytes(job.reduce_dtype), rate, jc.dp_bandwidth);
+
+  const std::string stem = std::filesystem::path(job.path).stem().string();
+  if (lay.pp == 1 && fsdp) {
+    // FSDP / ZeRO-3 without a pipeline: one unit per block, as torchtitan's apply_fsdp wraps them.
+    lj.is_fsdp = true;
+    FsdpSpec& f = lj.fsdp;
+    f.name = stem;
+    f.ranks = shard * replicate;
+    f.shard_size = shard;
+    f.replicate_size = replicate;
+    f.implementation = job.framework == "deepspeed" ? FsdpImplementation::kZero3 : FsdpImplementation::kFsdp2;
+    f.param_dtype = DType{job.param_dtype, pbytes};
+    f.reduce_dtype = DType{job.reduce_dtype, dtype_bytes(job.reduce_dtype)};
+    f.bandwidth_bytes_per_s = jc.dp_bandwidth;
+    f.latency_s = jc.eff.latency_s;
+    f.microbatches = std::max(1, job.microbatches);
+    f.limit_bytes = hw.hbm_bytes;
+    // ZeRO's K = 12 (fp32 master weights and Adam moments) on top of the sharded bf16 parameters
+    // and gradients the FSDP model already holds; bf16 training keeps 4 (bf16 moments).
+    f.optimizer_state_bytes_per_param = job.fp32_master ? 12 : 4;
+    f.reshard_after_forward = job.reshard_after_forward ? -1 : 0;
+    f.prefetch_bucket_size = job.prefetch_bucket_params;
+    f.max_live_parameters = job.max_live_params;
+    f.locs.file = job.file;
+    f.locs.fsdp = job.loc("dp_shard");
+    f.locs.limit = job.loc("hardware");
+    f.locs.units = job.loc("model");
+    FsdpUnit emb;
+    emb.name = "tok_embeddings";
+    emb.params_bytes = m.embedding_params() / lay.tp * pbytes;
+    emb.loc = job.loc("model");
+    f.units.push_back(emb);
+    for (int64_t l = 0; l < m.layers; ++l) {
+      const model::LayerCost c = model::layer_cost(in, l);
+      FsdpUnit u;
+      u.name = fmt::format("layers.{}", l);
+      u.params_bytes = c.params * pbytes;
+      u.forward_s = c.forward_s;
+      u.backward_s = c.input_grad_s + c.weight_grad_s + c.recompute_s;
+      u.activation_bytes = c.retained_bytes;
+      u.loc = job.loc("model");
+      f.units.push_back(u);
+    }
+    FsdpUnit outu;
+    outu.name = "norm+output";
+    outu.params_bytes = m.output_params() / lay.tp * pbytes;
+    const double head = tokens * 2.0 * static_cast<double>(m.vocab * m.dim) / lay.tp / rate;
+    outu.forward_s = head;
+    outu.backward_s = 2 * head;
+    outu.activation_bytes = static_cast<int64_t>(4 * tokens * static_cast<double>(m.dim + m.vocab) / lay.tp);
+    outu.loc = job.loc("model");
+    f.units.push_back(outu);
+    int64_t params = 0;
+    for (const StageSum& s : sum) params += s.params;
+    jc.state_bytes_per_rank = static_cast<int64_t>(per_param * static_cast<double>(params));
+    return true;
+  }
+
+  // A composed pipeline: pp ranks (one modelled rank per TP group), data parallelism per rank.
+  PipelineSpec& p = lj.pipeline;
+  p.name = stem;
+  p.path = job.path;
+  p.ranks = lay.pp;
+  p.stages = stages;
+  p.microbatches = std::max(1, job.microbatches);
+  ScheduleRequest req;
+  req.name = job.schedule;
+  if (job.stages_per_rank > 1 || job.schedule == "interleaved-1f1b" || job.schedule == "interleaved-zb" ||
+      job.schedule == "looped-bfs")
+    req.chunks = job.stages_per_rank;
+  req.megatron = job.framework == "megatron" && job.schedule == "interleaved-1f1b";
+  req.loc = job.loc("schedule");
+  p.named = req;
+  p.placement = "loop";
+  for (const StageSum& s : sum) {
+    p.costs.f_s.push_back(s.f);
+    p.costs.i_s.push_back(s.i);
+    p.costs.w_s.push_back(s.w);
+    p.costs.b_s.push_back(s.i + s.w);
+    p.costs.r_s.push_back(s.r > 0 ? s.r : s.f);
+    p.memory.params_bytes.push_back(s.params * pbytes);
+    p.memory.activation_bytes.push_back(std::max<int64_t>(1, s.activation));
+    p.memory.weight_grad_bytes.push_back(std::max<int64_t>(1, s.weight_grad));
+    const bool recomputes = s.retained < s.activation;
+    p.memory.recompute.push_back(!recomputes ? Recompute::kNone
+                                 : job.recompute == model::Recompute::kFull ? Recompute::kFull
+                                                                            : Recompute::kSelective);
+    p.memory.retained_bytes.push_back(s.retained);
+    // Resident besides what the program tracks (params_bytes, or its shard with FSDP).
+    const double tracked = fsdp ? static_cast<double>(s.params * pbytes) / shard : static_cast<double>(s.params * pbytes);
+    p.memory.state_bytes.push_back(
+        std::max<int64_t>(0, static_cast<int64_t>(per_param * static_cast<double>(s.params) - tracked)));
+  }
+  p.memory.limit_bytes = hw.hbm_bytes;
+  p.p2p.latency_s = jc.eff.latency_s;
+  p.p2p.bandwidth_bytes_per_s = jc.pp_bandwidth;
+  p.p2p.message_bytes = static_cast<int64_t>(tokens * static_cast<double>(m.dim) * 2 /
+                                             (lay.sequence_parallel ? lay.tp : 1));
+  Composition c;
+  c.dp_replicate = replicate;
+  c.dp_shard = shard;
+  c.fsdp = fsdp;
+  c.param_dtype = job.param_dtype;
+  c.param_dtype_bytes = pbytes;
+  c.reduce_dtype = job.reduce_dtype;
+  c.reduce_dtype_bytes = dtype_bytes(job.reduce_dtype);
+  c.bandwidth_bytes_per_s = jc.dp_bandwidth;
+  c.latency_s = jc.eff.latency_s;
+  c.loc = job.loc("pp");
+  c.reduce_loc = job.loc("reduce_dtype");
+  p.composition = c;
+  p.locs.file = job.file;
+  p.locs.ranks = job.loc("pp");
+  p.locs.stages = job.loc("pp");
+  p.locs.placement = job.loc("schedule");
+  p.locs.microbatches = job.loc("microbatches");
+  p.locs.memory_limit = job.loc("hardware");
+  p.locs.schedule = job.loc("schedule");
+  if (job.sharding == Sharding::kZero1 || job.sharding == Sharding::kZero2)
+    jc.notes.push_back("the distributed optimizer's reduce-scatter and all-gather are modelled as one all-reduce "
+                       "(the same bytes on the wire, CONFIGS.md §4.6)");
+  std::vector<int64_t> per_rank(lay.pp, 0);  // loop placement; V places the same number of stages per rank
+  for (int32_t s = 0; s < stages; ++s)
+    per_rank[s % lay.pp] += p.memory.state_bytes[s] + p.memory.params_bytes[s] / (fsdp ? shard : 1);
+  jc.state_bytes_per_rank = *std::max_element(per_rank.begin(), per_rank.end());
+  if (job.grad_accum > 1)
+    jc.notes.push_back(fmt::format("one pipeline step is modelled; the optimizer step runs after {} of them "
+                                   "(gradient accumulation), so the step time is {} × the modelled makespan",
+                                   job.grad_accum, job.grad_accum));
+  return true;
+}
+
+}  // namespace sc::config

@@ -1,0 +1,61 @@
+// From a TrainingJob to a spec of an existing front-end, with costs from the cost model:
+// pipeline parallelism (pp > 1), or DDP / ZeRO-1 without it, becomes a composed pipeline spec;
+// FSDP or ZeRO-3 without a pipeline becomes an FSDP spec with one unit per transformer block.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config/job.h"
+#include "fsdp/fsdp_spec.h"
+#include "model/cost_model.h"
+#include "spec/pipeline_spec.h"
+#include "support/diagnostics.h"
+
+namespace sc::config {
+
+/// What the cost model derived for a job, for the report. Times in seconds, sizes in bytes.
+struct JobCosts {
+  model::ModelDesc model;
+  model::HardwareDesc hardware;
+  model::Efficiency eff;
+  int64_t total_params = 0, active_params = 0;
+  int64_t tokens_per_step = 0;            ///< global batch in tokens
+  double flops_per_token = 0;             ///< torchtitan's count (CONFIGS.md §4.1)
+  double flops_per_step = 0;              ///< flops_per_token × tokens_per_step (≈ 6·N·D)
+  int64_t tokens_per_gpu_microbatch = 0;  ///< tokens one rank computes per microbatch (b·s/cp)
+  /// Per-layer communication folded into the compute times (not separate ops): TP, CP and EP.
+  double tp_comm_per_layer_s = 0, cp_comm_per_layer_s = 0, ep_comm_per_layer_s = 0;
+  /// Link tiers chosen from the mesh: the FSDP / data-parallel group, pipeline neighbours, TP.
+  model::LinkTier dp_tier = model::LinkTier::kIntraNode, pp_tier = model::LinkTier::kIntraNode,
+                  tp_tier = model::LinkTier::kIntraNode;
+  double dp_bandwidth = 0, pp_bandwidth = 0;
+  /// FSDP crossover (CONFIGS.md §6.1): tokens per GPU per microbatch above which the backward
+  /// hides its all-gather and reduce-scatter; 0 without FSDP.
+  double fsdp_crossover_tokens = 0;
+  int64_t state_bytes_per_rank = 0;       ///< resident model states on the most loaded rank
+  std::vector<int64_t> stage_layers;      ///< transformer blocks per pipeline stage
+  int32_t tp_ranks_per_modelled_rank = 1; ///< each modelled rank stands for its TP group
+  std::vector<std::string> notes;         ///< simplifications the figures rest on
+};
+
+/// A job lowered to one of the existing front-ends.
+struct LoweredJob {
+  bool is_fsdp = false;   ///< true: `fsdp` holds the spec; false: `pipeline` does
+  PipelineSpec pipeline;  ///< composed spec with a named schedule (resolve_named_schedule not yet run)
+  FsdpSpec fsdp;
+  JobCosts costs;
+};
+
+/// Lowers `job`. Model and hardware: the job's, else ctx's, else an error (model) or H100
+/// (hardware, with a note). Pipeline stages split the blocks as torchtitan's auto split does
+/// (embedding and output each count as one layer; CONFIGS.md §1.4) for torchtitan jobs, evenly
+/// for the others. Each stage's F, I, W and R are the sums of its blocks' layer_cost (plus the
+/// output projection on the last stage); activation bytes likewise, plus the output layer's
+/// inputs and fp32 logits 4·s·b·(h + V)/t on the last stage (Megatron's
+/// compute_activation_memory). Weight-gradient bytes (held from I until W): the inputs of each
+/// block's linear layers, 2·tokens·(3h + F)/t. The memory limit is the GPU's HBM. Returns false
+/// after adding errors (unknown preset, a stage with no block) to `diags`.
+bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, Diagnostics& diags);
+
+}  // namespace sc::config

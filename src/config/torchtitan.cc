@@ -1,0 +1,560 @@
+// torchtitan job TOML (CONFIGS.md §1): the era A keys (TOML `JobConfig` at commit 238fa99), the
+// older names they replaced, and the token-based names of current torchtitan (era C), read with
+// toml++ so that every value keeps its line and column.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <regex>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <toml++/toml.h>
+
+#include "config/readers.h"
+#include "model/cost_model.h"
+#include "support/source.h"
+
+namespace sc::config {
+namespace {
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+/// One TOML value with where it was written.
+struct Value {
+  const toml::node* node = nullptr;
+  SourceLoc loc;
+  std::string key;  ///< "parallelism.pipeline_parallel_degree"
+};
+
+/// The keys of the sections schedcheck models; a key outside these is listed as unmodelled.
+const std::map<std::string, std::set<std::string>>& modelled() {
+  static const std::map<std::string, std::set<std::string>> m = {
+      {"parallelism",
+       {"data_parallel_replicate_degree", "data_parallel_shard_degree", "data_parallel_degree", "fsdp_reshard_after_forward",
+        "tensor_parallel_degree", "enable_sequence_parallel", "pipeline_parallel_degree", "pipeline_parallel_schedule",
+        "pipeline_parallel_microbatch_size", "pipeline_parallel_microbatches", "num_pp_microbatches",
+        "pipeline_parallel_layers_per_stage", "pipeline_parallel_first_stage_less_layers",
+        "pipeline_parallel_last_stage_less_layers", "context_parallel_degree", "expert_parallel_degree",
+        "expert_tensor_parallel_degree"}},
+      {"training",
+       {"local_batch_size", "batch_size", "global_batch_size", "seq_len", "num_tokens_per_microbatch_per_dp_rank",
+        "num_tokens_per_train_step", "max_context_length", "mixed_precision_param", "mixed_precision_reduce", "dtype"}},
+      {"activation_checkpoint", {"mode", "selective_ac_option"}},
+      {"model", {"name", "flavor"}},
+  };
+  return m;
+}
+
+class Reader {
+ public:
+  Reader(const std::string& path, const JobContext& ctx, TrainingJob* job, Diagnostics& diags)
+      : path_(path), ctx_(ctx), job_(*job), diags_(diags) {}
+
+  bool run() {
+    std::string text, why;
+    if (!read_input_file(path_, &text, &why)) {
+      diags_.error(SourceLoc{}, fmt::format("cannot read {}: {}", path_, why));
+      return false;
+    }
+    file_ = register_source(path_, text);
+    job_.framework = "torchtitan";
+    job_.path = path_;
+    job_.file = SourceLoc{file_, 1, 1};
+    try {
+      root_ = toml::parse(text, path_);
+    } catch (const toml::parse_error& e) {
+      diags_.error(at(e.source().begin), fmt::format("not a valid TOML file: {}", e.description()));
+      return false;
+    }
+    const size_t errors = diags_.error_count();
+    list_unmodelled();
+    read_model(text);
+    read_parallelism();
+    read_training();
+    read_checkpointing();
+    if (diags_.error_count() == errors) validate(text);
+    return diags_.error_count() == errors;
+  }
+
+ private:
+  SourceLoc at(const toml::source_position& p) const {
+    return SourceLoc{file_, static_cast<int32_t>(p.line), static_cast<int32_t>(p.column)};
+  }
+
+  std::optional<Value> get(const std::string& section, const std::string& key) const {
+    const toml::table* t = root_[section].as_table();
+    if (!t) return std::nullopt;
+    const toml::node* n = t->get(key);
+    if (!n) return std::nullopt;
+    // The key's own position, so a message points at `key = value`, not just the value.
+    SourceLoc loc = at(n->source().begin);
+    for (auto it = t->begin(); it != t->end(); ++it)
+      if (it->first.str() == key && it->first.source().begin.line > 0) loc = at(it->first.source().begin);
+    return Value{n, loc, section + "." + key};
+  }
+
+  std::optional<int64_t> integer(const std::optional<Value>& v, int64_t lo) {
+    if (!v) return std::nullopt;
+    auto x = v->node->value<int64_t>();
+    if (!v->node->is_integer() || !x) {
+      diags_.error(v->loc, fmt::format("{} must be an integer", v->key));
+      return std::nullopt;
+    }
+    if (*x < lo || *x > (int64_t{1} << 31) - 1) {
+      diags_.error(v->loc, fmt::format("{} = {} is out of range: it must be at least {}", v->key, *x, lo));
+      return std::nullopt;
+    }
+    return *x;
+  }
+
+  std::optional<std::string> string(const std::optional<Value>& v) {
+    if (!v) return std::nullopt;
+    if (!v->node->is_string()) {
+      diags_.error(v->loc, fmt::format("{} must be a string", v->key));
+      return std::nullopt;
+    }
+    return std::string(*v->node->value<std::string_view>());
+  }
+
+  void set_where(const std::string& field, const std::optional<Value>& v) {
+    if (v) job_.where[field] = v->loc;
+  }
+
+  void list_unmodelled() {
+    std::vector<std::string> sections;
+    for (auto it = root_.begin(); it != root_.end(); ++it) {
+      const std::string name(it->first.str());
+      auto m = modelled().find(name);
+      if (m == modelled().end()) {
+        sections.push_back(name);
+        continue;
+      }
+      if (const toml::table* t = it->second.as_table())
+        for (auto k = t->begin(); k != t->end(); ++k)
+          if (!m->second.count(std::string(k->first.str())))
+            job_.unmodelled.emplace_back(name + "." + std::string(k->first.str()), at(k->first.source().begin));
+    }
+    if (!sections.empty()) {
+      std::string list;
+      for (const std::string& s : sections) list += (list.empty() ? "[" : ", [") + s + "]";
+      job_.unmodelled.emplace_back("tables " + list + " (logging, checkpointing, optimizer settings)", job_.file);
+    }
+  }
+
+  /// model.name and model.flavor to a preset; --model overrides. The "preset for N <GPU> GPUs"
+  /// comment torchtitan's presets open with gives the world size and the GPU when the command
+  /// line does not.
+  void read_model(const std::string& text) {
+    auto name = get("model", "name");
+    auto flavor = get("model", "flavor");
+    std::string n = string(name).value_or("llama3"), f = string(flavor).value_or("debugmodel");
+    if (!ctx_.model.empty()) {
+      job_.model = ctx_.model;
+    } else {
+      job_.model = model::torchtitan_preset(n, f);
+      if (job_.model.empty())
+        diags_.error(flavor ? flavor->loc : job_.file,
+                     fmt::format("model {} flavor {} has no preset: pass --model with one of {}", n, f,
+                                 fmt::join(model::model_preset_names(), ", ")));
+    }
+    job_.where["model"] = flavor ? flavor->loc : job_.file;
+    static const std::regex note(R"(preset for (\d+) ([A-Za-z0-9]+) GPUs)");
+    std::smatch m;
+    const std::string head = text.substr(0, std::min<size_t>(text.size(), 400));
+    if (std::regex_search(head, m, note)) {
+      const int32_t line = static_cast<int32_t>(std::count(head.begin(), head.begin() + m.position(0), '\n')) + 1;
+      comment_loc_ = SourceLoc{file_, line, 1};
+      comment_gpus_ = static_cast<int32_t>(std::min<long long>(std::stoll(m[1].str().substr(0, 9)), 1 << 30));
+      comment_hw_ = lower(m[2].str());
+    }
+    if (!ctx_.hardware.empty()) {
+      job_.hardware = ctx_.hardware;
+    } else if (!comment_hw_.empty() && model::hardware_preset(comment_hw_)) {
+      job_.hardware = model::hardware_preset(comment_hw_)->name;
+      job_.where["hardware"] = comment_loc_;
+    }
+  }
+
+  void read_parallelism() {
+    Layout& l = job_.layout;
+    auto deg = [&](const char* key, const char* field, int32_t* out) {
+      auto v = get("parallelism", key);
+      if (auto x = integer(v, 1)) *out = static_cast<int32_t>(*x);
+      set_where(field, v);
+    };
+    deg("data_parallel_replicate_degree", "dp_replicate", &l.dp_replicate);
+    deg("tensor_parallel_degree", "tp", &l.tp);
+    deg("pipeline_parallel_degree", "pp", &l.pp);
+    deg("context_parallel_degree", "cp", &l.cp);
+    deg("expert_parallel_degree", "ep", &l.ep);
+    deg("expert_tensor_parallel_degree", "etp", &etp_);
+    // data_parallel_shard_degree: -1 (the default) means the ranks left over.
+    auto shard = get("parallelism", "data_parallel_shard_degree");
+    if (!shard) shard = get("parallelism", "data_parallel_degree");  // before 2024-10 (CONFIGS.md §1.1)
+    if (shard) {
+      if (auto x = integer(shard, -1)) {
+        if (*x == 0) diags_.error(shard->loc, fmt::format("{} must be -1 or at least 1", shard->key));
+        dp_shard_ = static_cast<int32_t>(*x);
+      }
+      set_where("dp_shard", shard);
+    }
+    if (auto sp = get("parallelism", "enable_sequence_parallel")) {
+      if (auto b = sp->node->value<bool>()) l.sequence_parallel = *b;
+      else diags_.error(sp->loc, "parallelism.enable_sequence_parallel must be true or false");
+    }
+    auto sched = get("parallelism", "pipeline_parallel_schedule");
+    if (auto s = string(sched)) schedule_name_ = *s;
+    job_.where["schedule"] = sched ? sched->loc : job_.loc("pp");
+    schedule_loc_ = sched ? sched->loc : job_.loc("pp");
+    if (auto r = string(get("parallelism", "fsdp_reshard_after_forward"))) {
+      auto v = get("parallelism", "fsdp_reshard_after_forward");
+      if (*r != "default" && *r != "always" && *r != "never")
+        diags_.error(v->loc, fmt::format("parallelism.fsdp_reshard_after_forward = \"{}\": expected \"default\", "
+                                         "\"always\" or \"never\"", *r));
+      reshard_ = *r;
+    }
+    auto lps = get("parallelism", "pipeline_parallel_layers_per_stage");
+    if (auto x = integer(lps, 1)) layers_per_stage_ = static_cast<int32_t>(*x);
+    lps_loc_ = lps ? lps->loc : SourceLoc{};
+    if (auto x = integer(get("parallelism", "pipeline_parallel_first_stage_less_layers"), 0)) first_less_ = *x;
+    if (auto x = integer(get("parallelism", "pipeline_parallel_last_stage_less_layers"), 0)) last_less_ = *x;
+    mbs_value_ = get("parallelism", "pipeline_parallel_microbatch_size");
+    if (auto x = integer(mbs_value_, 1)) mbs_ = *x;
+    count_value_ = get("parallelism", "num_pp_microbatches");
+    if (!count_value_) count_value_ = get("parallelism", "pipeline_parallel_microbatches");  // before 2025-04
+    if (auto x = integer(count_value_, 1)) pp_count_ = static_cast<int32_t>(*x);
+  }
+
+  void read_training() {
+    local_ = get("training", "local_batch_size");
+    if (!local_) local_ = get("training", "batch_size");  // before 2025-06 (CONFIGS.md §1.1)
+    if (auto x = integer(local_, 1)) local_batch_ = *x;
+    global_ = get("training", "global_batch_size");
+    if (auto x = integer(global_, -1)) global_batch_ = *x;
+    auto seq = get("training", "seq_len");
+    if (!seq) seq = get("training", "max_context_length");  // era C
+    if (auto x = integer(seq, 1)) job_.seq_len = *x;
+    else if (!seq) job_.seq_len = 2048;  // JobConfig default
+    job_.where["seq_len"] = seq ? seq->loc : job_.file;
+    // Era C: tokens per microbatch per data-parallel rank and per step (CONFIGS.md §1.4).
+    tokens_mb_ = get("training", "num_tokens_per_microbatch_per_dp_rank");
+    if (auto x = integer(tokens_mb_, 1)) tokens_per_mb_ = *x;
+    tokens_step_ = get("training", "num_tokens_per_train_step");
+    if (auto x = integer(tokens_step_, -1)) tokens_per_step_ = *x;
+    if (auto v = get("training", "mixed_precision_reduce")) {
+      // torchtitan types it Literal["float32"] (CONFIGS.md §1.3).
+      if (auto s = string(v); s && *s != "float32")
+        diags_.error(v->loc, fmt::format("training.mixed_precision_reduce = \"{}\": torchtitan accepts only "
+                                         "\"float32\"", *s));
+      job_.where["reduce_dtype"] = v->loc;
+    }
+    if (auto v = get("training", "mixed_precision_param")) {
+      auto s = string(v);
+      if (s && *s == "float32") job_.param_dtype = "fp32";
+      else if (s && *s != "bfloat16")
+        diags_.error(v->loc, fmt::format("training.mixed_precision_param = \"{}\": expected \"bfloat16\" or \"float32\"", *s));
+    }
+    if (auto v = get("training", "dtype")) {
+      // training.dtype = "bfloat16" keeps params, gradients and optimizer state in bf16 (no fp32 master).
+      if (auto s = string(v); s && *s == "bfloat16") job_.fp32_master = false;
+    }
+    job_.reduce_dtype = "fp32";
+  }
+
+  void read_checkpointing() {
+    auto mode = get("activation_checkpoint", "mode");
+    std::string m = string(mode).value_or("selective");
+    if (mode) job_.where["recompute"] = mode->loc;
+    else job_.where["recompute"] = job_.file;
+    if (m == "none") {
+      job_.recompute = model::Recompute::kNone;
+    } else if (m == "full") {
+      job_.recompute = model::Recompute::kFull;
+    } else if (m == "selective") {
+      job_.recompute = model::Recompute::kSelective;
+      auto opt = get("activation_checkpoint", "selective_ac_option");
+      std::string o = string(opt).value_or("2");
+      if (o != "op") {
+        char* end = nullptr;
+        const long n = std::strtol(o.c_str(), &end, 10);
+        if (o.empty() || *end != '\0' || n < 1 || n > 1 << 20)
+          diags_.error(opt ? opt->loc : job_.file,
+                       fmt::format("activation_checkpoint.selective_ac_option = \"{}\": expected \"op\" or a "
+                                   "positive integer", o));
+        else job_.selective_every = static_cast<int32_t>(n);
+      }
+    } else if (m == "memory_budget") {
+      diags_.error(mode->loc, "activation_checkpoint.mode = \"memory_budget\" is not modelled (its saving depends "
+                              "on the compiler's choice of what to recompute)");
+    } else {
+      diags_.error(mode->loc, fmt::format("activation_checkpoint.mode = \"{}\": expected \"none\", \"selective\", "
+                                          "\"full\" or \"memory_budget\"", m));
+    }
+  }
+
+  /// torchtitan's startup rules (CONFIGS.md §1.4, §1.5), in its words where it has them.
+  void validate(const std::string& text) {
+    Layout& l = job_.layout;
+    // World size: --gpus, else the preset comment, else the product of fixed degrees.
+    const int32_t fixed = l.dp_replicate * l.cp * l.tp * l.pp;
+    if (ctx_.gpus > 0) {
+      job_.world = ctx_.gpus;
+    } else if (comment_gpus_ > 0) {
+      job_.world = comment_gpus_;
+      job_.where["world"] = comment_loc_;
+    } else if (dp_shard_ > 0) {
+      job_.world = fixed * dp_shard_;
+    } else {
+      diags_.error(job_.loc("dp_shard"), "data_parallel_shard_degree = -1 takes the ranks left over, so the world "
+                                         "size is needed: pass --gpus N");
+      return;
+    }
+    if (dp_shard_ < 0) {
+      if (job_.world % fixed != 0) {
+        diags_.error(job_.loc("dp_shard"),
+                     fmt::format("data_parallel_shard_degree = -1 leaves WORLD_SIZE({}) // (dp_replicate({}) * cp({}) "
+                                 "* tp({}) * pp({})), which does not divide", job_.world, l.dp_replicate, l.cp, l.tp, l.pp));
+        return;
+      }
+      dp_shard_ = job_.world / fixed;
+      if (!job_.where.count("dp_shard")) job_.where["dp_shard"] = job_.file;
+    }
+    l.dp_shard = dp_shard_;
+    if (l.world() != job_.world) {
+      diags_.error(job_.loc(job_.where.count("world") ? "world" : "dp_shard"),
+                   fmt::format("Invalid parallel dims: dp_replicate({}) * dp_shard({}) * cp({}) * tp({}) * pp({}) != "
+                               "WORLD_SIZE({})", l.dp_replicate, l.dp_shard, l.cp, l.tp, l.pp, job_.world));
+      return;
+    }
+    if (l.ep > 1) {
+      if (etp_ != 1 && etp_ != l.tp)
+        diags_.error(job_.loc("etp"), fmt::format("expert_tensor_parallel_degree = {} must be 1 or equal to "
+                                                  "tensor_parallel_degree ({})", etp_, l.tp));
+      if ((l.dp_shard * l.cp * l.tp) % l.ep != 0)
+        diags_.error(job_.loc("ep"), fmt::format("expert_parallel_degree = {} must divide dp_shard * cp * tp = {} (EP "
+                                                 "borrows ranks from FSDP and TP)", l.ep, l.dp_shard * l.cp * l.tp));
+    }
+    if (l.dp_replicate > 1 && l.dp_shard == 1 && (l.tp > 1 || l.pp > 1 || l.cp > 1))
+      diags_.error(job_.loc("dp_replicate"), "DDP has not supported > 1D parallelism");
+    if (l.tp == 1) l.sequence_parallel = false;
+    const int64_t divisor = static_cast<int64_t>(l.tp) * 2 * l.cp;
+    if ((l.tp > 1 || l.cp > 1) && job_.seq_len % divisor != 0)
+      diags_.error(job_.loc("seq_len"), fmt::format("seq_len = {} must be divisible by tp * 2 * cp = {}", job_.seq_len,
+                                                    divisor));
+    // Sharding of the data-parallel group: FSDP over dp_shard·cp, HSDP with dp_replicate.
+    const bool fsdp = l.dp_shard * l.cp > 1;
+    job_.sharding = fsdp ? Sharding::kFsdp : Sharding::kDdp;
+    job_.reshard_after_forward = reshard_ == "always" || (reshard_ == "default" && l.pp == 1);
+    // Batch: era C tokens or era A sequences.
+    const int64_t dp = static_cast<int64_t>(l.dp_replicate) * l.dp_shard;
+    if (tokens_mb_) {
+      read_tokens(dp);
+    } else {
+      read_sequences(dp);
+    }
+    resolve_schedule();
+    (void)text;
+  }
+
+  void read_sequences(int64_t dp) {
+    Layout& l = job_.layout;
+    job_.where["microbatch_sequences"] = local_ ? local_->loc : job_.file;
+    const int64_t global = global_batch_ < 0 ? local_batch_ * dp : global_batch_;
+    if (global % (local_batch_ * dp) != 0) {
+      diags_.error(global_ ? global_->loc : job_.file,
+                   fmt::format("global_batch_size ({}) must be divisible by local_batch_size ({}) * data parallel "
+                               "degree ({})", global, local_batch_, dp));
+      return;
+    }
+    job_.global_batch_sequences = global;
+    job_.where["global_batch"] = global_ ? global_->loc : job_.loc("microbatch_sequences");
+    job_.grad_accum = static_cast<int32_t>(global / (local_batch_ * dp));
+    if (l.pp > 1) {
+      if (count_value_ && !mbs_value_) {
+        // pipeline_parallel_microbatches (before 2025-04): a count.
+        if (local_batch_ % pp_count_ != 0)
+          diags_.error(count_value_->loc, fmt::format("local_batch_size ({}) must be divisible by {} ({})", local_batch_,
+                                                      count_value_->key, pp_count_));
+        job_.microbatches = pp_count_;
+        job_.microbatch_sequences = local_batch_ / std::max(1, pp_count_);
+        job_.where["microbatches"] = count_value_->loc;
+      } else {
+        if (local_batch_ % mbs_ != 0) {
+          diags_.error(mbs_value_ ? mbs_value_->loc : job_.loc("microbatch_sequences"),
+                       fmt::format("Batch size {} must be divisible by microbatch_size {}. Update the config arguments "
+                                   "for either batch_size or pipeline_parallel_microbatch_size.", local_batch_, mbs_));
+          return;
+        }
+        job_.microbatches = static_cast<int32_t>(local_batch_ / mbs_);
+        job_.microbatch_sequences = mbs_;
+        job_.where["microbatches"] = mbs_value_ ? mbs_value_->loc : job_.loc("microbatch_sequences");
+      }
+    } else {
+      // Without PP each gradient-accumulation step is one microbatch of local_batch_size.
+      job_.microbatches = job_.grad_accum;
+      job_.grad_accum = 1;
+      job_.microbatch_sequences = local_batch_;
+      job_.where["microbatches"] = job_.loc("global_batch");
+    }
+  }
+
+  void read_tokens(int64_t dp) {
+    Layout& l = job_.layout;
+    const int64_t count = l.pp > 1 ? pp_count_ : 1;
+    const int64_t per_rank = tokens_per_mb_ * count;
+    const int64_t step = tokens_per_step_ < 0 ? per_rank * dp : tokens_per_step_;
+    if (step % (per_rank * dp) != 0) {
+      diags_.error(tokens_step_ ? tokens_step_->loc : tokens_mb_->loc,
+                   fmt::format("num_tokens_per_train_step ({}) must be divisible by tokens per data-parallel rank ({}) "
+                               "* data parallel degree ({})", step, per_rank, dp));
+      return;
+    }
+    if (tokens_per_mb_ % job_.seq_len != 0) {
+      diags_.error(tokens_mb_->loc, fmt::format("num_tokens_per_microbatch_per_dp_rank ({}) is not a whole number of "
+                                                "sequences of {} tokens: schedcheck models whole sequences",
+                                                tokens_per_mb_, job_.seq_len));
+      return;
+    }
+    job_.microbatch_sequences = tokens_per_mb_ / job_.seq_len;
+    job_.where["microbatch_sequences"] = tokens_mb_->loc;
+    job_.grad_accum = static_cast<int32_t>(step / (per_rank * dp));
+    job_.global_batch_sequences = step / job_.seq_len;
+    job_.where["global_batch"] = tokens_step_ ? tokens_step_->loc : tokens_mb_->loc;
+    if (l.pp > 1) {
+      job_.microbatches = static_cast<int32_t>(count);
+      job_.where["microbatches"] = count_value_ ? count_value_->loc : job_.file;
+    } else {
+      job_.microbatches = job_.grad_accum;
+      job_.grad_accum = 1;
+      job_.where["microbatches"] = job_.loc("global_batch");
+    }
+  }
+
+  /// The schedule class, stages per rank and the schedule's own microbatch rule (CONFIGS.md §1.5).
+  void resolve_schedule() {
+    Layout& l = job_.layout;
+    struct Known {
+      const char* torch;
+      const char* ours;
+      bool multi;
+      bool v;
+    };
+    static const Known table[] = {
+        {"gpipe", "gpipe", false, false},
+        {"1f1b", "1f1b", false, false},
+        {"interleaved1f1b", "interleaved-1f1b", true, false},
+        {"loopedbfs", "looped-bfs", true, false},
+        {"interleavedzerobubble", "interleaved-zb", true, false},
+        {"zbvzerobubble", "zb-v", true, true},
+        {"dualpipev", "dualpipev", true, true},
+    };
+    if (l.pp == 1) {
+      job_.schedule = "1f1b";
+      job_.stages_per_rank = 1;
+      if (!schedule_name_.empty())
+        job_.unmodelled.emplace_back("parallelism.pipeline_parallel_schedule (pipeline_parallel_degree is 1)",
+                                     schedule_loc_);
+      return;
+    }
+    const std::string name = lower(schedule_name_.empty() ? "1F1B" : schedule_name_);
+    const Known* k = nullptr;
+    for (const Known& e : table)
+      if (name == e.torch) k = &e;
+    if (!k) {
+      std::vector<std::string> names = {"GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble",
+                                        "ZBVZeroBubble", "DualPipeV"};
+      diags_.error(schedule_loc_, fmt::format("pipeline_parallel_schedule = \"{}\" is not a schedule "
+                                              "get_schedule_class knows (or one schedcheck models): expected one of {}",
+                                              schedule_name_, fmt::join(names, ", ")));
+      return;
+    }
+    job_.schedule = k->ours;
+    const int32_t n = job_.microbatches;
+    int32_t stages_per_rank = k->multi ? 2 : 1;
+    if (layers_per_stage_ > 0) {
+      const model::ModelDesc* m = nullptr;
+      std::optional<model::ModelDesc> desc = model::model_preset(job_.model);
+      if (desc) m = &*desc;
+      if (m) {
+        const int64_t eff = m->layers + first_less_ + last_less_;
+        const int64_t stages = (eff + layers_per_stage_ - 1) / layers_per_stage_;
+        if (stages % l.pp != 0) {
+          diags_.error(lps_loc_, fmt::format("Number of virtual stages ({}) must be divisible by pipeline parallel "
+                                             "size ({})", stages, l.pp));
+          return;
+        }
+        stages_per_rank = static_cast<int32_t>(stages / l.pp);
+        if (!k->multi && stages_per_rank != 1) {
+          diags_.error(lps_loc_, fmt::format("Single stage schedule requires exactly 1 stage per rank, but got {} "
+                                             "stages per rank ({} layers per stage)", stages_per_rank,
+                                             layers_per_stage_));
+          return;
+        }
+        if (k->multi && stages_per_rank < 2) {
+          diags_.error(lps_loc_, fmt::format("Multi-stage schedule requires at least 2 stages per rank, but got {} "
+                                             "stage per rank", stages_per_rank));
+          return;
+        }
+      }
+    }
+    if (k->v && stages_per_rank != 2) {
+      diags_.error(schedule_loc_, fmt::format("{} places stages in a V and requires exactly 2 stages per rank, got {}",
+                                              schedule_name_, stages_per_rank));
+      return;
+    }
+    job_.stages_per_rank = stages_per_rank;
+    const int32_t stages = l.pp * stages_per_rank;
+    const SourceLoc mb = job_.loc("microbatches");
+    if (job_.schedule == "1f1b" && n < stages)
+      diags_.error(mb, fmt::format("Number of microbatches ({}) must be greater than or equal to the number of stages "
+                                   "({}) for 1F1B", n, stages));
+    if (job_.schedule == "interleaved-1f1b" || job_.schedule == "interleaved-zb") {
+      const int32_t rounds = std::max(1, n / l.pp);
+      if (n % rounds != 0)
+        diags_.error(mb, fmt::format("Number of microbatches ({}) must be divisible by the number of rounds ({}) of "
+                                     "{}", n, rounds, schedule_name_));
+    }
+    if (job_.schedule == "dualpipev" && n < 2 * l.pp)
+      diags_.error(mb, fmt::format("DualPipeV needs at least 2 * pp = {} microbatches, got {}", 2 * l.pp, n));
+    if (n < stages && job_.schedule != "1f1b")
+      diags_.warning(mb, fmt::format("{} microbatches is fewer than the {} pipeline stages: torchtitan warns that this "
+                                     "leaves the pipeline partly idle", n, stages));
+  }
+
+  using Layout = model::Layout;
+  std::string path_;
+  const JobContext& ctx_;
+  TrainingJob& job_;
+  Diagnostics& diags_;
+  int32_t file_ = -1;
+  toml::table root_;
+  int32_t dp_shard_ = -1, etp_ = 1, pp_count_ = 1, layers_per_stage_ = 0;
+  int64_t first_less_ = 1, last_less_ = 1, mbs_ = 1, local_batch_ = 8, global_batch_ = -1;
+  int64_t tokens_per_mb_ = 0, tokens_per_step_ = -1;
+  std::optional<Value> local_, global_, mbs_value_, count_value_, tokens_mb_, tokens_step_;
+  std::string schedule_name_, reshard_ = "default";
+  SourceLoc schedule_loc_, lps_loc_, comment_loc_;
+  int32_t comment_gpus_ = 0;
+  std::string comment_hw_;
+};
+
+}  // namespace
+
+bool is_torchtitan_config(const std::string& path) {
+  if (std::filesystem::path(path).extension() != ".toml") return false;
+  std::string text, why;
+  if (!read_input_file(path, &text, &why)) return true;  // the reader reports why
+  static const std::regex table(R"((^|\n)\s*\[(parallelism|training|model|job)\])");
+  return std::regex_search(text, table);
+}
+
+bool read_torchtitan(const std::string& path, const JobContext& ctx, TrainingJob* job, Diagnostics& diags) {
+  return Reader(path, ctx, job, diags).run();
+}
+
+}  // namespace sc::config

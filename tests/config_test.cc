@@ -1,0 +1,260 @@
+// The cost model (src/model) against the figures CONFIGS.md derives, and the torchtitan reader
+// on torchtitan's own configs and on changes a framework would refuse.
+#include <cmath>
+#include <regex>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "catch.h"
+#include "cli_util.h"
+#include "config/lower_job.h"
+#include "config/readers.h"
+#include "model/cost_model.h"
+#include "test_util.h"
+
+using namespace sc;
+using namespace sc::model;
+
+namespace {
+
+double rel(double a, double b) { return std::abs(a - b) / std::abs(b); }
+
+/// Line of the first line of `path` containing `needle` (1-based), 0 when absent.
+int line_of(const std::string& path, const std::string& needle) {
+  std::istringstream in(test::read_file(path));
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n)
+    if (line.find(needle) != std::string::npos) return n;
+  return 0;
+}
+
+/// The corpus TOML `name` with `from` replaced by `to`, written to a temp file.
+std::string changed(const std::string& name, const std::string& from, const std::string& to) {
+  std::string text = test::read_file(test::corpus_dir() + "/torchtitan/" + name);
+  const size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, from.size(), to);
+  return test::write_temp("schedcheck-config-test", "changed-" + name, text);
+}
+
+bool has_error_at(const Diagnostics& d, int line, const std::string& words) {
+  for (const Diagnostic& x : d.all())
+    if (x.severity == Severity::kError && x.loc.line == line && x.message.find(words) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("cost model: parameter counts of the presets match CONFIGS.md §1.6", "[model]") {
+  // CONFIGS.md §1.6, [D] counts from torchtitan's flavor tables.
+  CHECK(rel(model_preset("llama3-8b")->total_params(), 8.03e9) < 0.005);
+  CHECK(rel(model_preset("llama3-70b")->total_params(), 70.55e9) < 0.005);
+  CHECK(rel(model_preset("llama3-405b")->total_params(), 405.85e9) < 0.005);
+  const ModelDesc ds = *model_preset("deepseek-v3-16b");
+  CHECK(rel(ds.total_params(), 15.7e9) < 0.02);
+  CHECK(rel(ds.active_params(), 2.7e9) < 0.03);
+  const ModelDesc l4 = *model_preset("llama4-17bx128e");
+  CHECK(rel(l4.total_params(), 400.7e9) < 0.01);
+  CHECK(rel(l4.active_params(), 17.2e9) < 0.02);
+  // llama3 8B per layer: 41.9M attention + 176.2M MLP = 218.1M (CONFIGS.md §1.6).
+  CHECK(rel(model_preset("llama3-8b")->layer_params(0), 218.1e6) < 0.001);
+  CHECK_FALSE(model_preset("llama3-9b"));
+  CHECK(torchtitan_preset("llama3", "8B") == "llama3-8b");
+  CHECK(torchtitan_preset("llama3", "debugmodel") == "llama3-debug");
+}
+
+TEST_CASE("cost model: FLOPs per token follow torchtitan's count", "[model]") {
+  // CONFIGS.md §4.1: Llama-3-8B at s = 8192 is 57.9 GFLOP per token, 45.0 of them from 6·N.
+  const ModelDesc m = *model_preset("llama3-8b");
+  CHECK(rel(m.training_flops_per_token(8192), 57.9e9) < 0.005);
+  CHECK(rel(6.0 * (m.active_params() - m.embedding_params()), 45.0e9) < 0.005);
+}
+
+TEST_CASE("cost model: activation bytes per layer and recompute", "[model]") {
+  // CONFIGS.md §4.3 worked example: Megatron's s·b·h·(18 + 4F/h) for 8B at s = 8192 is 1.07 GB
+  // per layer; full recompute keeps 2·s·b·h = 0.067 GB.
+  CostInputs in;
+  in.model = *model_preset("llama3-8b");
+  in.hardware = *hardware_preset("h100");
+  in.seq_len = 8192;
+  in.microbatch_sequences = 1;
+  LayerCost c = layer_cost(in, 0);
+  CHECK(rel(c.activation_bytes, 1.07e9) < 0.01);
+  CHECK(c.retained_bytes == c.activation_bytes);
+  CHECK(c.recompute_s == 0);
+  in.recompute = sc::model::Recompute::kFull;
+  c = layer_cost(in, 0);
+  CHECK(rel(c.retained_bytes, 0.067e9) < 0.01);
+  CHECK(c.recompute_s == c.forward_s);
+  // Backward for inputs does the linear work once and the attention core twice; W the linear.
+  const double rate = in.hardware.peak_flops * in.eff.compute;
+  CHECK(rel(c.weight_grad_s, 8192 * in.model.layer_linear_flops_per_token(0) / rate) < 1e-9);
+  CHECK(c.input_grad_s > c.forward_s);
+  // TP 8 with SP divides the activation by 8 and adds 4 ring collectives per direction.
+  in.recompute = sc::model::Recompute::kNone;
+  in.layout.tp = 8;
+  const LayerCost t = layer_cost(in, 0);
+  CHECK(t.activation_bytes == c.activation_bytes / 8);
+  const double bytes = 8192.0 * 4096 * 2, bw = 450e9 * 0.6;
+  CHECK(rel(t.tp_comm_s, 4 * (10e-6 + 7.0 / 8 * bytes / bw)) < 1e-9);
+}
+
+TEST_CASE("cost model: model-state bytes per parameter and the FSDP crossover", "[model]") {
+  // CONFIGS.md §4.4: ZeRO mixed precision 16 per parameter; Megatron bf16 + fp32 grads 18,
+  // distributed optimizer 6 + 12/d.
+  CHECK(state_bytes_per_param(StateSharding::kReplicated, 1, true) == 18);
+  CHECK(state_bytes_per_param(StateSharding::kOptimizer, 8, true) == 6 + 12.0 / 8);
+  CHECK(state_bytes_per_param(StateSharding::kFull, 64, true) == 16.0 / 64);
+  // CONFIGS.md §5.1 / §6.1: H100 across nodes C/W = 989e12 / 400e9 = 2472; fp32 reduce ×1.5 = 3709.
+  CHECK(std::abs(fsdp_crossover_tokens(2, 4, 989e12, 400e9) - 3709) < 1);
+  CHECK(link_tier(*hardware_preset("h100"), 1, 8) == LinkTier::kIntraNode);
+  CHECK(link_tier(*hardware_preset("h100"), 8, 4) == LinkTier::kInterNode);
+  CHECK(ring_time_s(1e9, 1, 1e9, 1e-5, false) == 0);
+  CHECK(rel(ring_time_s(1e9, 4, 1e9, 0, true), 1.5) < 1e-12);
+}
+
+TEST_CASE("torchtitan: llama3_8b.toml as shipped", "[config]") {
+  if (test::corpus_dir().empty()) return;  // ../shared/corpus is absent
+  const std::string path = test::corpus_dir() + "/torchtitan/llama3_8b.toml";
+  config::TrainingJob job;
+  Diagnostics d;
+  REQUIRE(config::read_torchtitan(path, {}, &job, d));
+  // "# NOTE: this toml config is a preset for 64 A100 GPUs." gives the world and the GPU.
+  CHECK(job.world == 64);
+  CHECK(job.hardware == "a100-80gb");
+  CHECK(job.model == "llama3-8b");
+  CHECK(job.layout.dp_shard == 64);
+  CHECK(job.layout.pp == 1);
+  CHECK(job.sharding == config::Sharding::kFsdp);
+  CHECK(job.seq_len == 8192);
+  CHECK(job.microbatch_sequences == 1);
+  CHECK(job.global_batch_sequences == 64);
+  CHECK(job.recompute == sc::model::Recompute::kSelective);
+  CHECK(job.selective_every == 0);  // "op"
+  CHECK(job.loc("seq_len").line == line_of(path, "seq_len = 8192"));
+  bool lists_optimizer = false;
+  for (const auto& u : job.unmodelled) lists_optimizer |= u.first.find("[optimizer]") != std::string::npos;
+  CHECK(lists_optimizer);
+  config::LoweredJob lj;
+  REQUIRE(config::lower_job(job, {}, &lj, d));
+  CHECK(lj.is_fsdp);
+  CHECK(lj.fsdp.units.size() == 34);  // embedding, 32 blocks, norm + output
+  CHECK(lj.fsdp.ranks == 64);
+  CHECK(lj.fsdp.limit_bytes == int64_t{80'000'000'000});
+  // FSDP2 model states: 16 bytes per parameter over 64 ranks.
+  CHECK(rel(lj.costs.state_bytes_per_rank, 16.0 * 8.03e9 / 64) < 0.01);
+}
+
+TEST_CASE("torchtitan: llama3_8b.toml with pipeline_parallel_degree 2 and 4", "[config]") {
+  if (test::corpus_dir().empty()) return;  // ../shared/corpus is absent
+  for (int pp : {2, 4}) {
+    // As shipped, local_batch_size = 1 gives one microbatch: 1F1B refuses fewer than pp.
+    const std::string bad = changed("llama3_8b.toml", "pipeline_parallel_degree = 1",
+                                    fmt::format("pipeline_parallel_degree = {}", pp));
+    config::TrainingJob job;
+    Diagnostics d;
+    CHECK_FALSE(config::read_torchtitan(bad, {}, &job, d));
+    CHECK(has_error_at(d, line_of(bad, "local_batch_size = 1"),
+                       fmt::format("Number of microbatches (1) must be greater than or equal to the number of stages ({})", pp)));
+    // With 8 sequences per rank (8 microbatches) it is a composed program that verifies.
+    std::string text = test::read_file(bad);
+    text.replace(text.find("local_batch_size = 1"), 20, "local_batch_size = 8");
+    const std::string good = test::write_temp("schedcheck-config-test", fmt::format("pp{}.toml", pp), text);
+    Diagnostics d2;
+    config::TrainingJob j2;
+    REQUIRE(config::read_torchtitan(good, {}, &j2, d2));
+    CHECK(j2.layout.pp == pp);
+    CHECK(j2.layout.dp_shard == 64 / pp);
+    CHECK(j2.microbatches == 8);
+    CHECK_FALSE(j2.reshard_after_forward);  // "default" under PP
+    config::LoweredJob lj;
+    REQUIRE(config::lower_job(j2, {}, &lj, d2));
+    CHECK_FALSE(lj.is_fsdp);
+    CHECK(lj.pipeline.ranks == pp);
+    REQUIRE(lj.pipeline.composition);
+    CHECK(lj.pipeline.composition->dp_shard == 64 / pp);
+    // torchtitan's split: embedding and output count as a layer each, 34 over pp stages.
+    int64_t blocks = 0;
+    for (int64_t b : lj.costs.stage_layers) blocks += b;
+    CHECK(blocks == 32);
+    test::CliRun r = test::run_schedcheck("verify '" + good + "'");
+    INFO(r.out);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("predicted     step") != std::string::npos);
+    CHECK(r.out.find(fmt::format("mesh: pp {} x dp_replicate 1 x dp_shard {}", pp, 64 / pp)) != std::string::npos);
+  }
+}
+
+TEST_CASE("torchtitan: changes the framework refuses fail at their line", "[config]") {
+  if (test::corpus_dir().empty()) return;  // ../shared/corpus is absent
+  // Microbatch size 3 does not divide a local batch of 8.
+  std::string text = test::read_file(test::corpus_dir() + "/torchtitan/llama3_8b.toml");
+  text.replace(text.find("local_batch_size = 1"), 20, "local_batch_size = 8");
+  text.replace(text.find("pipeline_parallel_degree = 1"), 28,
+               "pipeline_parallel_degree = 2\npipeline_parallel_microbatch_size = 3");
+  std::string path = test::write_temp("schedcheck-config-test", "mbs3.toml", text);
+  config::TrainingJob job;
+  Diagnostics d;
+  CHECK_FALSE(config::read_torchtitan(path, {}, &job, d));
+  CHECK(has_error_at(d, line_of(path, "pipeline_parallel_microbatch_size = 3"),
+                     "Batch size 8 must be divisible by microbatch_size 3"));
+  // A multi-stage schedule with one stage per rank (layers_per_stage 17: 34/17 = 2 stages on 2 ranks).
+  text = test::read_file(test::corpus_dir() + "/torchtitan/llama3_8b.toml");
+  text.replace(text.find("local_batch_size = 1"), 20, "local_batch_size = 8");
+  text.replace(text.find("pipeline_parallel_degree = 1"), 28,
+               "pipeline_parallel_degree = 2\npipeline_parallel_schedule = \"Interleaved1F1B\"\n"
+               "pipeline_parallel_layers_per_stage = 17");
+  path = test::write_temp("schedcheck-config-test", "lps17.toml", text);
+  Diagnostics d2;
+  config::TrainingJob j2;
+  CHECK_FALSE(config::read_torchtitan(path, {}, &j2, d2));
+  CHECK(has_error_at(d2, line_of(path, "pipeline_parallel_layers_per_stage"), "requires at least 2 stages per rank"));
+  // World size not matching the degrees.
+  Diagnostics d3;
+  config::TrainingJob j3;
+  config::JobContext ctx;
+  ctx.gpus = 60;
+  const std::string l4 = test::corpus_dir() + "/torchtitan/llama4_17bx128e.toml";
+  CHECK_FALSE(config::read_torchtitan(l4, ctx, &j3, d3));
+  CHECK(has_error_at(d3, line_of(l4, "data_parallel_shard_degree = -1"), "which does not divide"));
+  // Without --gpus, dp_shard -1 needs the world size (this preset has no GPU comment).
+  Diagnostics d4;
+  config::TrainingJob j4;
+  CHECK_FALSE(config::read_torchtitan(l4, {}, &j4, d4));
+  CHECK(has_error_at(d4, line_of(l4, "data_parallel_shard_degree = -1"), "pass --gpus N"));
+  // mixed_precision_reduce is Literal["float32"].
+  text = test::read_file(test::corpus_dir() + "/torchtitan/llama3_8b.toml");
+  text.replace(text.find("seq_len = 8192"), 14, "seq_len = 8192\nmixed_precision_reduce = \"bfloat16\"");
+  path = test::write_temp("schedcheck-config-test", "reduce-bf16.toml", text);
+  Diagnostics d5;
+  config::TrainingJob j5;
+  CHECK_FALSE(config::read_torchtitan(path, {}, &j5, d5));
+  CHECK(has_error_at(d5, line_of(path, "mixed_precision_reduce"), "accepts only \"float32\""));
+  // A TOML syntax error is located.
+  path = test::write_temp("schedcheck-config-test", "broken.toml", "[parallelism]\npipeline_parallel_degree = = 2\n");
+  Diagnostics d6;
+  config::TrainingJob j6;
+  CHECK_FALSE(config::read_torchtitan(path, {}, &j6, d6));
+  REQUIRE(d6.has_errors());
+  CHECK(d6.all().front().loc.line == 2);
+}
+
+TEST_CASE("torchtitan: the shipped presets verify or fail with their reason", "[config]") {
+  if (test::corpus_dir().empty()) return;  // ../shared/corpus is absent
+  // llama4 17bx128e: TP 8, PP 4, one microbatch per rank: torchtitan's 1F1B refuses it.
+  test::CliRun r = test::run_schedcheck("verify '" + test::corpus_dir() + "/torchtitan/llama4_17bx128e.toml' --gpus 128");
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("must be greater than or equal to the number of stages (4)") != std::string::npos);
+  // deepseek_v3_16b names Interleaved1F1B with PP 1: a note, not an error.
+  r = test::run_schedcheck("verify '" + test::corpus_dir() + "/torchtitan/deepseek_v3_16b.toml' --gpus 8 --format json",
+                           false);
+  INFO(r.out);
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  REQUIRE(j.is_object());
+  CHECK(j["job"]["model"] == "deepseek-v3-16b");
+  CHECK(j["job"]["layout"]["ep"] == 8);
+  bool noted = false;
+  for (const auto& u : j["job"]["unmodelled"]) noted |= u["key"].get<std::string>().find("pipeline_parallel_schedule") != std::string::npos;
+  CHECK(noted);
+}
