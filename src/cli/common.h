@@ -68,5 +68,6 @@ Command add_compare(CLI::App& parent);
 Command add_synth(CLI::App& parent);
 Command add_run(CLI::App& parent);  ///< `schedcheck run` (GPU confirmation, verify_gpu/)
 Command add_numerics(CLI::App& parent);  ///< `schedcheck numerics` (one collective's arithmetic)
+Command add_plan(CLI::App& parent);      ///< `schedcheck plan` (parallel layouts for a model on N GPUs)
 
 }  // namespace sc::cli

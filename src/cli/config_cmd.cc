@@ -10,7 +10,7 @@
 
 #include "cli/common.h"
 #include "cli/config_cmd.h"
-#include "config/lower_job.h"
+#include "config/verify_job.h"
 #include "config/readers.h"
 #include "fsdp/verify_fsdp.h"
 #include "pipeline/named_schedule.h"
@@ -51,36 +51,7 @@ const char* recompute_name(const TrainingJob& j) {
   return "";
 }
 
-/// The predicted figures of a verified job.
-struct Prediction {
-  bool complete = false;
-  double step_s = 0;          ///< optimizer step to optimizer step
-  double mfu = 0;             ///< flops_per_step / (world · peak · step)
-  double tokens_per_s = 0;
-  int64_t peak_bytes = 0;     ///< largest timeline peak over modelled ranks
-  int32_t peak_rank = 0;
-  int64_t worst_bytes = 0;    ///< largest worst case over interleavings
-};
-
-Prediction predict(const TrainingJob& job, const JobCosts& jc, const ProgramResult& base, double fsdp_step_s) {
-  Prediction p;
-  if (!base.timeline) return p;
-  p.complete = true;
-  p.step_s = fsdp_step_s > 0 ? fsdp_step_s : base.timeline->makespan_s * std::max(1, job.grad_accum);
-  const double world = job.world > 0 ? job.world : job.layout.world();
-  if (p.step_s > 0) {
-    p.mfu = jc.flops_per_step / (world * jc.hardware.peak_flops * p.step_s);
-    p.tokens_per_s = static_cast<double>(jc.tokens_per_step) / p.step_s;
-  }
-  const auto& peaks = base.timeline->peak_bytes_per_rank;
-  for (size_t r = 0; r < peaks.size(); ++r)
-    if (peaks[r] > p.peak_bytes) p.peak_bytes = peaks[r], p.peak_rank = static_cast<int32_t>(r);
-  if (base.worst_case)
-    for (int64_t b : base.worst_case->bytes_per_rank) p.worst_bytes = std::max(p.worst_bytes, b);
-  return p;
-}
-
-void write_job_text(std::ostream& os, const TrainingJob& job, const JobCosts& jc, const Prediction& p) {
+void write_job_text(std::ostream& os, const TrainingJob& job, const JobCosts& jc, const config::JobPrediction& p) {
   const model::Layout& l = job.layout;
   os << fmt::format("{} config {}: {} on {} × {}\n", job.framework, job.path, jc.model.name, job.world,
                     jc.hardware.name);
@@ -121,7 +92,7 @@ void write_job_text(std::ostream& os, const TrainingJob& job, const JobCosts& jc
   os << "\n";
 }
 
-nlohmann::json job_json(const TrainingJob& job, const JobCosts& jc, const Prediction& p) {
+nlohmann::json job_json(const TrainingJob& job, const JobCosts& jc, const config::JobPrediction& p) {
   const model::Layout& l = job.layout;
   nlohmann::json j = {
       {"framework", job.framework},
@@ -152,7 +123,7 @@ nlohmann::json job_json(const TrainingJob& job, const JobCosts& jc, const Predic
   j["unmodelled"] = un;
   if (p.complete)
     j["predicted"] = {{"step_time_s", p.step_s}, {"mfu", p.mfu}, {"tokens_per_s", p.tokens_per_s},
-                      {"peak_bytes", p.peak_bytes}, {"peak_rank", p.peak_rank}, {"worst_case_bytes", p.worst_bytes}};
+                      {"bubble_rate", p.bubble_rate}, {"peak_bytes", p.peak_bytes}, {"peak_rank", p.peak_rank}, {"worst_case_bytes", p.worst_bytes}};
   return j;
 }
 
@@ -171,33 +142,18 @@ int run_config_verify(const std::vector<std::string>& files, const std::string& 
   for (size_t i = 0; i < files.size(); ++i) {
     Diagnostics d;
     TrainingJob job;
-    config::LoweredJob lowered;
-    bool ok = read_job(files[i], ctx, &job, d) && config::lower_job(job, ctx, &lowered, d);
-    if (ok && !lowered.is_fsdp) ok = resolve_named_schedule(lowered.pipeline, d);
-    if (!ok) {
+    config::VerifiedJob v;
+    if (!read_job(files[i], ctx, &job, d) || !config::verify_job(job, ctx, out.min_cut, &v, d)) {
       if (format == "json") print_json_diagnostics(d);
       exit = combine_exit(exit, report_spec_errors(d));
       continue;
     }
     d.print(std::cerr);  // warnings (e.g. sequence parallelism dropped at TP 1)
-    std::string report;
-    Prediction p;
-    const ProgramResult* base = nullptr;
-    std::optional<FsdpVerifyResult> fr;
-    std::optional<VerifyResult> vr;
-    if (lowered.is_fsdp) {
-      fr = verify_fsdp(lowered.fsdp, out.min_cut);
-      const double step = fr->figures && !fr->figures->step_time_s.empty() ? fr->figures->step_time_s.back() : 0;
-      p = predict(job, lowered.costs, fr->base, step);
-      base = &fr->base;
-    } else {
-      VerifyOptions opt;
-      opt.force_min_cut = out.min_cut;
-      vr = verify(lowered.pipeline, opt);
-      p = predict(job, lowered.costs, *vr, 0);
-      base = &*vr;
-    }
-    exit = combine_exit(exit, base->exit_code);
+    exit = combine_exit(exit, v.exit_code);
+    const config::JobPrediction& p = v.prediction;
+    const std::optional<FsdpVerifyResult>& fr = v.fsdp;
+    const std::optional<VerifyResult>& vr = v.pipeline;
+    config::LoweredJob& lowered = v.lowered;
     if (format == "json") {
       nlohmann::json j = nlohmann::json::parse(fr ? fsdp_json_report(*fr) : json_report(*vr));
       j["path"] = files[i];
@@ -210,7 +166,7 @@ int run_config_verify(const std::vector<std::string>& files, const std::string& 
       if (fr) write_fsdp_text_report(std::cout, *fr);
       else write_text_report(std::cout, *vr, out.timeline_ops);
     }
-    const VerifyResult& vbase = fr ? fr->base : *vr;
+    const VerifyResult& vbase = v.base();
     if (!out.trace.empty() && !write_output(out.trace, chrome_trace(vbase))) return kExitUsage;
     if (!out.dot.empty() && !write_output(out.dot, dot_graph(vbase))) return kExitUsage;
     if (!out.svg.empty() && !write_output(out.svg, svg_timeline(vbase))) return kExitUsage;

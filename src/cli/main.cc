@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "schedcheck 0.1.0");
   std::vector<sc::cli::Command> commands = {sc::cli::add_verify(app), sc::cli::add_lower(app), sc::cli::add_gen(app),
                                             sc::cli::add_compare(app), sc::cli::add_synth(app), sc::cli::add_run(app),
-                                            sc::cli::add_numerics(app)};
+                                            sc::cli::add_numerics(app), sc::cli::add_plan(app)};
   // An unknown command: name the commands (CLI11 would only say that one is required).
   if (argc > 1 && argv[1][0] != '-') {
     std::vector<std::string> names;

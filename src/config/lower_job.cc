@@ -173,11 +173,13 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   }
   // The FSDP group and the data-parallel all-reduce: members tp apart (tp innermost).
   jc.dp_tier = model::link_tier(hw, lay.tp, fsdp ? shard : replicate);
-  if (fsdp && replicate > 1 && model::link_tier(hw, static_cast<int64_t>(lay.tp) * shard, replicate) == LinkTier::kInterNode)
+  jc.dp_bandwidth = model::group_bandwidth(hw, jc.eff, lay.tp, fsdp ? shard : replicate);
+  if (fsdp && replicate > 1 && model::link_tier(hw, static_cast<int64_t>(lay.tp) * shard, replicate) == LinkTier::kInterNode) {
     jc.dp_tier = LinkTier::kInterNode;  // HSDP: one bandwidth for both groups, the slower
-  jc.dp_bandwidth = model::tier_bandwidth(hw, jc.eff, jc.dp_tier);
+    jc.dp_bandwidth = std::min(jc.dp_bandwidth, model::group_bandwidth(hw, jc.eff, static_cast<int64_t>(lay.tp) * shard, replicate));
+  }
   jc.pp_tier = model::link_tier(hw, static_cast<int64_t>(lay.tp) * lay.cp * lay.dp_shard * lay.dp_replicate, lay.pp);
-  jc.pp_bandwidth = model::tier_bandwidth(hw, jc.eff, jc.pp_tier);
+  jc.pp_bandwidth = model::tier_bandwidth(hw, jc.eff, jc.pp_tier);  // one pair: one NIC
   if (fsdp)
     jc.fsdp_crossover_tokens = model::fsdp_crossover_tokens(pbytes, dtype_bytes(job.reduce_dtype), rate, jc.dp_bandwidth);
 

@@ -92,6 +92,13 @@ double tier_bandwidth(const HardwareDesc& hw, const Efficiency& eff, LinkTier ti
   return tier == LinkTier::kIntraNode ? hw.intra_node_bw * eff.intra_node : hw.inter_node_bw * eff.inter_node;
 }
 
+double group_bandwidth(const HardwareDesc& hw, const Efficiency& eff, int64_t stride, int64_t size) {
+  if (link_tier(hw, stride, size) == LinkTier::kIntraNode) return tier_bandwidth(hw, eff, LinkTier::kIntraNode);
+  const int64_t per_node = std::max<int64_t>(1, std::min<int64_t>(size, hw.gpus_per_node / std::max<int64_t>(1, stride)));
+  return std::min(tier_bandwidth(hw, eff, LinkTier::kInterNode) * static_cast<double>(per_node),
+                  tier_bandwidth(hw, eff, LinkTier::kIntraNode));
+}
+
 double ring_time_s(double bytes, int64_t n, double bw, double latency_s, bool all_reduce) {
   if (n <= 1 || bytes <= 0) return 0;
   const double f = all_reduce ? 2.0 : 1.0;
@@ -112,7 +119,7 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
   // microbatch's activation in bf16 (Narayanan et al. 2021; CONFIGS.md §4.6).
   if (lay.tp > 1) {
     const double bytes = tokens * h * 2;
-    const double bw = tier_bandwidth(in.hardware, in.eff, link_tier(in.hardware, 1, lay.tp));
+    const double bw = group_bandwidth(in.hardware, in.eff, 1, lay.tp);
     c.tp_comm_s = lay.sequence_parallel ? 4 * ring_time_s(bytes, lay.tp, bw, lat, false)
                                         : 2 * ring_time_s(bytes, lay.tp, bw, lat, true);
   }
@@ -121,14 +128,14 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
     const double kv_width = m.mla ? static_cast<double>(m.mla->kv_lora_rank + m.mla->qk_rope_head_dim)
                                   : 2.0 * static_cast<double>(m.kv_heads * m.head_dim) / lay.tp;
     const double bytes = tokens * lay.cp * kv_width * 2;
-    const double bw = tier_bandwidth(in.hardware, in.eff, link_tier(in.hardware, lay.tp, lay.cp));
+    const double bw = group_bandwidth(in.hardware, in.eff, lay.tp, lay.cp);
     c.cp_comm_s = ring_time_s(bytes, lay.cp, bw, lat, false);
   }
   // EP: dispatch and combine all-to-alls of the routed tokens (CONFIGS.md §4.6, AllToAll row):
   // (ep-1)/ep of tokens·top_k·h·2 bytes leave each rank, twice per direction.
   if (lay.ep > 1 && m.is_moe_layer(layer)) {
     const double bytes = tokens * static_cast<double>(m.moe->top_k) * h * 2;
-    const double bw = tier_bandwidth(in.hardware, in.eff, link_tier(in.hardware, 1, lay.ep));
+    const double bw = group_bandwidth(in.hardware, in.eff, 1, lay.ep);
     c.ep_comm_s = 2 * (lat + static_cast<double>(lay.ep - 1) / lay.ep * bytes / bw);
   }
   const double comm = c.tp_comm_s + c.cp_comm_s + c.ep_comm_s;

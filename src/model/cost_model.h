@@ -121,6 +121,12 @@ enum class LinkTier { kIntraNode, kInterNode };
 LinkTier link_tier(const HardwareDesc& hw, int64_t stride, int64_t size);
 /// Achieved bandwidth of a tier, bytes/s: nominal × efficiency.
 double tier_bandwidth(const HardwareDesc& hw, const Efficiency& eff, LinkTier tier);
+/// Achieved per-rank bandwidth of a collective over a group of `size` ranks `stride` apart,
+/// bytes/s. Inside a node: the NVLink figure. Across nodes the array enters each node through
+/// all its NICs together ("≈ bytes / W_node_egress", scaling-book gpus.md; CONFIGS.md §4.6): the
+/// group's k = min(size, gpus_per_node / stride) members per node share k NICs, so k × the
+/// per-GPU network figure, at most the NVLink figure.
+double group_bandwidth(const HardwareDesc& hw, const Efficiency& eff, int64_t stride, int64_t size);
 
 /// Ring collective time over n ranks of `bytes` per rank (all-gather output, reduce-scatter
 /// input, all-reduce buffer): latency + f·(n−1)/n·bytes/bw, f = 1 for all-gather and

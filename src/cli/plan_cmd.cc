@@ -1,0 +1,382 @@
+// `schedcheck plan`: which mix of data, fully-sharded, pipeline and tensor parallelism fits a
+// model on N GPUs, and how fast is it. Enumerates layouts, discards them by the bounds the field
+// knows (CONFIGS.md §6), ranks the rest by an analytic estimate, then verifies the best with the
+// same lowering and checks `verify` uses on a config, and ranks those by predicted step time.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/common.h"
+#include "config/verify_job.h"
+#include "model/cost_model.h"
+
+namespace sc::cli {
+namespace {
+
+using config::TrainingJob;
+using model::Recompute;
+
+struct PlanArgs {
+  std::string model, hardware = "h100", batch_tokens, format = "text";
+  int32_t gpus = 0;
+  int64_t seq_len = 0;
+  size_t verify_top = 12;
+  size_t show = 10;
+  int32_t max_pp = 64;
+};
+
+/// "4M" = 4·2^20 tokens (K, M, G are binary, as a batch of 4M tokens at sequence length 8192 is
+/// 512 sequences); a plain integer is taken as is. nullopt when malformed.
+std::optional<int64_t> parse_tokens(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (...) {
+    return std::nullopt;
+  }
+  std::string suffix = text.substr(used);
+  double mult = 1;
+  if (suffix == "K" || suffix == "k") mult = 1024;
+  else if (suffix == "M" || suffix == "m") mult = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g" || suffix == "B") mult = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty()) return std::nullopt;
+  const double t = v * mult;
+  if (!(t >= 1) || t > 1e15 || std::floor(t) != t) return std::nullopt;
+  return static_cast<int64_t>(t);
+}
+
+/// One candidate layout with its analytic estimate and, once verified, its prediction.
+struct Candidate {
+  TrainingJob job;
+  std::string sharding;           ///< "fsdp", "hsdp"
+  double est_step_s = 0;          ///< analytic: pipeline bubble and exposed FSDP communication
+  int64_t est_bytes = 0;          ///< analytic peak per rank
+  bool verified = false;
+  int exit_code = 0;
+  config::JobPrediction pred;
+  double crossover = 0;           ///< FSDP crossover, tokens per GPU per microbatch
+  std::string verdict;
+};
+
+std::string schedule_label(const TrainingJob& j) {
+  if (j.layout.pp == 1) return "-";
+  return j.stages_per_rank > 1 ? fmt::format("{} v{}", j.schedule, j.stages_per_rank) : j.schedule;
+}
+
+const char* recompute_label(Recompute r) { return r == Recompute::kFull ? "full" : r == Recompute::kNone ? "none" : "selective"; }
+
+std::string layout_label(const Candidate& c) {
+  const auto& l = c.job.layout;
+  return fmt::format("pp{} dp{}x{} tp{}", l.pp, l.dp_replicate, l.dp_shard, l.tp);
+}
+
+/// Analytic estimate of one candidate from the cost model alone (no program): per-stage work
+/// Σ(F + I + W + R) of the slowest stage; a pipeline step (m + (p−1)/v)·t (CONFIGS.md §4.7);
+/// FSDP without PP pays its all-gathers and reduce-scatter per microbatch, exposed where they
+/// exceed the compute; with PP once per step. Memory: states + in-flight activations of stage 0
+/// (min(m, p) microbatches in 1F1B, × (1 + (p−1)/(p·v)) interleaved; Megatron's estimator,
+/// CONFIGS.md §4.3) + gathered parameters.
+bool estimate(Candidate& c, const config::JobContext& ctx) {
+  config::LoweredJob lj;
+  Diagnostics d;
+  if (!config::lower_job(c.job, ctx, &lj, d)) return false;
+  const auto& jc = lj.costs;
+  const TrainingJob& j = c.job;
+  c.crossover = jc.fsdp_crossover_tokens;
+  const int32_t p = j.layout.pp, v = j.stages_per_rank, m = j.microbatches;
+  const double pdt = 2, rdt = j.reduce_dtype == "fp32" ? 4 : 2;
+  if (lj.is_fsdp) {
+    double t = 0, params = 0, act = 0;
+    for (const FsdpUnit& u : lj.fsdp.units) {
+      t += u.forward_s + u.backward_s;
+      params += static_cast<double>(u.params_bytes) / pdt;
+      act += static_cast<double>(u.activation_bytes);
+    }
+    const int32_t n = lj.fsdp.shard_size;
+    const double comm = (n - 1.0) / n * params * (2 * pdt + rdt) / lj.fsdp.bandwidth_bytes_per_s;
+    c.est_step_s = m * std::max(t, comm);
+    int64_t largest = 0;
+    for (const FsdpUnit& u : lj.fsdp.units) largest = std::max(largest, u.params_bytes);
+    c.est_bytes = jc.state_bytes_per_rank + static_cast<int64_t>(act) + 3 * largest;
+    return true;
+  }
+  const PipelineSpec& s = lj.pipeline;
+  std::vector<double> per_rank(p, 0);
+  std::vector<int64_t> act(p, 0), params(p, 0);
+  for (int32_t st = 0; st < static_cast<int32_t>(s.costs.f_s.size()); ++st) {
+    const double r = s.memory.recompute[st] != sc::Recompute::kNone ? s.costs.r_s[st] : 0;
+    per_rank[st % p] += s.costs.f_s[st] + s.costs.i_s[st] + s.costs.w_s[st] + r;
+    act[st % p] += s.memory.retained_bytes[st];
+    params[st % p] += s.memory.params_bytes[st];
+  }
+  const double t = *std::max_element(per_rank.begin(), per_rank.end());
+  c.est_step_s = (m + (p - 1.0) / v) * t * std::max(1, j.grad_accum);
+  if (s.composition && s.composition->fsdp) {
+    const int32_t n = s.composition->dp_shard;
+    const double bytes = static_cast<double>(*std::max_element(params.begin(), params.end())) / pdt;
+    c.est_step_s += (n - 1.0) / n * bytes * rdt / s.composition->bandwidth_bytes_per_s;  // the last reduce-scatter
+  }
+  const double inflight = std::min(m, p) * (v > 1 ? 1.0 + (p - 1.0) / (p * v) : 1.0);
+  const int64_t a = *std::max_element(act.begin(), act.end()) / std::max(1, v);
+  c.est_bytes = jc.state_bytes_per_rank + static_cast<int64_t>(inflight * static_cast<double>(a)) +
+                (s.composition && s.composition->fsdp ? *std::max_element(params.begin(), params.end()) : 0);
+  return true;
+}
+
+int run_plan(const PlanArgs& a) {
+  auto m = model::model_preset(a.model);
+  if (!m) {
+    std::cerr << fmt::format("schedcheck: error: --model {}: unknown preset; the presets are {}\n", a.model,
+                             fmt::join(model::model_preset_names(), ", "));
+    return kExitSpec;
+  }
+  auto hw = model::hardware_preset(a.hardware);
+  if (!hw) {
+    std::cerr << fmt::format("schedcheck: error: --hardware {}: unknown preset; the presets are {}\n", a.hardware,
+                             fmt::join(model::hardware_preset_names(), ", "));
+    return kExitSpec;
+  }
+  auto tokens = parse_tokens(a.batch_tokens);
+  if (!tokens) {
+    std::cerr << fmt::format("schedcheck: error: --global-batch-tokens {}: expected a token count such as 4M "
+                             "(4·2^20) or 4194304\n", a.batch_tokens);
+    return kExitSpec;
+  }
+  if (*tokens % a.seq_len != 0) {
+    std::cerr << fmt::format("schedcheck: error: --global-batch-tokens {} = {} is not a whole number of sequences of "
+                             "{} tokens\n", a.batch_tokens, *tokens, a.seq_len);
+    return kExitSpec;
+  }
+  const int64_t seqs = *tokens / a.seq_len;
+  const bool tty = isatty(STDERR_FILENO);
+  const auto t0 = std::chrono::steady_clock::now();
+  config::JobContext ctx;
+  ctx.gpus = a.gpus;
+  ctx.model = m->name;
+  ctx.hardware = hw->name;
+
+  // Enumerate; count rejections by family and reason.
+  std::map<std::string, std::pair<int, std::string>> rejected;  // reason -> (count, example)
+  auto reject = [&](const std::string& why, const std::string& example) {
+    auto& r = rejected[why];
+    if (r.first++ == 0) r.second = example;
+  };
+  std::vector<Candidate> cands;
+  struct Sched {
+    const char* name;
+    int32_t v;
+  };
+  const std::vector<Sched> scheds = {{"1f1b", 1}, {"interleaved-1f1b", 2}, {"zb-h1", 1}, {"interleaved-1f1b", 4}};
+  for (int32_t tp : {1, 2, 4, 8}) {
+    if (tp > hw->gpus_per_node || a.gpus % tp != 0) continue;
+    if (m->heads % tp != 0) {
+      reject("tensor parallel degree does not divide the attention heads", fmt::format("tp{}", tp));
+      continue;
+    }
+    for (int32_t pp = 1; pp <= std::min<int64_t>(a.max_pp, m->layers) && (a.gpus / tp) % pp == 0; pp *= 2) {
+      const int32_t dp = a.gpus / (tp * pp);
+      const std::string fam = fmt::format("pp{} tp{} dp{}", pp, tp, dp);
+      if (dp > seqs) {
+        reject(fmt::format("data-parallel degree above the global batch of {} sequences (CONFIGS.md §6.2)", seqs), fam);
+        continue;
+      }
+      if (seqs % dp != 0) {
+        reject("global batch not divisible by the data-parallel degree", fam);
+        continue;
+      }
+      const int64_t local = seqs / dp;  // sequences per data-parallel rank per step
+      std::vector<std::pair<std::string, int32_t>> shardings = {{"fsdp", dp}};
+      const int32_t node_shard = std::max(1, hw->gpus_per_node / tp);
+      if (dp > node_shard && dp % node_shard == 0) shardings.push_back({"hsdp", node_shard});
+      for (const auto& [sh, shard] : shardings) {
+        for (int64_t b : {1, 2, 4}) {
+          if (local % b != 0) continue;
+          const int32_t mbs = static_cast<int32_t>(std::min<int64_t>(local / b, 1 << 20));
+          for (const Sched& sc : scheds) {
+            if (pp == 1 && &sc != &scheds.front()) continue;
+            if (pp > 1 && sc.v > 1 && pp * sc.v > m->layers) continue;
+            if (pp > 1 && mbs < pp) {
+              reject("fewer microbatches than pipeline ranks", fmt::format("{} mbs {}", fam, b));
+              continue;
+            }
+            for (Recompute rc : {Recompute::kNone, Recompute::kFull}) {
+              Candidate c;
+              TrainingJob& j = c.job;
+              j.framework = "torchtitan";
+              j.path = fmt::format("plan-{}", cands.size());
+              j.model = m->name;
+              j.hardware = hw->name;
+              j.world = a.gpus;
+              j.layout.tp = tp;
+              j.layout.pp = pp;
+              j.layout.dp_shard = shard;
+              j.layout.dp_replicate = dp / shard;
+              j.layout.sequence_parallel = tp > 1;
+              j.schedule = pp > 1 ? sc.name : "1f1b";
+              j.stages_per_rank = pp > 1 ? sc.v : 1;
+              j.microbatches = mbs;
+              j.grad_accum = 1;
+              j.microbatch_sequences = b;
+              j.global_batch_sequences = seqs;
+              j.seq_len = a.seq_len;
+              j.recompute = rc;
+              j.sharding = config::Sharding::kFsdp;
+              j.reshard_after_forward = pp == 1;
+              c.sharding = sh;
+              if (!estimate(c, ctx)) {
+                reject("the stage split leaves a stage without a block", fam);
+                continue;
+              }
+              if (c.est_bytes > hw->hbm_bytes) {
+                reject(fmt::format("memory above {:.0f} GB HBM by the analytic bound (states + in-flight activations)",
+                                   static_cast<double>(hw->hbm_bytes) / 1e9),
+                       fmt::format("{} {} {} mbs {} recompute {}", fam, sh, schedule_label(j), b, recompute_label(rc)));
+                continue;
+              }
+              cands.push_back(std::move(c));
+            }
+          }
+        }
+      }
+    }
+  }
+  std::sort(cands.begin(), cands.end(), [](const Candidate& x, const Candidate& y) { return x.est_step_s < y.est_step_s; });
+  // Verify in the order of the estimate until verify_top hold (or 4 × verify_top were tried):
+  // the analytic memory bound is a filter, not the answer.
+  size_t n_verify = 0, holding = 0;
+  for (size_t i = 0; i < cands.size() && holding < a.verify_top && n_verify < 4 * a.verify_top; ++i, ++n_verify) {
+    if (tty) std::cerr << fmt::format("\rverifying candidate {} ({} hold so far): {} ...", i + 1, holding, layout_label(cands[i])) << std::flush;
+    config::VerifiedJob v;
+    Diagnostics d;
+    Candidate& c = cands[i];
+    c.verified = config::verify_job(c.job, ctx, false, &v, d);
+    if (!c.verified) {
+      c.verdict = "error";
+      continue;
+    }
+    c.exit_code = v.exit_code;
+    c.pred = v.prediction;
+    c.verdict = v.exit_code == 0 ? "holds" : v.exit_code == 13 ? "over memory" : "violated";
+    holding += v.exit_code == 0;
+  }
+  if (tty) std::cerr << "\r" << std::string(70, ' ') << "\r";
+  // Verified candidates that hold first, by predicted step time; then the others.
+  std::stable_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(n_verify), [](const Candidate& x, const Candidate& y) {
+    const bool hx = x.verdict == "holds", hy = y.verdict == "holds";
+    if (hx != hy) return hx;
+    return x.pred.step_s < y.pred.step_s;
+  });
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double flops_step = m->training_flops_per_token(a.seq_len) * static_cast<double>(*tokens);
+
+  if (a.format == "json") {
+    nlohmann::json out = {{"model", m->name}, {"hardware", hw->name}, {"gpus", a.gpus}, {"global_batch_tokens", *tokens},
+                          {"seq_len", a.seq_len}, {"flops_per_step", flops_step}, {"candidates_considered", cands.size()},
+                          {"seconds", secs}};
+    nlohmann::json list = nlohmann::json::array();
+    for (size_t i = 0; i < n_verify; ++i) {
+      const Candidate& c = cands[i];
+      const auto& l = c.job.layout;
+      list.push_back({{"pp", l.pp}, {"dp_replicate", l.dp_replicate}, {"dp_shard", l.dp_shard}, {"tp", l.tp},
+                      {"schedule", c.job.schedule}, {"stages_per_rank", c.job.stages_per_rank},
+                      {"microbatches", c.job.microbatches}, {"microbatch_sequences", c.job.microbatch_sequences},
+                      {"recompute", recompute_label(c.job.recompute)}, {"verdict", c.verdict}, {"exit_code", c.exit_code},
+                      {"step_time_s", c.pred.step_s}, {"mfu", c.pred.mfu}, {"bubble_rate", c.pred.bubble_rate},
+                      {"peak_bytes", c.pred.peak_bytes}, {"worst_case_bytes", c.pred.worst_bytes},
+                      {"fsdp_crossover_tokens", c.crossover}, {"estimated_step_time_s", c.est_step_s}});
+    }
+    out["ranked"] = list;
+    nlohmann::json rej = nlohmann::json::array();
+    for (const auto& [why, r] : rejected) rej.push_back({{"reason", why}, {"count", r.first}, {"example", r.second}});
+    out["rejected"] = rej;
+    std::cout << out.dump(2) << "\n";
+    return n_verify > 0 && cands.front().verdict == "holds" ? 0 : 1;
+  }
+
+  std::cout << fmt::format("plan: {} on {} × {}, {} tokens per step ({} sequences of {}), {:.3g} FLOP per step\n",
+                           m->name, a.gpus, hw->name, *tokens, seqs, a.seq_len, flops_step);
+  std::cout << fmt::format("{} candidates fit the analytic bounds; the best {} by estimate were built and verified, "
+                           "{} hold ({:.1f} s)\n\n", cands.size(), n_verify, holding, secs);
+  std::cout << fmt::format("{:>2}  {:<18} {:<6} {:<20} {:>4} {:>4} {:<9} {:>9} {:>6} {:>7} {:>10} {:>13}  {}\n", "#",
+                           "layout", "shard", "schedule", "mbs", "m", "recompute", "step (s)", "MFU", "bubble",
+                           "peak GiB", "tok/GPU/mb", "verdict");
+  for (size_t i = 0; i < std::min(a.show, n_verify); ++i) {
+    const Candidate& c = cands[i];
+    const std::string tok = c.crossover > 0 ? fmt::format("{}/{:.0f}", c.job.microbatch_sequences * a.seq_len, c.crossover)
+                                            : fmt::format("{}", c.job.microbatch_sequences * a.seq_len);
+    std::cout << fmt::format("{:>2}  {:<18} {:<6} {:<20} {:>4} {:>4} {:<9} {:>9.3f} {:>5.1f}% {:>7.3f} {:>10.1f} {:>13}  {}\n",
+                             i + 1, layout_label(c), c.sharding, schedule_label(c.job), c.job.microbatch_sequences,
+                             c.job.microbatches, recompute_label(c.job.recompute), c.pred.step_s, 100 * c.pred.mfu,
+                             c.pred.bubble_rate, static_cast<double>(c.pred.peak_bytes) / double(int64_t{1} << 30), tok,
+                             c.verdict);
+  }
+  std::cout << "\n  tok/GPU/mb: tokens per GPU per microbatch / the FSDP crossover above which the backward hides its\n"
+               "  all-gather and reduce-scatter (CONFIGS.md §6.1); bubble: idle fraction of the verified program.\n";
+  if (!rejected.empty()) {
+    std::cout << "\nrejected before verifying:\n";
+    for (const auto& [why, r] : rejected)
+      std::cout << fmt::format("  {:>5} × {} (e.g. {})\n", r.first, why, r.second);
+  }
+  if (n_verify > 0 && cands.front().verdict == "holds") {
+    const TrainingJob& j = cands.front().job;
+    const auto& l = j.layout;
+    std::cout << "\nbest as a torchtitan job config fragment:\n\n";
+    std::cout << fmt::format("[training]\nlocal_batch_size = {}\nseq_len = {}\n\n", seqs / (l.dp_replicate * l.dp_shard),
+                             a.seq_len);
+    std::cout << fmt::format("[parallelism]\ndata_parallel_replicate_degree = {}\ndata_parallel_shard_degree = {}\n"
+                             "tensor_parallel_degree = {}\npipeline_parallel_degree = {}\n",
+                             l.dp_replicate, l.dp_shard, l.tp, l.pp);
+    if (l.pp > 1) {
+      const char* torch = j.schedule == "1f1b" ? "1F1B" : j.schedule == "zb-h1" ? "1F1B" : "Interleaved1F1B";
+      std::cout << fmt::format("pipeline_parallel_schedule = \"{}\"\npipeline_parallel_microbatch_size = {}\n", torch,
+                               j.microbatch_sequences);
+      if (j.stages_per_rank > 1)
+        std::cout << fmt::format("pipeline_parallel_layers_per_stage = {}\n",
+                                 (m->layers + 2 + l.pp * j.stages_per_rank - 1) / (l.pp * j.stages_per_rank));
+      if (j.schedule == "zb-h1")
+        std::cout << "# ZB-H1 has no torchtitan name: write its CSV (schedcheck gen zb-h1) and set pipeline_parallel_schedule_csv\n";
+    }
+    std::cout << fmt::format("\n[activation_checkpoint]\nmode = \"{}\"\n", recompute_label(j.recompute));
+  }
+  return n_verify > 0 && cands.front().verdict == "holds" ? 0 : 1;
+}
+
+}  // namespace
+
+Command add_plan(CLI::App& parent) {
+  auto a = std::make_shared<PlanArgs>();
+  CLI::App* cmd = parent.add_subcommand(
+      "plan", "Find the parallel layouts that fit a model on N GPUs and rank them by predicted step time.\n"
+              "  schedcheck plan --model llama3-70b --hardware h100 --gpus 512 --global-batch-tokens 4M --seq-len 8192\n"
+              "Enumerates tensor (1-8, inside a node), pipeline (schedule, chunks, microbatch size) and data-parallel\n"
+              "degrees with FSDP or HSDP and recompute none/full; discards layouts by the global batch (in sequences),\n"
+              "the microbatch count and an analytic memory bound; verifies the best by estimate (deadlock, memory per\n"
+              "rank over all interleavings, timeline) and prints them ranked, why the others were rejected, and the\n"
+              "best as a torchtitan config fragment.");
+  cmd->add_option("--model", a->model, fmt::format("model preset: {}", fmt::join(model::model_preset_names(), ", ")))
+      ->required();
+  cmd->add_option("--hardware", a->hardware,
+                  fmt::format("GPU preset (default h100): {}", fmt::join(model::hardware_preset_names(), ", ")));
+  cmd->add_option("--gpus", a->gpus, "number of GPUs")->required()->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--global-batch-tokens", a->batch_tokens, "tokens per optimizer step: 4M (= 4·2^20), 512K or 4194304")
+      ->required();
+  cmd->add_option("--seq-len", a->seq_len, "sequence length in tokens")->required()->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  cmd->add_option("--verify-top", a->verify_top, "build and verify candidates, best by estimate first, until this many hold (default 12; at most 4x as many are tried)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--show", a->show, "rows of the ranked table (default 10)");
+  cmd->add_option("--max-pp", a->max_pp, "largest pipeline degree to consider (default 64)")->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--format", a->format, "text (for people) or json")->check(CLI::IsMember({"text", "json"}));
+  return {cmd, [a] { return run_plan(*a); }};
+}
+
+}  // namespace sc::cli

@@ -1,0 +1,42 @@
+// A training job verified end to end: lowered with the cost model, checked by the composed or
+// FSDP front-end's verify, and summarised as the figures a person plans with.
+#pragma once
+
+#include <optional>
+
+#include "config/lower_job.h"
+#include "fsdp/verify_fsdp.h"
+#include "pipeline/verify_pipeline.h"
+
+namespace sc::config {
+
+/// The predicted figures of a verified job. Absent figures (a deadlock) leave complete false.
+struct JobPrediction {
+  bool complete = false;
+  double step_s = 0;          ///< one optimizer step: the program's makespan (pipeline: × grad_accum;
+                              ///< FSDP: its steady second step)
+  double mfu = 0;             ///< flops_per_step / (world · peak · step_s) (torchtitan's MFU)
+  double tokens_per_s = 0;
+  double bubble_rate = 0;     ///< of the modelled program (sim/timeline.h)
+  int64_t peak_bytes = 0;     ///< largest timeline peak over modelled ranks
+  int32_t peak_rank = 0;
+  int64_t worst_bytes = 0;    ///< largest worst case over all interleavings
+};
+
+/// A job and everything verify established for it.
+struct VerifiedJob {
+  LoweredJob lowered;
+  std::optional<FsdpVerifyResult> fsdp;  ///< when lowered.is_fsdp
+  std::optional<VerifyResult> pipeline;  ///< otherwise
+  JobPrediction prediction;
+  int exit_code = 0;                     ///< the verify's exit code
+  const VerifyResult& base() const { return fsdp ? fsdp->base : *pipeline; }
+};
+
+/// Lowers `job` (lower_job), resolves the named schedule, verifies, and predicts. Returns false
+/// after adding errors to `diags` when the job cannot be lowered; problems of the schedule are
+/// findings of the result, not errors.
+bool verify_job(const TrainingJob& job, const JobContext& ctx, bool force_min_cut, VerifiedJob* out,
+                Diagnostics& diags);
+
+}  // namespace sc::config
