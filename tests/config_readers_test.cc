@@ -274,6 +274,43 @@ TEST_CASE("Megatron: startup checks refuse deprecated flags, FSDP2 with PP and E
   check_at(find_diag(diags, Severity::kError, "--overlap-param-gather only supported"), text, "--overlap-param-gather");
 }
 
+TEST_CASE("Megatron: without model dimensions the --model preset is used, and without one it is an error",
+          "[config]") {
+  const std::string text = "--micro-batch-size 1 --global-batch-size 32 --seq-length 4096 --fp16\n"
+                           "--pipeline-model-parallel-size 2 --use-torch-fsdp2\n";
+  const std::string path = test::write_temp("schedcheck_config_test", "preset.args", text);
+  JobContext ctx;
+  ctx.gpus = 8;
+  {
+    Diagnostics diags;
+    TrainingJob j;
+    CHECK_FALSE(read_megatron(path, ctx, &j, diags));
+    INFO(all_text(diags));
+    const Diagnostic* d = find_diag(diags, Severity::kError, "pass --model");
+    REQUIRE(d);
+    CHECK(d->loc.line == 1);
+    CHECK(d->message.find("llama3-8b") != std::string::npos);
+  }
+  ctx.model = "llama3-8b";
+  const std::string fixed = "--micro-batch-size 1 --global-batch-size 32 --seq-length 4096 --fp16\n"
+                            "--pipeline-model-parallel-size 2\n";
+  const std::string path2 = test::write_temp("schedcheck_config_test", "preset2.args", fixed);
+  Diagnostics diags;
+  TrainingJob j;
+  const bool ok = read_megatron(path2, ctx, &j, diags);
+  INFO(all_text(diags));
+  REQUIRE(ok);
+  CHECK(j.model == "llama3-8b");
+  CHECK_FALSE(j.model_desc);
+  CHECK(j.layout.pp == 2);
+  CHECK(j.layout.dp_replicate == 4);
+  CHECK(j.sharding == Sharding::kDdp);
+  CHECK(j.microbatches == 8);
+  CHECK(j.schedule == "1f1b");
+  CHECK(j.param_dtype == "fp16");
+  CHECK(j.reduce_dtype == "fp16");
+}
+
 TEST_CASE("the DeepSpeed ZeRO-3 config reads as FSDP over 8 GPUs with its prefetch and residency limits", "[config]") {
   if (test::corpus_dir().empty()) {
     WARN("../shared/corpus not found; skipping the DeepSpeed corpus test");

@@ -155,6 +155,9 @@ class MegatronReader {
     j.where.erase("etp");
     const ShellFlag* sp = args_.get("--sequence-parallel");
     l.sequence_parallel = sp != nullptr;
+    if (const ShellFlag* o = args_.get("--tp-comm-overlap"); o && (!sp || l.tp == 1))
+      diags_.error(o->loc, "Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is "
+                           "enabled");
     if (sp && l.tp == 1) {
       l.sequence_parallel = false;
       diags_.warning(sp->loc, "Disabling sequence parallelism because tensor model parallelism is disabled "
@@ -286,6 +289,10 @@ class MegatronReader {
       if (j.layout.ep > 1) diags_.error(fsdp2->loc, "--use-torch-fsdp2 is not supported with expert parallelism");
       if (dist_opt)
         diags_.error(fsdp2->loc, "--use-torch-fsdp2 is not supported with MCore's distributed optimizer");
+      if (auto c = vars_.find("CUDA_DEVICE_MAX_CONNECTIONS"); c != vars_.end() && c->second.value == "1")
+        diags_.error(fsdp2->loc, fmt::format("FSDP2 requires CUDA_DEVICE_MAX_CONNECTIONS > 1 (the script sets it to 1 "
+                                             "at line {})",
+                                             c->second.loc.line));
     }
     if (j.sharding == Sharding::kFsdp && !fsdp2) j.reshard_after_forward = true;
     if (const ShellFlag* opg = args_.get("--overlap-param-gather")) {
@@ -308,9 +315,15 @@ class MegatronReader {
                    "--bf16 and --fp16 are mutually exclusive (arguments.py: bf16 and fp16 cannot both be set)");
     j.param_dtype = bf16 ? "bf16" : fp16 ? "fp16" : "fp32";
     j.fp32_master = true;
+    // Gradients reduce in bf16 with --grad-reduce-in-bf16; bf16 training otherwise accumulates and
+    // reduces them in fp32 (arguments.py L1207-1222); fp16 reduces in fp16 unless
+    // --accumulate-allreduce-grads-in-fp32.
     if (const ShellFlag* r = args_.get("--grad-reduce-in-bf16")) {
       j.reduce_dtype = "bf16";
       j.where["reduce_dtype"] = r->loc;
+    } else if (fp16 && !args_.has("--accumulate-allreduce-grads-in-fp32")) {
+      j.reduce_dtype = "fp16";
+      j.where["reduce_dtype"] = fp16->loc;
     } else {
       j.reduce_dtype = "fp32";
     }
@@ -336,8 +349,19 @@ class MegatronReader {
       }
       j.where["recompute"] = g->loc;
     }
-    args_.get("--recompute-method");
+    // transformer_config.py L543-555 and arguments.py L1410-1420.
+    const ShellFlag* method = args_.get("--recompute-method");
     args_.get("--recompute-num-layers");
+    if (method && j.recompute == model::Recompute::kSelective)
+      diags_.error(method->loc, "recompute method is not yet supported for selective recomputing granularity");
+    if (const ShellFlag* d = args_.get("--distribute-saved-activations")) {
+      if (j.layout.tp == 1)
+        diags_.error(d->loc, "can distribute recomputed activations only across tensor model parallel groups");
+      if (j.recompute != model::Recompute::kFull)
+        diags_.error(d->loc, "distributed recompute activations is only application to full recompute granularity");
+      if (!method)
+        diags_.error(d->loc, "for distributed recompute activations to work you need to use a recompute method");
+    }
   }
 
   /// Model dimensions from the flags (model "custom"), or the --model preset.
@@ -424,7 +448,7 @@ class MegatronReader {
       if (num_experts_ == 0)
         diags_.error(j.loc("ep"), "num_experts must be non None to use expert model parallelism");
       else if (num_experts_ % j.layout.ep != 0)
-        diags_.error(j.loc("ep"), "Number of experts should be a multiple of expert model parallel_size.");
+        diags_.error(j.loc("ep"), "Number of experts should be a multiple of expert model parallel_size");
     }
   }
 
@@ -439,7 +463,7 @@ class MegatronReader {
     const int32_t cp = j.layout.cp;
     if (cp > 1 && *s % (2 * cp) != 0)
       diags_.error(loc_of("--seq-length"),
-                   "seq-length should be a multiple of 2 * context-parallel-size if context-parallel-size > 1.");
+                   "seq-length should be a multiple of 2 * context-parallel-size if context-parallel-size > 1");
     if (j.layout.ep > 1 && num_experts_ == 0 && j.model != "custom") {
       auto preset = model::model_preset(j.model);
       if (preset && preset->moe) num_experts_ = preset->moe->experts;
@@ -557,7 +581,7 @@ class MegatronReader {
         diags_.error(gloc, fmt::format("The remainder of M (the total micro-batches) divided by N (number of "
                                        "contiguous micro-batches in a virtual pipeline stage) should be 0, or larger "
                                        "than or equal to the pipeline-parallel size, but it is {}. Otherwise, it "
-                                       "introduces dependency bubbles in the pipeline and reduces throughput.",
+                                       "introduces dependency bubbles in the pipeline and reduces throughput",
                                        m % *group));
         return;
       }
