@@ -38,6 +38,9 @@ std::vector<std::pair<std::string, Entry>> entries(Reader& r, const YAML::Node& 
   return out;
 }
 
+/// Largest batch figure read: the product micro × accumulation × data parallel stays in range.
+constexpr double kMaxBatch = 1 << 20;
+
 class DeepSpeedReader {
  public:
   DeepSpeedReader(const std::string& path, int32_t file, const JobContext& ctx, Diagnostics& diags)
@@ -69,7 +72,7 @@ class DeepSpeedReader {
  private:
   /// A whole number: a JSON integer or an integral float such as 5e7 (DeepSpeed's own configs
   /// write element counts that way). Errors at the value.
-  std::optional<int64_t> count(const Entry& e, const std::string& key, int64_t min) {
+  std::optional<int64_t> count(const Entry& e, const std::string& key, int64_t min, double max = 9.0e18) {
     const SourceLoc l = r_.loc(e);
     if (!e.value.IsScalar()) {
       r_.error(l, fmt::format("{} must be a number, got {}", key, yaml_util::describe(e.value)));
@@ -91,8 +94,8 @@ class DeepSpeedReader {
       r_.error(l, fmt::format("{} must be at least {}, got {}", key, min, s));
       return std::nullopt;
     }
-    if (d > 9.0e18) {
-      r_.error(l, fmt::format("{} is too large, got {}", key, s));
+    if (d > max) {
+      r_.error(l, fmt::format("{} is too large (at most {}), got {}", key, static_cast<int64_t>(max), s));
       return std::nullopt;
     }
     return static_cast<int64_t>(d);
@@ -104,13 +107,13 @@ class DeepSpeedReader {
 
   void top_key(const std::string& name, const Entry& e, TrainingJob& j) {
     if (name == "train_batch_size") {
-      train_ = count(e, name, 1);
+      train_ = count(e, name, 1, kMaxBatch);
       train_loc_ = r_.loc(e);
     } else if (name == "train_micro_batch_size_per_gpu") {
-      micro_ = count(e, name, 1);
+      micro_ = count(e, name, 1, kMaxBatch);
       micro_loc_ = r_.loc(e);
     } else if (name == "gradient_accumulation_steps") {
-      gas_ = count(e, name, 1);
+      gas_ = count(e, name, 1, kMaxBatch);
       gas_loc_ = r_.loc(e);
     } else if (name == "zero_optimization") {
       zero(e, j);

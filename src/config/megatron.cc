@@ -59,6 +59,9 @@ class Args {
   std::set<std::string> consulted_;
 };
 
+/// Largest integer flag value read: products of a few of them stay far from overflow.
+constexpr int64_t kMaxValue = int64_t{1} << 32;
+
 class MegatronReader {
  public:
   MegatronReader(const std::string& path, int32_t file, ShellArgs sh, const JobContext& ctx, Diagnostics& diags)
@@ -116,6 +119,10 @@ class MegatronReader {
     }
     if (v < min) {
       diags_.error(f->loc, fmt::format("{} must be at least {}, got {}", name, min, v));
+      return std::nullopt;
+    }
+    if (v > kMaxValue) {
+      diags_.error(f->loc, fmt::format("{} is too large (at most {})", name, kMaxValue));
       return std::nullopt;
     }
     return v;
@@ -235,8 +242,8 @@ class MegatronReader {
     const std::string& s = f.values[0].text;
     int64_t v = 0;
     auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || ptr != s.data() + s.size() || v < 1) {
-      diags_.error(f.loc, fmt::format("{} must be a positive whole number here, got '{}'", f.name, s));
+    if (ec != std::errc() || ptr != s.data() + s.size() || v < 1 || v > (int64_t{1} << 20)) {
+      diags_.error(f.loc, fmt::format("{} must be a whole number from 1 to {} here, got '{}'", f.name, 1 << 20, s));
       return std::nullopt;
     }
     return v;
@@ -247,7 +254,7 @@ class MegatronReader {
     const std::string& s = it->second.value;
     int64_t v = 0;
     auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || ptr != s.data() + s.size() || v < 1) return std::nullopt;
+    if (ec != std::errc() || ptr != s.data() + s.size() || v < 1 || v > (int64_t{1} << 20)) return std::nullopt;
     return v;
   }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <optional>
 #include <set>
 
@@ -54,7 +55,9 @@ size_t assignment_prefix(const std::string& raw, bool* append_op) {
 /// variables (empty or unset: 0). nullopt on anything else or a division by zero.
 class Arith {
  public:
-  Arith(const std::string& s, const std::map<std::string, Text>& vars) : s_(s), vars_(vars) {}
+  /// `depth` counts variables evaluated inside variables (A=B, B=A stops at 16).
+  Arith(const std::string& s, const std::map<std::string, Text>& vars, int depth = 0)
+      : s_(s), vars_(vars), depth_(depth) {}
   std::optional<int64_t> run() {
     auto v = expr();
     skip();
@@ -72,7 +75,9 @@ class Arith {
       char op = s_[i_++];
       auto r = term();
       if (!r) return std::nullopt;
-      v = op == '+' ? *v + *r : *v - *r;
+      int64_t out = 0;
+      if (op == '+' ? __builtin_add_overflow(*v, *r, &out) : __builtin_sub_overflow(*v, *r, &out)) return std::nullopt;
+      v = out;
     }
     return v;
   }
@@ -81,8 +86,10 @@ class Arith {
     for (skip(); v && i_ < s_.size() && (s_[i_] == '*' || s_[i_] == '/' || s_[i_] == '%'); skip()) {
       char op = s_[i_++];
       auto r = unary();
-      if (!r || (op != '*' && *r == 0)) return std::nullopt;
-      v = op == '*' ? *v * *r : op == '/' ? *v / *r : *v % *r;
+      if (!r || (op != '*' && (*r == 0 || (*r == -1 && *v == INT64_MIN)))) return std::nullopt;
+      int64_t out = 0;
+      if (op == '*' && __builtin_mul_overflow(*v, *r, &out)) return std::nullopt;
+      v = op == '*' ? out : op == '/' ? *v / *r : *v % *r;
     }
     return v;
   }
@@ -92,6 +99,7 @@ class Arith {
       char op = s_[i_++];
       auto v = unary();
       if (!v) return std::nullopt;
+      if (op == '-' && *v == INT64_MIN) return std::nullopt;
       return op == '-' ? -*v : *v;
     }
     return primary();
@@ -118,13 +126,15 @@ class Arith {
       while (i_ < s_.size() && is_name_char(s_[i_])) ++i_;
       auto it = vars_.find(s_.substr(b, i_ - b));
       if (it == vars_.end() || it->second.empty()) return 0;
-      return Arith(str(it->second), vars_).run();
+      if (depth_ >= 16) return std::nullopt;
+      return Arith(str(it->second), vars_, depth_ + 1).run();
     }
     return std::nullopt;
   }
 
   const std::string& s_;
   const std::map<std::string, Text>& vars_;
+  int depth_ = 0;
   size_t i_ = 0;
 };
 
