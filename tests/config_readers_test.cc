@@ -421,6 +421,16 @@ TEST_CASE("DeepSpeed: broken configs give DeepSpeed's error at the key", "[confi
     REQUIRE(model);
     CHECK(model->message.find("llama3-8b") != std::string::npos);
   }
+  SECTION("duplicate keys and broken JSON") {
+    const std::string text = "{\"train_batch_size\": 16,\n \"train_batch_size\": 8}\n";
+    Diagnostics diags;
+    read("dup.json", text, diags);
+    check_at(find_diag(diags, Severity::kError, "duplicate key 'train_batch_size'"), text, " \"train_batch_size\": 8",
+             "\"train_batch_size\"");
+    Diagnostics diags2;
+    read("trunc.json", "{\"train_batch_size\": 16,\n", diags2);
+    CHECK(find_diag(diags2, Severity::kError, "invalid JSON"));
+  }
   SECTION("neither train_batch_size nor train_micro_batch_size_per_gpu") {
     const std::string text = "{\"zero_optimization\": {\"stage\": 2}, \"bf16\": {\"enabled\": true}}\n";
     Diagnostics diags;

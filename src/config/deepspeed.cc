@@ -339,10 +339,37 @@ bool is_deepspeed_config(const std::string& path) {
   if (std::filesystem::path(path).extension() != ".json") return false;
   std::string text, why;
   if (!read_input_file(path, &text, &why)) return false;
-  return yaml_util::declares_key(text, "zero_optimization") || yaml_util::declares_key(text, "train_batch_size") ||
-         yaml_util::declares_key(text, "train_micro_batch_size_per_gpu");
+  static const char* kKeys[] = {"zero_optimization", "train_batch_size", "train_micro_batch_size_per_gpu"};
+  if (text.find('\0') != std::string::npos) return false;
+  try {
+    const YAML::Node root = YAML::Load(text);
+    if (root.IsMap()) {
+      for (const char* k : kKeys)
+        if (root[k]) return true;
+      return false;
+    }
+    if (root.IsDefined() && !root.IsNull()) return false;
+  } catch (const YAML::Exception&) {
+    // Broken JSON: a quoted key decides, so the reader reports where it breaks.
+  }
+  for (const char* k : kKeys)
+    if (text.find(fmt::format("\"{}\"", k)) != std::string::npos) return true;
+  return false;
 }
 
+// What read_deepspeed fills: sharding from zero_optimization.stage (0 DDP, 1 ZeRO-1, 2 ZeRO-2,
+// 3 FSDP); prefetch_bucket_params and max_live_params from stage3_prefetch_bucket_size and
+// stage3_max_live_parameters (elements; integral floats such as 5e7 accepted); world = ctx.gpus;
+// pp from pipeline.stages (default 1; DeepSpeed itself never reads that key, which a note says);
+// dp = world / pp into dp_replicate (stages 0-1) or dp_shard (stages 2-3); the batch triple by
+// DeepSpeed's rule (microbatches = gradient_accumulation_steps, microbatch_sequences = micro,
+// global_batch_sequences = train_batch_size); param_dtype from bf16/fp16.enabled; reduce_dtype
+// from communication_data_type, else fp16, bf16 or fp32 by mode; recompute kFull with an
+// activation_checkpointing block or pipeline.activation_checkpoint_interval > 0; model =
+// ctx.model (a preset name). Keys not modelled (optimizer, scheduler, ...) go to unmodelled.
+// Errors at the value: invalid JSON, wrong types, non-integral or negative counts, DeepSpeed's
+// batch assertions, "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism", bf16 with
+// fp16, an unknown communication_data_type; at the file start: no --gpus, no or unknown --model.
 bool read_deepspeed(const std::string& path, const JobContext& ctx, TrainingJob* job, Diagnostics& diags) {
   std::string text, why;
   if (!read_input_file(path, &text, &why)) {
@@ -354,8 +381,14 @@ bool read_deepspeed(const std::string& path, const JobContext& ctx, TrainingJob*
   DeepSpeedReader ds(path, file, ctx, diags);
   Reader& r = ds.reader();
   if (!r.prescan(text)) return false;
-  auto root = r.parse(text);
-  if (!root) return false;
+  std::optional<YAML::Node> root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    const SourceLoc at = e.mark.is_null() ? r.file_start() : r.at(e.mark.line, e.mark.column);
+    diags.error(at, fmt::format("invalid JSON: {}", yaml_util::printable(e.msg)));
+    return false;
+  }
   auto ok = r.guard([&]() -> std::optional<bool> { return ds.run(*root, job); });
   return ok.value_or(false);
 }

@@ -627,6 +627,28 @@ bool is_megatron_config(const std::string& path) {
                      [&](const std::string& m) { return text.find(m) != std::string::npos; });
 }
 
+// What read_megatron fills, from the last occurrence of each flag (argparse keeps the last):
+// - world: torchrun --nproc_per_node × --nnodes, else the script's WORLD_SIZE or GPUS_PER_NODE ×
+//   NUM_NODES (NNODES), else ctx.gpus (a warning when --gpus differs from the script's figure);
+// - layout: tp, pp, cp, ep from their flags (default 1); dp = world / (tp·pp·cp) goes to
+//   dp_replicate for DDP and the distributed optimizer (kZero1), to dp_shard for Megatron-FSDP
+//   (by --data-parallel-sharding-strategy; optim_grads = kZero2 also shards) and torch FSDP2;
+//   sequence_parallel is --sequence-parallel, off (with Megatron's warning) at tp == 1;
+// - batch: microbatch_sequences = --micro-batch-size, global_batch_sequences =
+//   --global-batch-size (default mbs·dp), microbatches = global / (mbs·dp), grad_accum 1;
+// - schedule: "1f1b" for pp > 1, "interleaved-1f1b" with stages_per_rank = VPP when one of
+//   --num-layers-per-virtual-pipeline-stage / --num-virtual-stages-per-pipeline-rank gives VPP > 1;
+// - recompute (--recompute-granularity, --recompute-activations), param_dtype (--bf16/--fp16),
+//   reduce_dtype (bf16 with --grad-reduce-in-bf16; fp16 for --fp16 without
+//   --accumulate-allreduce-grads-in-fp32; else fp32), seq_len (--seq-length, tokens);
+// - model: "custom" with model_desc from --num-layers, --hidden-size, --num-attention-heads,
+//   --ffn-hidden-size (default 4h, or Megatron's SwiGLU rule), --num-query-groups (with
+//   --group-query-attention), --kv-channels, --vocab-size, --num-experts, --moe-router-topk,
+//   --moe-ffn-hidden-size, --untie-embeddings-and-output-weights; or the ctx.model preset when
+//   the script gives no dimensions.
+// Errors, each at the flag that set the value (the file start for what is absent): argparse's
+// "expected one argument" / "invalid int value", Megatron's startup assertions (CONFIGS.md §2.2,
+// §2.3) in its words, a missing --micro-batch-size, --seq-length, world size or model.
 bool read_megatron(const std::string& path, const JobContext& ctx, TrainingJob* job, Diagnostics& diags) {
   std::string text, why;
   if (!read_input_file(path, &text, &why)) {
