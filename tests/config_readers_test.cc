@@ -274,6 +274,32 @@ TEST_CASE("Megatron: startup checks refuse deprecated flags, FSDP2 with PP and E
   check_at(find_diag(diags, Severity::kError, "--overlap-param-gather only supported"), text, "--overlap-param-gather");
 }
 
+TEST_CASE("Megatron: the expert grid, CP sequence split, VPP flags and precision flags are checked", "[config]") {
+  JobContext ctx;
+  ctx.gpus = 8;
+  const std::string text =
+      "--pipeline-model-parallel-size 2 --expert-model-parallel-size 8 --num-experts 8 --moe-router-topk 2\n"
+      "--context-parallel-size 2 --seq-length 1022\n"
+      "--num-layers-per-virtual-pipeline-stage 2 --num-virtual-stages-per-pipeline-rank 2\n"
+      "--micro-batch-size 1 --bf16 --fp16\n"
+      "--num-layers 16 --hidden-size 256 --num-attention-heads 8 --vocab-size 1000\n";
+  const std::string path = test::write_temp("schedcheck_config_test", "grid.args", text);
+  Diagnostics diags;
+  TrainingJob j;
+  CHECK_FALSE(read_megatron(path, ctx, &j, diags));
+  INFO(all_text(diags));
+  check_at(find_diag(diags, Severity::kError, "world_size (8) is not divisible by expert_tensor_model_pipeline_parallel "
+                                              "size (16)"),
+           text, "--expert-model-parallel-size", "--expert-model-parallel-size");
+  check_at(find_diag(diags, Severity::kError, "seq-length should be a multiple of 2 * context-parallel-size"), text,
+           "--seq-length", "--seq-length");
+  check_at(find_diag(diags, Severity::kError, "--bf16 and --fp16 are mutually exclusive"), text, "--fp16", "--fp16");
+  REQUIRE(j.model_desc);
+  REQUIRE(j.model_desc->moe);
+  CHECK(j.model_desc->moe->experts == 8);
+  CHECK(j.model_desc->moe->top_k == 2);
+}
+
 TEST_CASE("Megatron: without model dimensions the --model preset is used, and without one it is an error",
           "[config]") {
   const std::string text = "--micro-batch-size 1 --global-batch-size 32 --seq-length 4096 --fp16\n"

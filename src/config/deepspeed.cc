@@ -4,6 +4,7 @@
 #include <charconv>
 #include <filesystem>
 #include <map>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -241,7 +242,9 @@ class DeepSpeedReader {
     j.reshard_after_forward = stage_ == 3;
     if (stage_loc_.valid()) j.where["sharding"] = stage_loc_;
     if (bf16_ && fp16_)
-      diags_.error(std::max(bf16_loc_.line, fp16_loc_.line) == bf16_loc_.line ? bf16_loc_ : fp16_loc_,
+      diags_.error(std::make_pair(bf16_loc_.line, bf16_loc_.col) >= std::make_pair(fp16_loc_.line, fp16_loc_.col)
+                       ? bf16_loc_
+                       : fp16_loc_,
                    "bfloat16 and fp16 modes cannot be simultaneously enabled");
     j.param_dtype = fp16_ ? "fp16" : bf16_ ? "bf16" : "fp32";
     // engine.py communication_data_type: the configured one, else fp16, bf16 or fp32 by mode.

@@ -59,6 +59,11 @@ class Args {
   std::set<std::string> consulted_;
 };
 
+/// The later of two locations in one file (where the second of two conflicting flags was given).
+SourceLoc later(const SourceLoc& a, const SourceLoc& b) {
+  return std::make_pair(a.line, a.col) >= std::make_pair(b.line, b.col) ? a : b;
+}
+
 /// Largest integer flag value read: products of a few of them stay far from overflow.
 constexpr int64_t kMaxValue = int64_t{1} << 32;
 
@@ -318,8 +323,7 @@ class MegatronReader {
     const ShellFlag* bf16 = args_.get("--bf16");
     const ShellFlag* fp16 = args_.get("--fp16");
     if (bf16 && fp16)
-      diags_.error(std::max(bf16->loc.line, fp16->loc.line) == bf16->loc.line ? bf16->loc : fp16->loc,
-                   "--bf16 and --fp16 are mutually exclusive (arguments.py: bf16 and fp16 cannot both be set)");
+      diags_.error(later(bf16->loc, fp16->loc), "--bf16 and --fp16 are mutually exclusive");
     j.param_dtype = bf16 ? "bf16" : fp16 ? "fp16" : "fp32";
     j.fp32_master = true;
     // Gradients reduce in bf16 with --grad-reduce-in-bf16; bf16 training otherwise accumulates and
@@ -401,7 +405,8 @@ class MegatronReader {
       return;
     }
     if (!missing.empty()) {
-      diags_.error(loc_of(dims[0] == missing[0] ? dims[1] : dims[0]),
+      auto given = std::find_if(dims.begin(), dims.end(), [&](const std::string& d) { return args_.has(d); });
+      diags_.error(loc_of(*given),
                    fmt::format("the script gives some model dimensions but not {}", fmt::join(missing, ", ")));
       return;
     }
