@@ -294,6 +294,8 @@ TEST_CASE("Megatron: the expert grid, CP sequence split, VPP flags and precision
   check_at(find_diag(diags, Severity::kError, "seq-length should be a multiple of 2 * context-parallel-size"), text,
            "--seq-length", "--seq-length");
   check_at(find_diag(diags, Severity::kError, "--bf16 and --fp16 are mutually exclusive"), text, "--fp16", "--fp16");
+  check_at(find_diag(diags, Severity::kError, "-layout are mutually exclusive"), text, "--num-virtual-stages-per-pipeline-rank",
+           "--num-virtual-stages-per-pipeline-rank");
   REQUIRE(j.model_desc);
   REQUIRE(j.model_desc->moe);
   CHECK(j.model_desc->moe->experts == 8);

@@ -97,6 +97,7 @@ class MegatronReader {
     recompute(j);
     model(j);
     experts(j);
+    one_vpp_flag();
     if (world_ok_) batch(j);
     if (world_ok_ && j.microbatches > 0) pipeline(j);
     j.unmodelled = args_.unconsulted();
@@ -520,20 +521,28 @@ class MegatronReader {
     j.where["microbatches"] = gloc;
   }
 
-  /// Schedule, virtual stages and the pipeline checks of arguments.py L929-1014 and
-  /// schedules.py L1160-1180.
-  void pipeline(TrainingJob& j) {
-    const int32_t pp = j.layout.pp;
+  /// At most one flag gives the virtual stages (arguments.py L929-939); reports the second at
+  /// the later flag once and returns false otherwise.
+  bool one_vpp_flag() {
     const char* kVppFlags[] = {"--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
                                "--pipeline-model-parallel-layout"};
     std::vector<const ShellFlag*> given;
     for (const char* f : kVppFlags)
       if (const ShellFlag* g = args_.get(f)) given.push_back(g);
-    if (given.size() > 1) {
-      diags_.error(given[1]->loc, "--num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank and "
-                                  "--pipeline-model-parallel-layout are mutually exclusive");
-      return;
-    }
+    if (given.size() <= 1) return true;
+    if (!vpp_reported_)
+      diags_.error(later(given[0]->loc, given[1]->loc),
+                   "--num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank and "
+                   "--pipeline-model-parallel-layout are mutually exclusive");
+    vpp_reported_ = true;
+    return false;
+  }
+
+  /// Schedule, virtual stages and the pipeline checks of arguments.py L929-1014 and
+  /// schedules.py L1160-1180.
+  void pipeline(TrainingJob& j) {
+    const int32_t pp = j.layout.pp;
+    if (!one_vpp_flag()) return;
     const bool uneven = args_.has("--decoder-first-pipeline-num-layers") ||
                         args_.has("--decoder-last-pipeline-num-layers");
     const int64_t extra = (args_.has("--account-for-embedding-in-pipeline-split") ? 1 : 0) +
@@ -617,6 +626,7 @@ class MegatronReader {
   int32_t etp_ = 1;
   int32_t dp_ = 1;
   bool world_ok_ = false;
+  bool vpp_reported_ = false;
   int64_t num_layers_ = 0;
   int64_t num_experts_ = 0;
 };
