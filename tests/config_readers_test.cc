@@ -143,6 +143,9 @@ TEST_CASE("a launch script's variables, defaults, arithmetic and arrays expand a
       "else\n"
       "  B=( --lr 1e-4 )\n"
       "fi\n"
+      "cat > hosts <<'EOF'\n"
+      "  --not-a-flag 1\n"
+      "EOF\n"
       "torchrun --nproc_per_node $PER --nnodes $N \\\n"
       "    train.py ${A[@]} \"${B[@]}\"\n";
   const std::string path = test::write_temp("schedcheck_config_test", "expand.sh", text);

@@ -497,6 +497,10 @@ class Shell {
         advance();
         continue;
       }
+      if (c == '<' && peek(1) == '<' && peek(2) != '<') {
+        heredoc_start();
+        continue;
+      }
       if (c == '(' || c == ')' || c == '<' || c == '>') {
         advance();
         continue;
@@ -549,10 +553,42 @@ class Shell {
       }
       words.push_back(std::move(w));
     }
+    heredoc_body();
     if (words.empty() || kNotLaunchers.count(str(words.front()))) return;
     std::vector<ShellToken> tokens;
     for (const Text& w : words) split(w, tokens);
     if (collect(tokens)) command_flags_ = true;
+  }
+
+  /// `<<WORD` or `<<-WORD` at the cursor: remembers the delimiter; the body starts on the next line.
+  void heredoc_start() {
+    advance();
+    advance();
+    if (peek() == '-') advance();
+    skip_blanks();
+    std::string raw;
+    Text delim = word(&raw);
+    heredoc_delims_.push_back(str(delim));
+  }
+
+  /// Skips the bodies of the here-documents the command opened: its text is data, not commands.
+  void heredoc_body() {
+    if (heredoc_delims_.empty()) return;
+    while (!eof() && peek() != '\n') advance();
+    for (const std::string& delim : heredoc_delims_) {
+      while (!eof()) {
+        advance();  // the newline before the line
+        std::string line;
+        while (!eof() && peek() != '\n') {
+          line += peek();
+          advance();
+        }
+        size_t b = line.find_first_not_of(" \t");
+        size_t e = line.find_last_not_of(" \t\r");
+        if (b != std::string::npos && line.substr(b, e - b + 1) == delim) break;
+      }
+    }
+    heredoc_delims_.clear();
   }
 
   /// Splits expanded text at blanks into tokens located at their first character, removing a
@@ -612,6 +648,7 @@ class Shell {
   std::map<std::string, std::vector<Text>> arrays_;
   std::vector<std::string> array_order_;
   bool command_flags_ = false;
+  std::vector<std::string> heredoc_delims_;  // opened by the current command
   ShellArgs out_;
 };
 
