@@ -100,6 +100,13 @@ class MegatronReader {
     one_vpp_flag();
     if (world_ok_) batch(j);
     if (world_ok_ && j.microbatches > 0) pipeline(j);
+    // Flags that the batch and pipeline steps read, also when an earlier error skipped them.
+    for (const char* f : {"--micro-batch-size", "--global-batch-size", "--num-layers-per-virtual-pipeline-stage",
+                          "--num-virtual-stages-per-pipeline-rank", "--pipeline-model-parallel-layout",
+                          "--microbatch-group-size-per-vp-stage", "--decoder-first-pipeline-num-layers",
+                          "--decoder-last-pipeline-num-layers", "--account-for-embedding-in-pipeline-split",
+                          "--account-for-loss-in-pipeline-split", "--no-overlap-p2p-communication"})
+      args_.get(f);
     j.unmodelled = args_.unconsulted();
     return diags_.error_count() == errors_before;
   }
