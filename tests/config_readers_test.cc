@@ -170,6 +170,43 @@ TEST_CASE("a launch script's variables, defaults, arithmetic and arrays expand a
   CHECK(sh.flags[5].values.at(0).text == "1e-4");
 }
 
+TEST_CASE("Megatron: an older script with flags in multi-line strings reads with each flag located", "[config]") {
+  const std::string text =
+      "#!/bin/bash\n"
+      "GPUS_PER_NODE=8\n"
+      "NNODES=2\n"
+      "DISTRIBUTED_ARGS=\"\n"
+      "    --nproc_per_node $GPUS_PER_NODE \\\n"
+      "    --nnodes $NNODES\n"
+      "\"\n"
+      "GPT_ARGS=\"\n"
+      "    --tensor-model-parallel-size 2 \\\n"
+      "    --pipeline-model-parallel-size 2 \\\n"
+      "    --sequence-parallel \\\n"
+      "    --num-layers 24 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 \\\n"
+      "    --micro-batch-size 4 --global-batch-size 64 --fp16\n"
+      "\"\n"
+      "torchrun $DISTRIBUTED_ARGS pretrain_gpt.py $GPT_ARGS --vocab-size 50257\n";
+  const std::string path = test::write_temp("schedcheck_config_test", "older.sh", text);
+  Diagnostics diags;
+  TrainingJob j;
+  const bool ok = read_megatron(path, JobContext{}, &j, diags);
+  INFO(all_text(diags));
+  REQUIRE(ok);
+  CHECK(j.world == 16);
+  CHECK(j.layout.tp == 2);
+  CHECK(j.layout.pp == 2);
+  CHECK(j.layout.dp_replicate == 4);
+  CHECK(j.layout.sequence_parallel);
+  CHECK(j.microbatches == 4);
+  CHECK(j.schedule == "1f1b");
+  CHECK(j.reduce_dtype == "fp16");
+  CHECK(j.loc("pp").line == 10);
+  CHECK(j.loc("pp").col == 5);
+  CHECK(j.loc("world").line == 5);
+  CHECK(diags.all().empty());
+}
+
 TEST_CASE("Megatron: a global batch that microbatches and data parallelism do not divide is refused at the flag",
           "[config]") {
   const std::string text = std::string("--tensor-model-parallel-size 2\n--micro-batch-size 2\n--global-batch-size 100\n") +
