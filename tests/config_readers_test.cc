@@ -342,6 +342,36 @@ TEST_CASE("Megatron: the expert grid, CP sequence split, VPP flags and precision
   CHECK(j.model_desc->moe->top_k == 2);
 }
 
+TEST_CASE("Megatron: Megatron-FSDP and torch FSDP2 shard over the data-parallel ranks", "[config]") {
+  JobContext ctx;
+  ctx.gpus = 16;
+  struct Case {
+    const char* flags;
+    Sharding sharding;
+    bool reshard;
+  };
+  const Case cases[] = {{"--use-megatron-fsdp", Sharding::kFsdp, true},
+                        {"--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads", Sharding::kZero2, false},
+                        {"--use-torch-fsdp2 --torch-fsdp2-no-reshard-after-forward", Sharding::kFsdp, false}};
+  for (const Case& c : cases) {
+    INFO(c.flags);
+    const std::string text = std::string("--tensor-model-parallel-size 2 --micro-batch-size 1 --global-batch-size 16\n") +
+                             c.flags + "\n" + kModel;
+    const std::string path = test::write_temp("schedcheck_config_test", "fsdp.args", text);
+    Diagnostics diags;
+    TrainingJob j;
+    const bool ok = read_megatron(path, ctx, &j, diags);
+    INFO(all_text(diags));
+    REQUIRE(ok);
+    CHECK(j.sharding == c.sharding);
+    CHECK(j.reshard_after_forward == c.reshard);
+    CHECK(j.layout.dp_shard == 8);
+    CHECK(j.layout.dp_replicate == 1);
+    CHECK(j.microbatches == 2);
+    CHECK(j.loc("sharding").line == 2);
+  }
+}
+
 TEST_CASE("Megatron: without model dimensions the --model preset is used, and without one it is an error",
           "[config]") {
   const std::string text = "--micro-batch-size 1 --global-batch-size 32 --seq-length 4096 --fp16\n"
@@ -505,6 +535,30 @@ TEST_CASE("DeepSpeed: broken configs give DeepSpeed's error at the key", "[confi
     read("nobatch.json", text, diags);
     CHECK(find_diag(diags, Severity::kError, "Either train_batch_size or train_micro_batch_size_per_gpu"));
   }
+}
+
+TEST_CASE("DeepSpeed: pipeline.stages gives the pipeline degree with a note that DeepSpeed never reads it",
+          "[config]") {
+  const std::string text =
+      "{\"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": 8,\n"
+      " \"zero_optimization\": {\"stage\": 1}, \"pipeline\": {\"stages\": 4, \"partition\": \"uniform\"}}\n";
+  const std::string path = test::write_temp("schedcheck_config_test", "pipe.json", text);
+  JobContext ctx;
+  ctx.gpus = 16;
+  ctx.model = "llama3-8b";
+  Diagnostics diags;
+  TrainingJob j;
+  const bool ok = read_deepspeed(path, ctx, &j, diags);
+  INFO(all_text(diags));
+  REQUIRE(ok);
+  CHECK(j.layout.pp == 4);
+  CHECK(j.layout.dp_replicate == 4);
+  CHECK(j.microbatches == 8);
+  CHECK(j.global_batch_sequences == 64);
+  CHECK(j.schedule == "1f1b");
+  CHECK(j.loc("pp").line == 2);
+  CHECK(has_unmodelled(j, "pipeline.partition"));
+  check_at(find_diag(diags, Severity::kNote, "never reads it"), text, "\"stages\"", "4,");
 }
 
 TEST_CASE("DeepSpeed: the batch triple derives the missing key, and stage 1 is data-parallel replicated", "[config]") {
