@@ -1,0 +1,399 @@
+// DeepSpeed config JSON to a TrainingJob, with DeepSpeed's own checks in its words
+// (CONFIGS.md §3.1-3.3). JSON is read with yaml-cpp, whose marks locate every value.
+#include <cmath>
+#include <charconv>
+#include <filesystem>
+#include <map>
+#include <utility>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "config/readers.h"
+#include "spec/yaml_util.h"
+
+namespace sc::config {
+namespace {
+
+using yaml_util::Entry;
+using yaml_util::Reader;
+
+/// A DeepSpeed object's keys by name, in file order, with duplicates reported.
+std::vector<std::pair<std::string, Entry>> entries(Reader& r, const YAML::Node& map, const std::string& section) {
+  std::vector<std::pair<std::string, Entry>> out;
+  std::map<std::string, int32_t> seen;
+  for (const auto& kv : map) {
+    if (!kv.first.IsScalar()) {
+      r.error(r.loc(kv.first), fmt::format("a key must be a name, got {}", yaml_util::describe(kv.first)));
+      continue;
+    }
+    const std::string& name = kv.first.Scalar();
+    auto [it, fresh] = seen.emplace(name, r.loc(kv.first).line);
+    if (!fresh) {
+      r.error(r.loc(kv.first), fmt::format("duplicate key '{}{}' (first given at line {})",
+                                           section.empty() ? "" : section + ".", name, it->second));
+      continue;
+    }
+    out.emplace_back(name, Entry{kv.first, kv.second});
+  }
+  return out;
+}
+
+/// Largest batch figure read: the product micro × accumulation × data parallel stays in range.
+constexpr double kMaxBatch = 1 << 20;
+
+class DeepSpeedReader {
+ public:
+  DeepSpeedReader(const std::string& path, int32_t file, const JobContext& ctx, Diagnostics& diags)
+      : path_(path), ctx_(ctx), diags_(diags), r_(file, diags) {}
+
+  Reader& reader() { return r_; }
+
+  bool run(const YAML::Node& root, TrainingJob* job) {
+    const size_t errors_before = diags_.error_count();
+    TrainingJob& j = *job;
+    j = TrainingJob{};
+    j.framework = "deepspeed";
+    j.path = path_;
+    j.file = r_.file_start();
+    j.hardware = ctx_.hardware;
+    j.schedule = "1f1b";  // the pipeline engine's TrainSchedule (CONFIGS.md §3.3)
+    if (!root.IsMap()) {
+      r_.error(r_.loc(root), fmt::format("a DeepSpeed config is a JSON object of settings, got {}",
+                                         yaml_util::describe(root)));
+      return false;
+    }
+    for (auto& [name, e] : entries(r_, root, "")) top_key(name, e, j);
+    context(j);
+    if (ctx_.gpus > 0) layout(j);
+    r_.note_unshown();
+    return diags_.error_count() == errors_before;
+  }
+
+ private:
+  /// A whole number: a JSON integer or an integral float such as 5e7 (DeepSpeed's own configs
+  /// write element counts that way). Errors at the value.
+  std::optional<int64_t> count(const Entry& e, const std::string& key, int64_t min, double max = 9.0e18) {
+    const SourceLoc l = r_.loc(e);
+    if (!e.value.IsScalar()) {
+      r_.error(l, fmt::format("{} must be a number, got {}", key, yaml_util::describe(e.value)));
+      return std::nullopt;
+    }
+    const std::string& s = e.value.Scalar();
+    double d = 0;
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), d);
+    if (ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(d)) {
+      r_.error(l, fmt::format("{} must be a number, got '{}'{}", key, yaml_util::printable(s),
+                              s == "auto" ? " ('auto' is filled in by the Hugging Face Trainer; give the value)" : ""));
+      return std::nullopt;
+    }
+    if (d != std::floor(d)) {
+      r_.error(l, fmt::format("{} must be a whole number, got {}", key, s));
+      return std::nullopt;
+    }
+    if (d < static_cast<double>(min)) {
+      r_.error(l, fmt::format("{} must be at least {}, got {}", key, min, s));
+      return std::nullopt;
+    }
+    if (d > max) {
+      r_.error(l, fmt::format("{} is too large (at most {}), got {}", key, static_cast<int64_t>(max), s));
+      return std::nullopt;
+    }
+    return static_cast<int64_t>(d);
+  }
+
+  void unmodelled(TrainingJob& j, const std::string& name, const Entry& e) {
+    j.unmodelled.emplace_back(name, r_.loc(e.key));
+  }
+
+  void top_key(const std::string& name, const Entry& e, TrainingJob& j) {
+    if (name == "train_batch_size") {
+      train_ = count(e, name, 1, kMaxBatch);
+      train_loc_ = r_.loc(e);
+    } else if (name == "train_micro_batch_size_per_gpu") {
+      micro_ = count(e, name, 1, kMaxBatch);
+      micro_loc_ = r_.loc(e);
+    } else if (name == "gradient_accumulation_steps") {
+      gas_ = count(e, name, 1, kMaxBatch);
+      gas_loc_ = r_.loc(e);
+    } else if (name == "zero_optimization") {
+      zero(e, j);
+    } else if (name == "bf16" || name == "bfloat16" || name == "fp16") {
+      precision_block(name, e, j);
+    } else if (name == "communication_data_type") {
+      comm_loc_ = r_.loc(e);
+      const std::string v = e.value.IsScalar() ? e.value.Scalar() : yaml_util::describe(e.value);
+      if (v == "fp32" || v == "fp16" || v == "bf16") {
+        comm_ = v;
+      } else {
+        // runtime/config.py get_communication_data_type
+        r_.error(comm_loc_, fmt::format("invalid communication_data_type; supported data types: ['fp16', 'bf16', "
+                                        "'fp32'], got {}",
+                                        e.value.IsScalar() ? fmt::format("'{}'", yaml_util::printable(v)) : v));
+      }
+    } else if (name == "pipeline") {
+      pipeline_block(e, j);
+    } else if (name == "activation_checkpointing") {
+      if (!r_.is_map(e, name, "activation checkpointing settings")) return;
+      // The block configures deepspeed.checkpointing; the model code calls checkpoint() per block.
+      j.recompute = model::Recompute::kFull;
+      j.where["recompute"] = r_.loc(e.key);
+      for (auto& [k, v] : entries(r_, e.value, name)) unmodelled(j, name + "." + k, v);
+    } else {
+      unmodelled(j, name, e);
+    }
+  }
+
+  /// zero_optimization (runtime/zero/config.py): stage and the ZeRO-3 prefetch and residency
+  /// limits, in parameters.
+  void zero(const Entry& e, TrainingJob& j) {
+    if (!r_.is_map(e, "zero_optimization", "ZeRO settings")) return;
+    for (auto& [k, v] : entries(r_, e.value, "zero_optimization")) {
+      const std::string key = "zero_optimization." + k;
+      if (k == "stage") {
+        stage_loc_ = r_.loc(v);
+        if (auto s = count(v, key, 0)) {
+          if (*s > 3) {
+            r_.error(stage_loc_, fmt::format("{} must be 0, 1, 2 or 3, got {}", key, *s));
+          } else {
+            stage_ = static_cast<int>(*s);
+          }
+        }
+      } else if (k == "stage3_prefetch_bucket_size" || k == "prefetch_bucket_size") {
+        if (auto n = count(v, key, 0)) {
+          j.prefetch_bucket_params = *n;
+        }
+      } else if (k == "stage3_max_live_parameters" || k == "max_live_parameters") {
+        if (auto n = count(v, key, 0)) j.max_live_params = *n;
+      } else {
+        unmodelled(j, key, v);
+      }
+    }
+  }
+
+  void precision_block(const std::string& name, const Entry& e, TrainingJob& j) {
+    const bool is_fp16 = name == "fp16";
+    if (!r_.is_map(e, name, "precision settings")) return;
+    for (auto& [k, v] : entries(r_, e.value, name)) {
+      if (k == "enabled") {
+        if (auto b = r_.boolean(v, name + ".enabled")) {
+          (is_fp16 ? fp16_ : bf16_) = *b;
+          (is_fp16 ? fp16_loc_ : bf16_loc_) = r_.loc(v);
+        }
+      } else {
+        unmodelled(j, name + "." + k, v);
+      }
+    }
+  }
+
+  /// The `pipeline` block: stages (parsed but never read by DeepSpeed) and the activation
+  /// checkpoint interval (read by the pipeline engine).
+  void pipeline_block(const Entry& e, TrainingJob& j) {
+    if (!r_.is_map(e, "pipeline", "pipeline settings")) return;
+    for (auto& [k, v] : entries(r_, e.value, "pipeline")) {
+      if (k == "stages") {
+        if (v.value.IsScalar() && v.value.Scalar() == "auto") continue;
+        if (auto s = count(v, "pipeline.stages", 1)) {
+          if (*s > (1 << 20)) {
+            r_.error(r_.loc(v), fmt::format("pipeline.stages is too large (at most {})", 1 << 20));
+            continue;
+          }
+          pp_ = static_cast<int32_t>(*s);
+          pp_loc_ = r_.loc(v);
+          diags_.note(pp_loc_, fmt::format("DeepSpeed parses pipeline.stages but never reads it: the pipeline "
+                                           "degree comes from PipelineModule(num_stages=...) in the training code; "
+                                           "schedcheck takes it as {}",
+                                           *s));
+        }
+      } else if (k == "activation_checkpoint_interval") {
+        if (auto n = count(v, "pipeline.activation_checkpoint_interval", 0); n && *n > 0) {
+          j.recompute = model::Recompute::kFull;
+          j.where["recompute"] = r_.loc(v);
+        }
+      } else {
+        unmodelled(j, "pipeline." + k, v);
+      }
+    }
+  }
+
+  /// Facts the config cannot state: the world size and the model, from the command line.
+  void context(TrainingJob& j) {
+    if (ctx_.gpus <= 0)
+      diags_.error(r_.file_start(), "a DeepSpeed config does not give the world size; pass --gpus");
+    const std::vector<std::string> names = model::model_preset_names();
+    if (ctx_.model.empty()) {
+      diags_.error(r_.file_start(), fmt::format("a DeepSpeed config does not describe the model; pass --model with "
+                                                "one of: {}",
+                                                fmt::join(names, ", ")));
+    } else if (auto preset = model::model_preset(ctx_.model)) {
+      j.model = preset->name;
+    } else {
+      diags_.error(r_.file_start(), fmt::format("unknown model preset '{}'{} (known: {})", ctx_.model,
+                                                yaml_util::did_you_mean(ctx_.model, names), fmt::join(names, ", ")));
+    }
+  }
+
+  /// Sharding, dtypes, the data-parallel degree and the batch triple (runtime/config.py
+  /// _set_batch_related_parameters and _batch_assertion; pipe/engine.py L76-111).
+  void layout(TrainingJob& j) {
+    j.world = ctx_.gpus;
+    static const Sharding kByStage[] = {Sharding::kDdp, Sharding::kZero1, Sharding::kZero2, Sharding::kFsdp};
+    j.sharding = kByStage[stage_];
+    j.reshard_after_forward = stage_ == 3;
+    if (stage_loc_.valid()) j.where["sharding"] = stage_loc_;
+    if (bf16_ && fp16_)
+      diags_.error(std::make_pair(bf16_loc_.line, bf16_loc_.col) >= std::make_pair(fp16_loc_.line, fp16_loc_.col)
+                       ? bf16_loc_
+                       : fp16_loc_,
+                   "bfloat16 and fp16 modes cannot be simultaneously enabled");
+    j.param_dtype = fp16_ ? "fp16" : bf16_ ? "bf16" : "fp32";
+    // engine.py communication_data_type: the configured one, else fp16, bf16 or fp32 by mode.
+    j.reduce_dtype = !comm_.empty() ? comm_ : fp16_ ? "fp16" : bf16_ ? "bf16" : "fp32";
+    if (!comm_.empty())
+      j.where["reduce_dtype"] = comm_loc_;
+    else if (fp16_ || bf16_)
+      j.where["reduce_dtype"] = fp16_ ? fp16_loc_ : bf16_loc_;
+    j.layout.pp = pp_;
+    if (pp_ > 1) {
+      j.where["pp"] = pp_loc_;
+      j.where["schedule"] = pp_loc_;
+      if (stage_ >= 2)
+        diags_.error(stage_loc_, "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism");
+    }
+    if (j.world % pp_ != 0) {
+      diags_.error(pp_loc_, fmt::format("world size ({}) is not divisible by the pipeline stages ({})", j.world, pp_));
+      return;
+    }
+    const int64_t dp = j.world / pp_;
+    const bool sharded = j.sharding == Sharding::kZero2 || j.sharding == Sharding::kFsdp;
+    (sharded ? j.layout.dp_shard : j.layout.dp_replicate) = static_cast<int32_t>(dp);
+    if (stage_loc_.valid()) j.where[sharded ? "dp_shard" : "dp_replicate"] = stage_loc_;
+    batch(j, dp);
+  }
+
+  void batch(TrainingJob& j, int64_t dp) {
+    const bool bad = (train_loc_.valid() && !train_) || (micro_loc_.valid() && !micro_) || (gas_loc_.valid() && !gas_);
+    if (bad) return;  // already reported
+    int64_t train = train_.value_or(0), micro = micro_.value_or(0), gas = gas_.value_or(0);
+    if (train_ && micro_ && gas_) {
+    } else if (train_ && micro_) {
+      gas = train / micro / dp;
+    } else if (train_ && gas_) {
+      micro = train / dp / gas;
+    } else if (micro_ && gas_) {
+      train = micro * gas * dp;
+    } else if (train_) {
+      gas = 1;
+      micro = train / dp;
+    } else if (micro_) {
+      gas = 1;
+      train = micro * dp;
+    } else {
+      diags_.error(r_.file_start(), "Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided");
+      return;
+    }
+    const SourceLoc at = train_ ? train_loc_ : micro_ ? micro_loc_ : gas_loc_;
+    if (micro <= 0) {
+      diags_.error(at, fmt::format("Micro batch size per gpu: {} has to be greater than 0", micro));
+      return;
+    }
+    if (gas <= 0) {
+      diags_.error(at, fmt::format("Gradient accumulation steps: {} has to be greater than 0", gas));
+      return;
+    }
+    if (train != micro * gas * dp) {
+      diags_.error(at, fmt::format("Check batch related parameters. train_batch_size is not equal to "
+                                   "micro_batch_per_gpu * gradient_acc_step * world_size {} != {} * {} * {}",
+                                   train, micro, gas, dp));
+      return;
+    }
+    if (gas > (int64_t{1} << 24)) {
+      diags_.error(at, fmt::format("{} gradient accumulation steps is too many", gas));
+      return;
+    }
+    j.global_batch_sequences = train;
+    j.microbatch_sequences = micro;
+    j.microbatches = static_cast<int32_t>(gas);  // pipe/engine.py: micro_batches = gradient_accumulation_steps
+    j.grad_accum = 1;
+    if (train_) j.where["global_batch"] = train_loc_;
+    if (micro_) j.where["microbatch_sequences"] = micro_loc_;
+    j.where["microbatches"] = gas_ ? gas_loc_ : at;
+  }
+
+  std::string path_;
+  const JobContext& ctx_;
+  Diagnostics& diags_;
+  Reader r_;
+  std::optional<int64_t> train_, micro_, gas_;
+  SourceLoc train_loc_, micro_loc_, gas_loc_;
+  int stage_ = 0;
+  SourceLoc stage_loc_;
+  bool bf16_ = false, fp16_ = false;
+  SourceLoc bf16_loc_, fp16_loc_;
+  std::string comm_;
+  SourceLoc comm_loc_;
+  int32_t pp_ = 1;
+  SourceLoc pp_loc_;
+};
+
+}  // namespace
+
+bool is_deepspeed_config(const std::string& path) {
+  if (std::filesystem::path(path).extension() != ".json") return false;
+  std::string text, why;
+  if (!read_input_file(path, &text, &why)) return false;
+  static const char* kKeys[] = {"zero_optimization", "train_batch_size", "train_micro_batch_size_per_gpu"};
+  if (text.find('\0') != std::string::npos) return false;
+  try {
+    const YAML::Node root = YAML::Load(text);
+    if (root.IsMap()) {
+      for (const char* k : kKeys)
+        if (root[k]) return true;
+      return false;
+    }
+    if (root.IsDefined() && !root.IsNull()) return false;
+  } catch (const YAML::Exception&) {
+    // Broken JSON: a quoted key decides, so the reader reports where it breaks.
+  }
+  for (const char* k : kKeys)
+    if (text.find(fmt::format("\"{}\"", k)) != std::string::npos) return true;
+  return false;
+}
+
+// What read_deepspeed fills: sharding from zero_optimization.stage (0 DDP, 1 ZeRO-1, 2 ZeRO-2,
+// 3 FSDP); prefetch_bucket_params and max_live_params from stage3_prefetch_bucket_size and
+// stage3_max_live_parameters (elements; integral floats such as 5e7 accepted); world = ctx.gpus;
+// pp from pipeline.stages (default 1; DeepSpeed itself never reads that key, which a note says);
+// dp = world / pp into dp_replicate (stages 0-1) or dp_shard (stages 2-3); the batch triple by
+// DeepSpeed's rule (microbatches = gradient_accumulation_steps, microbatch_sequences = micro,
+// global_batch_sequences = train_batch_size); param_dtype from bf16/fp16.enabled; reduce_dtype
+// from communication_data_type, else fp16, bf16 or fp32 by mode; recompute kFull with an
+// activation_checkpointing block or pipeline.activation_checkpoint_interval > 0; model =
+// ctx.model (a preset name). Keys not modelled (optimizer, scheduler, ...) go to unmodelled.
+// Errors at the value: invalid JSON, wrong types, non-integral or negative counts, DeepSpeed's
+// batch assertions, "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism", bf16 with
+// fp16, an unknown communication_data_type; at the file start: no --gpus, no or unknown --model.
+bool read_deepspeed(const std::string& path, const JobContext& ctx, TrainingJob* job, Diagnostics& diags) {
+  std::string text, why;
+  if (!read_input_file(path, &text, &why)) {
+    const int32_t file = register_source(path, "");
+    diags.error(SourceLoc{file, 1, 1}, fmt::format("cannot read the DeepSpeed config: {}", why));
+    return false;
+  }
+  const int32_t file = register_source(path, text);
+  DeepSpeedReader ds(path, file, ctx, diags);
+  Reader& r = ds.reader();
+  if (!r.prescan(text)) return false;
+  std::optional<YAML::Node> root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    const SourceLoc at = e.mark.is_null() ? r.file_start() : r.at(e.mark.line, e.mark.column);
+    diags.error(at, fmt::format("invalid JSON: {}", yaml_util::printable(e.msg)));
+    return false;
+  }
+  auto ok = r.guard([&]() -> std::optional<bool> { return ds.run(*root, job); });
+  return ok.value_or(false);
+}
+
+}  // namespace sc::config

@@ -1,0 +1,659 @@
+// A small bash reader: enough of the language to expand a launch script's variables, arrays and
+// arithmetic and collect the flags of the commands it runs, each located where it was written.
+#include "config/shell_args.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <optional>
+#include <set>
+
+namespace sc::config {
+namespace {
+
+/// One character of expanded text and where it came from: the character itself for literal
+/// text, the `$` of the expansion that produced it otherwise.
+struct Ch {
+  char c;
+  SourceLoc loc;
+};
+using Text = std::vector<Ch>;
+
+std::string str(const Text& t) {
+  std::string s;
+  s.reserve(t.size());
+  for (const Ch& c : t) s += c.c;
+  return s;
+}
+
+void append(Text& t, const std::string& s, const SourceLoc& loc) {
+  for (char c : s) t.push_back(Ch{c, loc});
+}
+
+bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+/// Length of the assignment prefix `NAME=` or `NAME+=` at the start of `raw` (0 when none);
+/// `append` is set for `+=`.
+size_t assignment_prefix(const std::string& raw, bool* append_op) {
+  if (raw.empty() || !is_name_start(raw[0])) return 0;
+  size_t k = 1;
+  while (k < raw.size() && is_name_char(raw[k])) ++k;
+  if (k < raw.size() && raw[k] == '=') {
+    *append_op = false;
+    return k + 1;
+  }
+  if (k + 1 < raw.size() && raw[k] == '+' && raw[k + 1] == '=') {
+    *append_op = true;
+    return k + 2;
+  }
+  return 0;
+}
+
+/// Integer arithmetic of `$((...))`: + - * / % with parentheses and unary signs; names are
+/// variables (empty or unset: 0). nullopt on anything else or a division by zero.
+class Arith {
+ public:
+  /// `depth` counts variables evaluated inside variables (A=B, B=A stops at 16).
+  Arith(const std::string& s, const std::map<std::string, Text>& vars, int depth = 0)
+      : s_(s), vars_(vars), depth_(depth) {}
+  std::optional<int64_t> run() {
+    auto v = expr();
+    skip();
+    if (!v || i_ != s_.size()) return std::nullopt;
+    return v;
+  }
+
+ private:
+  void skip() {
+    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
+  }
+  std::optional<int64_t> expr() {
+    auto v = term();
+    for (skip(); v && i_ < s_.size() && (s_[i_] == '+' || s_[i_] == '-'); skip()) {
+      char op = s_[i_++];
+      auto r = term();
+      if (!r) return std::nullopt;
+      int64_t out = 0;
+      if (op == '+' ? __builtin_add_overflow(*v, *r, &out) : __builtin_sub_overflow(*v, *r, &out)) return std::nullopt;
+      v = out;
+    }
+    return v;
+  }
+  std::optional<int64_t> term() {
+    auto v = unary();
+    for (skip(); v && i_ < s_.size() && (s_[i_] == '*' || s_[i_] == '/' || s_[i_] == '%'); skip()) {
+      char op = s_[i_++];
+      auto r = unary();
+      if (!r || (op != '*' && (*r == 0 || (*r == -1 && *v == INT64_MIN)))) return std::nullopt;
+      int64_t out = 0;
+      if (op == '*' && __builtin_mul_overflow(*v, *r, &out)) return std::nullopt;
+      v = op == '*' ? out : op == '/' ? *v / *r : *v % *r;
+    }
+    return v;
+  }
+  std::optional<int64_t> unary() {
+    skip();
+    if (i_ < s_.size() && (s_[i_] == '-' || s_[i_] == '+')) {
+      char op = s_[i_++];
+      auto v = unary();
+      if (!v) return std::nullopt;
+      if (op == '-' && *v == INT64_MIN) return std::nullopt;
+      return op == '-' ? -*v : *v;
+    }
+    return primary();
+  }
+  std::optional<int64_t> primary() {
+    skip();
+    if (i_ >= s_.size()) return std::nullopt;
+    if (s_[i_] == '(') {
+      ++i_;
+      auto v = expr();
+      skip();
+      if (!v || i_ >= s_.size() || s_[i_] != ')') return std::nullopt;
+      ++i_;
+      return v;
+    }
+    if (std::isdigit(static_cast<unsigned char>(s_[i_]))) {
+      size_t b = i_;
+      while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) ++i_;
+      if (i_ - b > 18) return std::nullopt;
+      return std::stoll(s_.substr(b, i_ - b));
+    }
+    if (is_name_start(s_[i_])) {
+      size_t b = i_;
+      while (i_ < s_.size() && is_name_char(s_[i_])) ++i_;
+      auto it = vars_.find(s_.substr(b, i_ - b));
+      if (it == vars_.end() || it->second.empty()) return 0;
+      if (depth_ >= 16) return std::nullopt;
+      return Arith(str(it->second), vars_, depth_ + 1).run();
+    }
+    return std::nullopt;
+  }
+
+  const std::string& s_;
+  const std::map<std::string, Text>& vars_;
+  int depth_ = 0;
+  size_t i_ = 0;
+};
+
+/// Shell builtins and tools whose words are never training flags.
+const std::set<std::string> kNotLaunchers = {"echo", "printf", "mkdir", "cd",    "exit",  "return", "set",
+                                             "source", ".",    "rm",    "cp",    "mv",    "touch",  "unset",
+                                             "shift",  "read", "test",  "[",     "[[",    "true",   "false",
+                                             "wait",   "sleep", "trap", "ls",    "cat",   "export", "local",
+                                             "declare", "readonly", "typeset", "pushd", "popd", "ln", "chmod"};
+const std::set<std::string> kDeclarers = {"export", "local", "declare", "readonly", "typeset"};
+
+class Shell {
+ public:
+  Shell(int32_t file, const std::string& text) : s_(&text), file_(file) {}
+
+  ShellArgs run() {
+    while (!eof()) {
+      skip_blanks();
+      if (eof()) break;
+      char c = peek();
+      if (c == '#') {
+        skip_comment();
+      } else if (c == '\n' || c == ';' || c == '&' || c == '|' || c == '(' || c == ')' || c == '<' || c == '>') {
+        advance();
+      } else {
+        command();
+      }
+    }
+    if (!command_flags_)
+      for (const std::string& name : array_order_) {
+        std::vector<ShellToken> tokens;
+        for (const Text& item : arrays_[name]) split(item, tokens);
+        collect(tokens);
+      }
+    for (const auto& [name, value] : scalars_) out_.vars[name] = ShellVar{str(value), scalar_loc_[name]};
+    return std::move(out_);
+  }
+
+ private:
+  bool eof() const { return i_ >= s_->size(); }
+  char peek(size_t k = 0) const { return i_ + k < s_->size() ? (*s_)[i_ + k] : '\0'; }
+  SourceLoc here() const { return SourceLoc{file_, line_, col_}; }
+  void advance() {
+    if (eof()) return;
+    if ((*s_)[i_] == '\n') {
+      ++line_;
+      col_ = 1;
+    } else {
+      ++col_;
+    }
+    ++i_;
+  }
+  void skip_blanks() {
+    while (!eof()) {
+      if (is_blank(peek())) {
+        advance();
+      } else if (peek() == '\\' && peek(1) == '\n') {
+        advance();
+        advance();
+      } else {
+        break;
+      }
+    }
+  }
+  void skip_comment() {
+    while (!eof() && peek() != '\n') advance();
+  }
+
+  /// The text up to the `close` that matches an `open` already consumed, nesting `open`s and
+  /// skipping quoted text; the closing character is consumed, not returned.
+  std::string balanced(char open, char close) {
+    std::string inner;
+    int depth = 0;
+    while (!eof()) {
+      char c = peek();
+      if (c == '\'' || c == '"') {
+        inner += c;
+        advance();
+        while (!eof() && peek() != c) {
+          if (c == '"' && peek() == '\\' && peek(1) != '\0') {
+            inner += peek();
+            advance();
+          }
+          inner += peek();
+          advance();
+        }
+        if (!eof()) {
+          inner += peek();
+          advance();
+        }
+        continue;
+      }
+      if (c == close && depth == 0) {
+        advance();
+        return inner;
+      }
+      if (c == open) ++depth;
+      if (c == close) --depth;
+      inner += c;
+      advance();
+    }
+    return inner;
+  }
+
+  /// Reads one word from the cursor, expanding it; stops at a blank or an operator. `raw` gets
+  /// the word's source text.
+  Text word(std::string* raw) {
+    Text t;
+    const size_t start = i_;
+    while (!eof()) {
+      char c = peek();
+      if (is_blank(c) || c == '\n' || c == ';' || c == '&' || c == '|' || c == '(' || c == ')' || c == '<' ||
+          c == '>')
+        break;
+      if (c == '\\') {
+        if (peek(1) == '\n') break;  // a continuation ends the word; skip_blanks() eats it
+        advance();
+        if (!eof()) {
+          t.push_back(Ch{peek(), here()});
+          advance();
+        }
+      } else if (c == '\'') {
+        advance();
+        while (!eof() && peek() != '\'') {
+          t.push_back(Ch{peek(), here()});
+          advance();
+        }
+        advance();
+      } else if (c == '"') {
+        advance();
+        double_quoted(t);
+      } else if (c == '$') {
+        dollar(t);
+      } else if (c == '`') {
+        SourceLoc at = here();
+        advance();
+        std::string inner;
+        while (!eof() && peek() != '`') {
+          inner += peek();
+          advance();
+        }
+        advance();
+        append(t, "`" + inner + "`", at);
+      } else {
+        t.push_back(Ch{c, here()});
+        advance();
+      }
+    }
+    if (raw) *raw = s_->substr(start, i_ - start);
+    return t;
+  }
+
+  void double_quoted(Text& t) {
+    while (!eof() && peek() != '"') {
+      char c = peek();
+      if (c == '\\' && (peek(1) == '"' || peek(1) == '\\' || peek(1) == '$' || peek(1) == '`' || peek(1) == '\n')) {
+        advance();
+        if (peek() != '\n') t.push_back(Ch{peek(), here()});
+        advance();
+      } else if (c == '$') {
+        dollar(t);
+      } else {
+        t.push_back(Ch{c, here()});
+        advance();
+      }
+    }
+    advance();
+  }
+
+  /// An expansion at the cursor, which is on a `$`.
+  void dollar(Text& t) {
+    const SourceLoc at = here();
+    advance();
+    char c = peek();
+    if (c == '(' && peek(1) == '(') {
+      advance();
+      advance();
+      std::string inner = balanced('(', ')');
+      if (peek() == ')') advance();
+      auto v = Arith(plain(inner), scalars_).run();
+      append(t, v ? std::to_string(*v) : "$((" + inner + "))", at);
+    } else if (c == '(') {
+      advance();
+      append(t, "$(" + balanced('(', ')') + ")", at);
+    } else if (c == '{') {
+      advance();
+      parameter(t, balanced('{', '}'), at);
+    } else if (is_name_start(c)) {
+      std::string name;
+      while (is_name_char(peek())) {
+        name += peek();
+        advance();
+      }
+      const Text v = value_of(name);
+      t.insert(t.end(), v.begin(), v.end());
+    } else if (std::isdigit(static_cast<unsigned char>(c)) || (c != '\0' && std::string("@*#?$!-").find(c) != std::string::npos)) {
+      advance();  // positional and special parameters: unset here
+    } else {
+      t.push_back(Ch{'$', at});
+    }
+  }
+
+  /// The value of scalar `name`, or item 0 of array `name`; empty when unset.
+  Text value_of(const std::string& name) const {
+    if (auto it = scalars_.find(name); it != scalars_.end()) return it->second;
+    if (auto it = arrays_.find(name); it != arrays_.end() && !it->second.empty()) return it->second.front();
+    return {};
+  }
+
+  /// `${inner}`: NAME, NAME[@], NAME[i], #NAME, and the operators :- - := = :+ + (others give the
+  /// plain value).
+  void parameter(Text& t, const std::string& inner, const SourceLoc& at) {
+    size_t k = 0;
+    bool length = false;
+    if (inner.size() > 1 && inner[0] == '#') {
+      length = true;
+      k = 1;
+    }
+    std::string name;
+    if (k < inner.size() && is_name_start(inner[k])) {
+      while (k < inner.size() && is_name_char(inner[k])) name += inner[k++];
+    } else {
+      while (k < inner.size() && std::isdigit(static_cast<unsigned char>(inner[k]))) name += inner[k++];
+      if (name.empty() && k < inner.size()) name = std::string(1, inner[k++]);
+    }
+    std::optional<std::string> index;
+    if (k < inner.size() && inner[k] == '[') {
+      size_t close = inner.find(']', k);
+      if (close == std::string::npos) close = inner.size();
+      index = inner.substr(k + 1, close - k - 1);
+      k = std::min(close + 1, inner.size());
+    }
+    auto array = arrays_.find(name);
+    if (length) {
+      size_t n = index && array != arrays_.end() ? array->second.size() : str(value_of(name)).size();
+      append(t, std::to_string(n), at);
+      return;
+    }
+    Text value;
+    if (index && array != arrays_.end()) {
+      if (*index == "@" || *index == "*") {
+        for (size_t j = 0; j < array->second.size(); ++j) {
+          if (j) value.push_back(Ch{' ', at});
+          value.insert(value.end(), array->second[j].begin(), array->second[j].end());
+        }
+      } else {
+        auto n = Arith(plain(*index), scalars_).run();
+        if (n && *n >= 0 && static_cast<size_t>(*n) < array->second.size()) value = array->second[*n];
+      }
+    } else if (!index || *index == "0" || *index == "@" || *index == "*") {
+      value = value_of(name);
+    }
+    std::string op;
+    if (k < inner.size()) {
+      if (inner[k] == ':' && k + 1 < inner.size() && std::string("-=+?").find(inner[k + 1]) != std::string::npos) {
+        op = inner.substr(k, 2);
+      } else if (std::string("-=+?").find(inner[k]) != std::string::npos) {
+        op = inner.substr(k, 1);
+      }
+    }
+    const std::string word = op.empty() ? std::string() : inner.substr(k + op.size());
+    const bool set = op.size() == 2 ? !value.empty() : (scalars_.count(name) || array != arrays_.end());
+    if (op == ":-" || op == "-") {
+      if (!set) return append(t, plain(word), at);
+    } else if (op == ":=" || op == "=") {
+      if (!set) {
+        value.clear();
+        append(value, plain(word), at);
+        if (!name.empty() && is_name_start(name[0])) {
+          scalars_[name] = value;
+          scalar_loc_[name] = at;
+        }
+      }
+    } else if (op == ":+" || op == "+") {
+      if (set) append(t, plain(word), at);
+      return;
+    }
+    t.insert(t.end(), value.begin(), value.end());
+  }
+
+  /// `text` expanded as the inside of a double-quoted string, without locations: for defaults,
+  /// array indices and arithmetic. Quotes are removed.
+  std::string plain(const std::string& text) {
+    const std::string* saved_s = s_;
+    const size_t saved_i = i_;
+    const int32_t saved_line = line_, saved_col = col_;
+    s_ = &text;
+    i_ = 0;
+    Text t;
+    while (!eof()) {
+      char c = peek();
+      if (c == '\'') {
+        advance();
+        while (!eof() && peek() != '\'') {
+          t.push_back(Ch{peek(), here()});
+          advance();
+        }
+        advance();
+      } else if (c == '"') {
+        advance();
+        double_quoted(t);
+      } else if (c == '$') {
+        dollar(t);
+      } else if (c == '\\' && peek(1) != '\0') {
+        advance();
+        t.push_back(Ch{peek(), here()});
+        advance();
+      } else {
+        t.push_back(Ch{c, here()});
+        advance();
+      }
+    }
+    s_ = saved_s;
+    i_ = saved_i;
+    line_ = saved_line;
+    col_ = saved_col;
+    return str(t);
+  }
+
+  /// Items of an array assignment; the cursor is on its `(`.
+  std::vector<Text> array_items() {
+    advance();
+    std::vector<Text> items;
+    while (!eof()) {
+      skip_blanks();
+      char c = peek();
+      if (c == '\n') {
+        advance();
+      } else if (c == '#') {
+        skip_comment();
+      } else if (c == ')') {
+        advance();
+        break;
+      } else if (c == ';' || c == '&' || c == '|' || c == '(' || c == '<' || c == '>') {
+        advance();
+      } else {
+        Text item = word(nullptr);
+        if (!item.empty()) items.push_back(std::move(item));
+      }
+    }
+    return items;
+  }
+
+  /// One simple command up to a newline, `;`, `&` or `|`: assignments, keywords and words.
+  void command() {
+    std::vector<Text> words;
+    bool condition = false;   // skipping an if/while condition up to `;` or a newline
+    bool declaring = false;   // after export/local/...: words are assignments
+    while (!eof()) {
+      skip_blanks();
+      if (eof()) break;
+      char c = peek();
+      if (c == '#') {
+        skip_comment();
+        break;
+      }
+      if (c == '\n' || c == ';') break;
+      if (c == '&' || c == '|') {
+        if (!condition) break;
+        advance();
+        continue;
+      }
+      if (c == '<' && peek(1) == '<' && peek(2) != '<') {
+        heredoc_start();
+        continue;
+      }
+      if (c == '(' || c == ')' || c == '<' || c == '>') {
+        advance();
+        continue;
+      }
+      const SourceLoc start = here();
+      std::string raw;
+      Text w = word(&raw);
+      if (raw.empty()) {  // a character word() does not take
+        advance();
+        continue;
+      }
+      if (condition) continue;
+      if (words.empty()) {
+        if (raw == "if" || raw == "elif" || raw == "while" || raw == "until" || raw == "for" || raw == "case") {
+          if (raw == "if") out_.if_lines.push_back(start.line);
+          condition = true;
+          continue;
+        }
+        if (raw == "then" || raw == "else" || raw == "do" || raw == "fi" || raw == "done" || raw == "esac" ||
+            raw == "{" || raw == "}" || raw == "!" || raw == "in")
+          continue;
+        if (kDeclarers.count(raw)) {
+          declaring = true;
+          continue;
+        }
+        bool append_op = false;
+        if (size_t n = assignment_prefix(raw, &append_op)) {
+          const std::string name = raw.substr(0, n - (append_op ? 2 : 1));
+          if (n == raw.size() && peek() == '(') {
+            std::vector<Text> items = array_items();
+            auto& dst = arrays_[name];
+            if (std::find(array_order_.begin(), array_order_.end(), name) == array_order_.end())
+              array_order_.push_back(name);
+            if (!append_op) dst.clear();
+            dst.insert(dst.end(), items.begin(), items.end());
+            scalars_.erase(name);
+          } else {
+            Text value(w.begin() + std::min(n, w.size()), w.end());
+            if (append_op) {
+              Text old = scalars_[name];
+              old.insert(old.end(), value.begin(), value.end());
+              value = std::move(old);
+            }
+            scalars_[name] = std::move(value);
+            scalar_loc_[name] = start;
+          }
+          continue;
+        }
+        if (declaring) continue;
+      }
+      words.push_back(std::move(w));
+    }
+    heredoc_body();
+    if (words.empty() || kNotLaunchers.count(str(words.front()))) return;
+    std::vector<ShellToken> tokens;
+    for (const Text& w : words) split(w, tokens);
+    if (collect(tokens)) command_flags_ = true;
+  }
+
+  /// `<<WORD` or `<<-WORD` at the cursor: remembers the delimiter; the body starts on the next line.
+  void heredoc_start() {
+    advance();
+    advance();
+    if (peek() == '-') advance();
+    skip_blanks();
+    std::string raw;
+    Text delim = word(&raw);
+    heredoc_delims_.push_back(str(delim));
+  }
+
+  /// Skips the bodies of the here-documents the command opened: its text is data, not commands.
+  void heredoc_body() {
+    if (heredoc_delims_.empty()) return;
+    while (!eof() && peek() != '\n') advance();
+    for (const std::string& delim : heredoc_delims_) {
+      while (!eof()) {
+        advance();  // the newline before the line
+        std::string line;
+        while (!eof() && peek() != '\n') {
+          line += peek();
+          advance();
+        }
+        size_t b = line.find_first_not_of(" \t");
+        size_t e = line.find_last_not_of(" \t\r");
+        if (b != std::string::npos && line.substr(b, e - b + 1) == delim) break;
+      }
+    }
+    heredoc_delims_.clear();
+  }
+
+  /// Splits expanded text at blanks into tokens located at their first character, removing a
+  /// quote pair around a whole token.
+  static void split(const Text& t, std::vector<ShellToken>& out) {
+    size_t k = 0;
+    while (k < t.size()) {
+      while (k < t.size() && (is_blank(t[k].c) || t[k].c == '\n')) ++k;
+      if (k >= t.size()) break;
+      size_t b = k;
+      while (k < t.size() && !is_blank(t[k].c) && t[k].c != '\n') ++k;
+      size_t e = k;
+      if (e - b >= 2 && (t[b].c == '\'' || t[b].c == '"') && t[e - 1].c == t[b].c) {
+        ++b;
+        --e;
+      }
+      ShellToken tok;
+      tok.loc = t[std::min(b, t.size() - 1)].loc;
+      for (size_t j = b; j < e; ++j) tok.text += t[j].c;
+      out.push_back(std::move(tok));
+    }
+  }
+
+  /// Adds the flags among `tokens` to out_.flags; true when there was one.
+  bool collect(const std::vector<ShellToken>& tokens) {
+    bool any = false;
+    bool in_flag = false;
+    for (const ShellToken& tok : tokens) {
+      if (tok.text.size() > 2 && tok.text.compare(0, 2, "--") == 0) {
+        ShellFlag f;
+        f.loc = tok.loc;
+        size_t eq = tok.text.find('=');
+        f.name = tok.text.substr(0, eq);
+        if (eq != std::string::npos) {
+          SourceLoc vloc = tok.loc;
+          vloc.col += static_cast<int32_t>(eq + 1);
+          f.values.push_back(ShellToken{tok.text.substr(eq + 1), vloc});
+        }
+        out_.flags.push_back(std::move(f));
+        in_flag = true;
+        any = true;
+      } else if (tok.text == "--") {
+        in_flag = false;
+      } else if (in_flag) {
+        out_.flags.back().values.push_back(tok);
+      }
+    }
+    return any;
+  }
+
+  const std::string* s_;
+  size_t i_ = 0;
+  int32_t line_ = 1, col_ = 1;
+  int32_t file_;
+  std::map<std::string, Text> scalars_;
+  std::map<std::string, SourceLoc> scalar_loc_;
+  std::map<std::string, std::vector<Text>> arrays_;
+  std::vector<std::string> array_order_;
+  bool command_flags_ = false;
+  std::vector<std::string> heredoc_delims_;  // opened by the current command
+  ShellArgs out_;
+};
+
+}  // namespace
+
+ShellArgs read_shell_args(int32_t file, const std::string& text) { return Shell(file, text).run(); }
+
+}  // namespace sc::config

@@ -1,0 +1,59 @@
+// The command-line flags of a shell launch script or an arguments file, each located at the
+// file:line:col where its text was written (Megatron-LM's launch scripts; CONFIGS.md §2.4).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "support/source.h"
+
+namespace sc::config {
+
+/// One word of the expanded command line: its text and where its first character was written.
+struct ShellToken {
+  std::string text;
+  SourceLoc loc;
+};
+
+/// A `--name [value ...]` flag: `name` keeps its leading dashes ("--micro-batch-size");
+/// `values` are the words that follow it up to the next flag (`--name=value` gives one value).
+struct ShellFlag {
+  std::string name;
+  SourceLoc loc;
+  std::vector<ShellToken> values;
+};
+
+/// A scalar variable of the script with the location of its last assignment.
+struct ShellVar {
+  std::string value;
+  SourceLoc loc;
+};
+
+/// What read_shell_args() found.
+struct ShellArgs {
+  /// Every flag in command-line order (the order argparse sees them: the last one wins).
+  std::vector<ShellFlag> flags;
+  /// Scalar variables after the whole script ran (arrays are not listed).
+  std::map<std::string, ShellVar> vars;
+  /// Lines of the `if` keywords: every branch of an `if` block was read, none evaluated.
+  std::vector<int32_t> if_lines;
+};
+
+/// Reads the flags of a bash launch script or a plain arguments file registered as `file`
+/// (register_source) with text `text`. What it understands, as bash does: comments, `\` line
+/// continuations, single and double quotes, `NAME=value` (also after `export`), `$NAME`,
+/// `${NAME}`, `${NAME:-default}` and `${1:-default}` (variables the script does not set are
+/// empty; positional parameters are unset), `$((arithmetic))` over integers (+ - * / % and
+/// parentheses), arrays `NAME=( ... )` and `NAME+=( ... )` with `${NAME[@]}`, `${NAME[*]}` and
+/// `${NAME[i]}`. `$(command)` is kept as its text; here-document bodies (`<<EOF`) are skipped. Every branch of `if`/`elif`/`else` is taken
+/// (conditions are skipped); loops run their body once. Flags come from every command that is
+/// not a shell builtin (echo, mkdir, ...); the words of a command are split at blanks after
+/// expansion, quoted or not, so an array item "--fp8-format hybrid" gives a flag and its value,
+/// and a quote pair around a whole word ('99,1,0') is removed. When no command holds a flag (an
+/// arguments file that is a list of arrays only), the flags of every array are taken in the
+/// order the arrays were first set. Never fails: text it does not understand gives no flags.
+ShellArgs read_shell_args(int32_t file, const std::string& text);
+
+}  // namespace sc::config

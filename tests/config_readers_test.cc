@@ -1,0 +1,586 @@
+// Framework config readers: the Megatron-LM and DeepSpeed corpus files give the expected job, and
+// broken configs give the framework's own error at the flag or key that set the value.
+#include <sstream>
+
+#include "catch.h"
+#include "config/readers.h"
+#include "config/shell_args.h"
+#include "test_util.h"
+
+namespace sc::config {
+namespace {
+
+std::string all_text(const Diagnostics& d) {
+  std::string s;
+  for (const auto& x : d.all()) s += format_diagnostic(x) + "\n";
+  return s;
+}
+
+/// The first diagnostic of `severity` whose message holds `needle`, or null.
+const Diagnostic* find_diag(const Diagnostics& d, Severity severity, const std::string& needle) {
+  for (const auto& x : d.all())
+    if (x.severity == severity && x.message.find(needle) != std::string::npos) return &x;
+  return nullptr;
+}
+
+/// 1-based line and column of the first line of `text` holding `line_needle`, at `col_needle`
+/// within that line (the same text when empty).
+std::pair<int32_t, int32_t> position(const std::string& text, const std::string& line_needle,
+                                     const std::string& col_needle = {}) {
+  std::istringstream in(text);
+  std::string line;
+  for (int32_t n = 1; std::getline(in, line); ++n) {
+    size_t at = line.find(line_needle);
+    if (at == std::string::npos) continue;
+    size_t col = col_needle.empty() ? at : line.find(col_needle);
+    return {n, static_cast<int32_t>(col) + 1};
+  }
+  return {0, 0};
+}
+
+void check_at(const Diagnostic* d, const std::string& text, const std::string& line_needle,
+              const std::string& col_needle = {}) {
+  REQUIRE(d);
+  auto [line, col] = position(text, line_needle, col_needle);
+  CHECK(d->loc.line == line);
+  CHECK(d->loc.col == col);
+}
+
+bool has_unmodelled(const TrainingJob& j, const std::string& key) {
+  for (const auto& [k, l] : j.unmodelled)
+    if (k == key) return true;
+  return false;
+}
+
+// A small valid Megatron model for the hand-written inputs.
+const char* kModel = "--num-layers 16 --hidden-size 256 --num-attention-heads 8 --seq-length 1024 --vocab-size 1000\n";
+
+}  // namespace
+
+TEST_CASE("the Megatron-LM llama3 8B fp8 script reads as 8-way data parallel with 16 microbatches", "[config]") {
+  if (test::corpus_dir().empty()) {
+    WARN("../shared/corpus not found; skipping the Megatron corpus test");
+    return;
+  }
+  const std::string path = test::corpus_dir() + "/megatron/train_llama3_8b_h100_fp8.sh";
+  const std::string text = test::read_file(path);
+  REQUIRE(is_megatron_config(path));
+  CHECK_FALSE(is_deepspeed_config(path));
+  Diagnostics diags;
+  TrainingJob j;
+  const bool ok = read_megatron(path, JobContext{}, &j, diags);
+  INFO(all_text(diags));
+  REQUIRE(ok);
+  CHECK(j.framework == "megatron");
+  CHECK(j.world == 8);
+  CHECK(j.layout.tp == 1);
+  CHECK(j.layout.pp == 1);
+  CHECK(j.layout.cp == 1);
+  CHECK(j.layout.ep == 1);
+  CHECK(j.layout.dp_replicate == 8);
+  CHECK(j.layout.dp_shard == 1);
+  CHECK(j.layout.world() == 8);
+  CHECK_FALSE(j.layout.sequence_parallel);
+  CHECK(j.microbatches == 16);
+  CHECK(j.microbatch_sequences == 1);
+  CHECK(j.global_batch_sequences == 128);
+  CHECK(j.seq_len == 8192);
+  CHECK(j.schedule == "1f1b");
+  CHECK(j.stages_per_rank == 1);
+  CHECK(j.sharding == Sharding::kZero1);
+  CHECK(j.reduce_dtype == "bf16");
+  CHECK(j.param_dtype == "bf16");
+  CHECK(j.recompute == model::Recompute::kNone);
+  CHECK(j.model == "custom");
+  REQUIRE(j.model_desc);
+  const model::ModelDesc& m = *j.model_desc;
+  CHECK(m.dim == 4096);
+  CHECK(m.layers == 32);
+  CHECK(m.ffn == 14336);
+  CHECK(m.heads == 32);
+  CHECK(m.kv_heads == 8);
+  CHECK(m.head_dim == 128);
+  CHECK(m.vocab == 128256);
+  CHECK_FALSE(m.tied_embeddings);
+  CHECK_FALSE(m.moe);
+  CHECK(m.source == path);
+
+  // Megatron turns --sequence-parallel off at TP 1 with a warning: located at the flag.
+  const Diagnostic* sp = find_diag(diags, Severity::kWarning, "Disabling sequence parallelism");
+  check_at(sp, text, "--sequence-parallel  #", "--sequence-parallel");
+  CHECK(find_diag(diags, Severity::kNote, "if blocks"));
+
+  auto [dist_line, dist_col] = position(text, "--use-distributed-optimizer");
+  CHECK(j.loc("sharding").line == dist_line);
+  CHECK(j.loc("sharding").col == dist_col);
+  CHECK(j.loc("world").line == position(text, "--nproc_per_node").first);
+  CHECK(j.loc("microbatches").line == position(text, "--global-batch-size").first);
+  CHECK(j.loc("seq_len").line == position(text, "--seq-length").first);
+  CHECK(j.loc("reduce_dtype").line == position(text, "--grad-reduce-in-bf16").first);
+  // Quoted items of DTYPE_ARGS hold a flag and its value; each is located inside the quotes.
+  CHECK(has_unmodelled(j, "--fp8-format"));
+  CHECK(has_unmodelled(j, "--lr"));
+  CHECK_FALSE(has_unmodelled(j, "--micro-batch-size"));
+  CHECK_FALSE(has_unmodelled(j, "--nproc_per_node"));
+  for (const auto& [k, l] : j.unmodelled)
+    if (k == "--fp8-format") {
+      auto [line, col] = position(text, "\"--fp8-format hybrid\"", "--fp8-format");
+      CHECK(l.line == line);
+      CHECK(l.col == col);
+    }
+}
+
+TEST_CASE("a launch script's variables, defaults, arithmetic and arrays expand as bash does", "[config]") {
+  const std::string text =
+      "#!/bin/bash\n"
+      "N=${NODES:-2}            # unset: the default\n"
+      "PER=4\n"
+      "W=$(( $PER * N ))\n"
+      "A=( --tensor-model-parallel-size $((PER/2)) )\n"
+      "A+=( \"--fp8-format hybrid\" --split='99,1,0' )\n"
+      "if [[ \"$X\" == 1 ]]; then\n"
+      "  B=( --recompute-activations )\n"
+      "else\n"
+      "  B=( --lr 1e-4 )\n"
+      "fi\n"
+      "cat > hosts <<'EOF'\n"
+      "  --not-a-flag 1\n"
+      "EOF\n"
+      "torchrun --nproc_per_node $PER --nnodes $N \\\n"
+      "    train.py ${A[@]} \"${B[@]}\"\n";
+  const std::string path = test::write_temp("schedcheck_config_test", "expand.sh", text);
+  ShellArgs sh = read_shell_args(register_source(path, text), text);
+  CHECK(sh.vars["W"].value == "8");
+  CHECK(sh.vars["N"].value == "2");
+  REQUIRE(sh.if_lines.size() == 1);
+  CHECK(sh.if_lines[0] == 7);
+  std::vector<std::string> names;
+  for (const auto& f : sh.flags) names.push_back(f.name);
+  CHECK(names == std::vector<std::string>{"--nproc_per_node", "--nnodes", "--tensor-model-parallel-size",
+                                          "--fp8-format", "--split", "--lr"});
+  REQUIRE(sh.flags.size() == 6);
+  CHECK(sh.flags[1].values.at(0).text == "2");
+  CHECK(sh.flags[2].values.at(0).text == "2");
+  CHECK(sh.flags[2].loc.line == 5);
+  CHECK(sh.flags[2].loc.col == 5);
+  CHECK(sh.flags[3].loc.line == 6);
+  CHECK(sh.flags[3].loc.col == 7);
+  CHECK(sh.flags[3].values.at(0).text == "hybrid");
+  CHECK(sh.flags[4].values.at(0).text == "99,1,0");
+  CHECK(sh.flags[5].values.at(0).text == "1e-4");
+}
+
+TEST_CASE("Megatron: an older script with flags in multi-line strings reads with each flag located", "[config]") {
+  const std::string text =
+      "#!/bin/bash\n"
+      "GPUS_PER_NODE=8\n"
+      "NNODES=2\n"
+      "DISTRIBUTED_ARGS=\"\n"
+      "    --nproc_per_node $GPUS_PER_NODE \\\n"
+      "    --nnodes $NNODES\n"
+      "\"\n"
+      "GPT_ARGS=\"\n"
+      "    --tensor-model-parallel-size 2 \\\n"
+      "    --pipeline-model-parallel-size 2 \\\n"
+      "    --sequence-parallel \\\n"
+      "    --num-layers 24 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 \\\n"
+      "    --micro-batch-size 4 --global-batch-size 64 --fp16\n"
+      "\"\n"
+      "torchrun $DISTRIBUTED_ARGS pretrain_gpt.py $GPT_ARGS --vocab-size 50257\n";
+  const std::string path = test::write_temp("schedcheck_config_test", "older.sh", text);
+  Diagnostics diags;
+  TrainingJob j;
+  const bool ok = read_megatron(path, JobContext{}, &j, diags);
+  INFO(all_text(diags));
+  REQUIRE(ok);
+  CHECK(j.world == 16);
+  CHECK(j.layout.tp == 2);
+  CHECK(j.layout.pp == 2);
+  CHECK(j.layout.dp_replicate == 4);
+  CHECK(j.layout.sequence_parallel);
+  CHECK(j.microbatches == 4);
+  CHECK(j.schedule == "1f1b");
+  CHECK(j.reduce_dtype == "fp16");
+  CHECK(j.loc("pp").line == 10);
+  CHECK(j.loc("pp").col == 5);
+  CHECK(j.loc("world").line == 5);
+  CHECK(diags.all().empty());
+}
+
+TEST_CASE("Megatron: a global batch that microbatches and data parallelism do not divide is refused at the flag",
+          "[config]") {
+  const std::string text = std::string("--tensor-model-parallel-size 2\n--micro-batch-size 2\n--global-batch-size 100\n") +
+                           kModel;
+  const std::string path = test::write_temp("schedcheck_config_test", "gbs.args", text);
+  REQUIRE(is_megatron_config(path));
+  JobContext ctx;
+  ctx.gpus = 8;
+  Diagnostics diags;
+  TrainingJob j;
+  CHECK_FALSE(read_megatron(path, ctx, &j, diags));
+  INFO(all_text(diags));
+  const Diagnostic* d = find_diag(diags, Severity::kError,
+                                  "global batch size (100) is not divisible by micro batch size (2) times data parallel "
+                                  "size (4)");
+  check_at(d, text, "--global-batch-size");
+}
+
+TEST_CASE("Megatron: a world size that tp·pp·cp does not divide is refused at the flag", "[config]") {
+  const std::string text =
+      "#!/bin/bash\n"
+      "GPUS_PER_NODE=8\n"
+      "TP=3\n"
+      "ARGS=(\n"
+      "    --tensor-model-parallel-size $TP\n"
+      "    --micro-batch-size 1\n"
+      "    --num-layers 16 --hidden-size 256 --num-attention-heads 8 --seq-length 1024\n"
+      ")\n"
+      "torchrun --nproc_per_node $GPUS_PER_NODE --nnodes 1 pretrain_gpt.py ${ARGS[@]}\n";
+  const std::string path = test::write_temp("schedcheck_config_test", "world.sh", text);
+  Diagnostics diags;
+  TrainingJob j;
+  CHECK_FALSE(read_megatron(path, JobContext{}, &j, diags));
+  INFO(all_text(diags));
+  const Diagnostic* d = find_diag(diags, Severity::kError,
+                                  "world size (8) is not divisible by tensor parallel size (3) times pipeline parallel "
+                                  "size (1) times context parallel size (1)");
+  check_at(d, text, "--tensor-model-parallel-size");
+}
+
+TEST_CASE("Megatron: a missing --micro-batch-size is an error at the start of the file", "[config]") {
+  const std::string text = std::string("--global-batch-size 64\n") + kModel;
+  const std::string path = test::write_temp("schedcheck_config_test", "nombs.args", text);
+  JobContext ctx;
+  ctx.gpus = 8;
+  Diagnostics diags;
+  TrainingJob j;
+  CHECK_FALSE(read_megatron(path, ctx, &j, diags));
+  const Diagnostic* d = find_diag(diags, Severity::kError, "--micro-batch-size");
+  REQUIRE(d);
+  CHECK(d->loc.line == 1);
+  CHECK(d->loc.col == 1);
+}
+
+TEST_CASE("Megatron: virtual pipeline stages give the interleaved schedule and its microbatch rule", "[config]") {
+  JobContext ctx;
+  ctx.gpus = 8;
+  {
+    const std::string text = std::string("--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 2\n"
+                                         "--micro-batch-size 1 --global-batch-size 16 --recompute-granularity full\n") +
+                             kModel;
+    const std::string path = test::write_temp("schedcheck_config_test", "vpp.args", text);
+    Diagnostics diags;
+    TrainingJob j;
+    const bool ok = read_megatron(path, ctx, &j, diags);
+    INFO(all_text(diags));
+    REQUIRE(ok);
+    CHECK(j.layout.pp == 4);
+    CHECK(j.layout.dp_replicate == 2);
+    CHECK(j.microbatches == 8);
+    CHECK(j.schedule == "interleaved-1f1b");
+    CHECK(j.stages_per_rank == 2);
+    CHECK(j.recompute == model::Recompute::kFull);
+    CHECK(j.loc("schedule").col == position(text, "--num-layers-per-virtual-pipeline-stage").second);
+  }
+  {
+    // M = 6 microbatches, group = pp = 4: 6 % 4 = 2 < pp gives dependency bubbles.
+    const std::string text = std::string("--pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2\n"
+                                         "--micro-batch-size 1 --global-batch-size 12\n") +
+                             kModel;
+    const std::string path = test::write_temp("schedcheck_config_test", "vpp_bad.args", text);
+    Diagnostics diags;
+    TrainingJob j;
+    CHECK_FALSE(read_megatron(path, ctx, &j, diags));
+    INFO(all_text(diags));
+    CHECK(find_diag(diags, Severity::kError, "should be 0, or larger than or equal to the pipeline-parallel size"));
+  }
+}
+
+TEST_CASE("Megatron: startup checks refuse deprecated flags, FSDP2 with PP and EP without experts", "[config]") {
+  JobContext ctx;
+  ctx.gpus = 8;
+  const std::string text = std::string("--batch-size 4\n--pipeline-model-parallel-size 2 --use-torch-fsdp2\n"
+                                       "--expert-model-parallel-size 2 --micro-batch-size 1\n--overlap-param-gather\n") +
+                           kModel;
+  const std::string path = test::write_temp("schedcheck_config_test", "checks.args", text);
+  Diagnostics diags;
+  TrainingJob j;
+  CHECK_FALSE(read_megatron(path, ctx, &j, diags));
+  INFO(all_text(diags));
+  check_at(find_diag(diags, Severity::kError, "--batch-size argument is no longer valid"), text, "--batch-size");
+  check_at(find_diag(diags, Severity::kError, "not supported with pipeline parallelism"), text, "--use-torch-fsdp2",
+           "--use-torch-fsdp2");
+  check_at(find_diag(diags, Severity::kError, "num_experts must be non None"), text, "--expert-model-parallel-size");
+  check_at(find_diag(diags, Severity::kError, "--overlap-param-gather only supported"), text, "--overlap-param-gather");
+}
+
+TEST_CASE("Megatron: the expert grid, CP sequence split, VPP flags and precision flags are checked", "[config]") {
+  JobContext ctx;
+  ctx.gpus = 8;
+  const std::string text =
+      "--pipeline-model-parallel-size 2 --expert-model-parallel-size 8 --num-experts 8 --moe-router-topk 2\n"
+      "--context-parallel-size 2 --seq-length 1022\n"
+      "--num-layers-per-virtual-pipeline-stage 2 --num-virtual-stages-per-pipeline-rank 2\n"
+      "--micro-batch-size 1 --bf16 --fp16\n"
+      "--num-layers 16 --hidden-size 256 --num-attention-heads 8 --vocab-size 1000\n";
+  const std::string path = test::write_temp("schedcheck_config_test", "grid.args", text);
+  Diagnostics diags;
+  TrainingJob j;
+  CHECK_FALSE(read_megatron(path, ctx, &j, diags));
+  INFO(all_text(diags));
+  check_at(find_diag(diags, Severity::kError, "world_size (8) is not divisible by expert_tensor_model_pipeline_parallel "
+                                              "size (16)"),
+           text, "--expert-model-parallel-size", "--expert-model-parallel-size");
+  check_at(find_diag(diags, Severity::kError, "seq-length should be a multiple of 2 * context-parallel-size"), text,
+           "--seq-length", "--seq-length");
+  check_at(find_diag(diags, Severity::kError, "--bf16 and --fp16 are mutually exclusive"), text, "--fp16", "--fp16");
+  check_at(find_diag(diags, Severity::kError, "-layout are mutually exclusive"), text, "--num-virtual-stages-per-pipeline-rank",
+           "--num-virtual-stages-per-pipeline-rank");
+  REQUIRE(j.model_desc);
+  REQUIRE(j.model_desc->moe);
+  CHECK(j.model_desc->moe->experts == 8);
+  CHECK(j.model_desc->moe->top_k == 2);
+}
+
+TEST_CASE("Megatron: Megatron-FSDP and torch FSDP2 shard over the data-parallel ranks", "[config]") {
+  JobContext ctx;
+  ctx.gpus = 16;
+  struct Case {
+    const char* flags;
+    Sharding sharding;
+    bool reshard;
+  };
+  const Case cases[] = {{"--use-megatron-fsdp", Sharding::kFsdp, true},
+                        {"--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads", Sharding::kZero2, false},
+                        {"--use-torch-fsdp2 --torch-fsdp2-no-reshard-after-forward", Sharding::kFsdp, false}};
+  for (const Case& c : cases) {
+    INFO(c.flags);
+    const std::string text = std::string("--tensor-model-parallel-size 2 --micro-batch-size 1 --global-batch-size 16\n") +
+                             c.flags + "\n" + kModel;
+    const std::string path = test::write_temp("schedcheck_config_test", "fsdp.args", text);
+    Diagnostics diags;
+    TrainingJob j;
+    const bool ok = read_megatron(path, ctx, &j, diags);
+    INFO(all_text(diags));
+    REQUIRE(ok);
+    CHECK(j.sharding == c.sharding);
+    CHECK(j.reshard_after_forward == c.reshard);
+    CHECK(j.layout.dp_shard == 8);
+    CHECK(j.layout.dp_replicate == 1);
+    CHECK(j.microbatches == 2);
+    CHECK(j.loc("sharding").line == 2);
+  }
+}
+
+TEST_CASE("Megatron: without model dimensions the --model preset is used, and without one it is an error",
+          "[config]") {
+  const std::string text = "--micro-batch-size 1 --global-batch-size 32 --seq-length 4096 --fp16\n"
+                           "--pipeline-model-parallel-size 2 --use-torch-fsdp2\n";
+  const std::string path = test::write_temp("schedcheck_config_test", "preset.args", text);
+  JobContext ctx;
+  ctx.gpus = 8;
+  {
+    Diagnostics diags;
+    TrainingJob j;
+    CHECK_FALSE(read_megatron(path, ctx, &j, diags));
+    INFO(all_text(diags));
+    const Diagnostic* d = find_diag(diags, Severity::kError, "pass --model");
+    REQUIRE(d);
+    CHECK(d->loc.line == 1);
+    CHECK(d->message.find("llama3-8b") != std::string::npos);
+  }
+  ctx.model = "llama3-8b";
+  const std::string fixed = "--micro-batch-size 1 --global-batch-size 32 --seq-length 4096 --fp16\n"
+                            "--pipeline-model-parallel-size 2\n";
+  const std::string path2 = test::write_temp("schedcheck_config_test", "preset2.args", fixed);
+  Diagnostics diags;
+  TrainingJob j;
+  const bool ok = read_megatron(path2, ctx, &j, diags);
+  INFO(all_text(diags));
+  REQUIRE(ok);
+  CHECK(j.model == "llama3-8b");
+  CHECK_FALSE(j.model_desc);
+  CHECK(j.layout.pp == 2);
+  CHECK(j.layout.dp_replicate == 4);
+  CHECK(j.sharding == Sharding::kDdp);
+  CHECK(j.microbatches == 8);
+  CHECK(j.schedule == "1f1b");
+  CHECK(j.param_dtype == "fp16");
+  CHECK(j.reduce_dtype == "fp16");
+}
+
+TEST_CASE("the DeepSpeed ZeRO-3 config reads as FSDP over 8 GPUs with its prefetch and residency limits", "[config]") {
+  if (test::corpus_dir().empty()) {
+    WARN("../shared/corpus not found; skipping the DeepSpeed corpus test");
+    return;
+  }
+  const std::string path = test::corpus_dir() + "/deepspeed/ds_config_zero3.json";
+  const std::string text = test::read_file(path);
+  REQUIRE(is_deepspeed_config(path));
+  CHECK_FALSE(is_megatron_config(path));
+  JobContext ctx;
+  ctx.gpus = 8;
+  ctx.model = "llama3-8b";
+  Diagnostics diags;
+  TrainingJob j;
+  const bool ok = read_deepspeed(path, ctx, &j, diags);
+  INFO(all_text(diags));
+  REQUIRE(ok);
+  CHECK(j.framework == "deepspeed");
+  CHECK(j.model == "llama3-8b");
+  CHECK(j.world == 8);
+  CHECK(j.sharding == Sharding::kFsdp);
+  CHECK(j.reshard_after_forward);
+  CHECK(j.layout.dp_shard == 8);
+  CHECK(j.layout.pp == 1);
+  CHECK(j.prefetch_bucket_params == 50'000'000);
+  CHECK(j.max_live_params == 1'000'000'000);
+  CHECK(j.microbatches == 1);
+  CHECK(j.microbatch_sequences == 1);
+  CHECK(j.global_batch_sequences == 8);
+  CHECK(j.reduce_dtype == "bf16");
+  CHECK(j.param_dtype == "bf16");
+  auto [stage_line, stage_col] = position(text, "\"stage\"", "3");
+  CHECK(j.loc("sharding").line == stage_line);
+  CHECK(j.loc("sharding").col == stage_col);
+  CHECK(has_unmodelled(j, "optimizer"));
+  CHECK(has_unmodelled(j, "scheduler"));
+  CHECK(has_unmodelled(j, "zero_optimization.sub_group_size"));
+  CHECK_FALSE(has_unmodelled(j, "train_micro_batch_size_per_gpu"));
+}
+
+TEST_CASE("DeepSpeed: broken configs give DeepSpeed's error at the key", "[config]") {
+  JobContext ctx;
+  ctx.gpus = 8;
+  ctx.model = "llama3-8b";
+  auto read = [&](const std::string& name, const std::string& text, Diagnostics& diags) {
+    const std::string path = test::write_temp("schedcheck_config_test", name, text);
+    REQUIRE(is_deepspeed_config(path));
+    TrainingJob j;
+    CHECK_FALSE(read_deepspeed(path, ctx, &j, diags));
+  };
+  SECTION("ZeRO-3 with pipeline stages") {
+    const std::string text =
+        "{\n"
+        "  \"train_micro_batch_size_per_gpu\": 1,\n"
+        "  \"gradient_accumulation_steps\": 4,\n"
+        "  \"zero_optimization\": {\"stage\": 3},\n"
+        "  \"pipeline\": {\"stages\": 2}\n"
+        "}\n";
+    Diagnostics diags;
+    read("zero3_pp.json", text, diags);
+    INFO(all_text(diags));
+    check_at(find_diag(diags, Severity::kError, "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"), text,
+             "\"stage\"", "3}");
+    check_at(find_diag(diags, Severity::kNote, "never reads it"), text, "\"stages\"", "2}");
+  }
+  SECTION("train_batch_size that is not micro × accumulation × data parallel") {
+    const std::string text =
+        "{\n"
+        "  \"train_batch_size\": 30,\n"
+        "  \"train_micro_batch_size_per_gpu\": 2,\n"
+        "  \"gradient_accumulation_steps\": 2\n"
+        "}\n";
+    Diagnostics diags;
+    read("batch.json", text, diags);
+    INFO(all_text(diags));
+    check_at(find_diag(diags, Severity::kError, "train_batch_size is not equal to micro_batch_per_gpu * "
+                                                "gradient_acc_step * world_size 30 != 2 * 2 * 8"),
+             text, "\"train_batch_size\"", "30");
+  }
+  SECTION("communication_data_type int8") {
+    const std::string text = "{\"train_batch_size\": 16,\n \"communication_data_type\": \"int8\"}\n";
+    Diagnostics diags;
+    read("comm.json", text, diags);
+    INFO(all_text(diags));
+    check_at(find_diag(diags, Severity::kError, "invalid communication_data_type"), text, "int8", "\"int8\"");
+  }
+  SECTION("a negative or fractional element count") {
+    const std::string text =
+        "{\"train_batch_size\": 16, \"zero_optimization\": {\"stage\": 3,\n"
+        "  \"stage3_prefetch_bucket_size\": 2.5e-1, \"stage3_max_live_parameters\": -1}}\n";
+    Diagnostics diags;
+    read("counts.json", text, diags);
+    INFO(all_text(diags));
+    check_at(find_diag(diags, Severity::kError, "must be a whole number"), text, "2.5e-1", "2.5e-1");
+    check_at(find_diag(diags, Severity::kError, "must be at least 0"), text, "-1}", "-1}");
+  }
+  SECTION("no world size, no model, no batch") {
+    ctx = JobContext{};
+    const std::string text = "{\"zero_optimization\": {\"stage\": 1}}\n";
+    Diagnostics diags;
+    read("bare.json", text, diags);
+    INFO(all_text(diags));
+    const Diagnostic* gpus = find_diag(diags, Severity::kError, "pass --gpus");
+    REQUIRE(gpus);
+    CHECK(gpus->loc.line == 1);
+    CHECK(gpus->loc.col == 1);
+    const Diagnostic* model = find_diag(diags, Severity::kError, "pass --model");
+    REQUIRE(model);
+    CHECK(model->message.find("llama3-8b") != std::string::npos);
+  }
+  SECTION("duplicate keys and broken JSON") {
+    const std::string text = "{\"train_batch_size\": 16,\n \"train_batch_size\": 8}\n";
+    Diagnostics diags;
+    read("dup.json", text, diags);
+    check_at(find_diag(diags, Severity::kError, "duplicate key 'train_batch_size'"), text, " \"train_batch_size\": 8",
+             "\"train_batch_size\"");
+    Diagnostics diags2;
+    read("trunc.json", "{\"train_batch_size\": 16,\n", diags2);
+    CHECK(find_diag(diags2, Severity::kError, "invalid JSON"));
+  }
+  SECTION("neither train_batch_size nor train_micro_batch_size_per_gpu") {
+    const std::string text = "{\"zero_optimization\": {\"stage\": 2}, \"bf16\": {\"enabled\": true}}\n";
+    Diagnostics diags;
+    read("nobatch.json", text, diags);
+    CHECK(find_diag(diags, Severity::kError, "Either train_batch_size or train_micro_batch_size_per_gpu"));
+  }
+}
+
+TEST_CASE("DeepSpeed: pipeline.stages gives the pipeline degree with a note that DeepSpeed never reads it",
+          "[config]") {
+  const std::string text =
+      "{\"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": 8,\n"
+      " \"zero_optimization\": {\"stage\": 1}, \"pipeline\": {\"stages\": 4, \"partition\": \"uniform\"}}\n";
+  const std::string path = test::write_temp("schedcheck_config_test", "pipe.json", text);
+  JobContext ctx;
+  ctx.gpus = 16;
+  ctx.model = "llama3-8b";
+  Diagnostics diags;
+  TrainingJob j;
+  const bool ok = read_deepspeed(path, ctx, &j, diags);
+  INFO(all_text(diags));
+  REQUIRE(ok);
+  CHECK(j.layout.pp == 4);
+  CHECK(j.layout.dp_replicate == 4);
+  CHECK(j.microbatches == 8);
+  CHECK(j.global_batch_sequences == 64);
+  CHECK(j.schedule == "1f1b");
+  CHECK(j.loc("pp").line == 2);
+  CHECK(has_unmodelled(j, "pipeline.partition"));
+  check_at(find_diag(diags, Severity::kNote, "never reads it"), text, "\"stages\"", "4,");
+}
+
+TEST_CASE("DeepSpeed: the batch triple derives the missing key, and stage 1 is data-parallel replicated", "[config]") {
+  const std::string text =
+      "{\"train_batch_size\": 64, \"gradient_accumulation_steps\": 4, \"zero_optimization\": {\"stage\": 1},\n"
+      " \"fp16\": {\"enabled\": true}, \"activation_checkpointing\": {\"partition_activations\": true}}\n";
+  const std::string path = test::write_temp("schedcheck_config_test", "triple.json", text);
+  JobContext ctx;
+  ctx.gpus = 8;
+  ctx.model = "llama3-8b";
+  Diagnostics diags;
+  TrainingJob j;
+  const bool ok = read_deepspeed(path, ctx, &j, diags);
+  INFO(all_text(diags));
+  REQUIRE(ok);
+  CHECK(j.sharding == Sharding::kZero1);
+  CHECK(j.layout.dp_replicate == 8);
+  CHECK(j.microbatch_sequences == 2);
+  CHECK(j.microbatches == 4);
+  CHECK(j.reduce_dtype == "fp16");
+  CHECK(j.param_dtype == "fp16");
+  CHECK(j.recompute == model::Recompute::kFull);
+}
+
+}  // namespace sc::config
