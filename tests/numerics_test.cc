@@ -363,3 +363,26 @@ TEST_CASE("the numerics pass analyses each distinct configuration once and locat
     CHECK(f.locations[0].line == 7);
   }
 }
+
+TEST_CASE("a bf16 sum overflows only near its range's end, which is not a finding; fp16 overflows at thousands", "[numerics]") {
+  // DeepSpeed ZeRO-3 in bf16 sums and divides after (CONFIGS.md §3.2): the intermediate sum of 8
+  // overflows only for gradients near 3.4e38 / 8, where the fp32 reference overflows too.
+  AnalysisOptions opt;
+  opt.samples = 16;
+  opt.random_trials = 1;
+  opt.fixes = false;
+  auto c = config(DType::kBf16, ReduceOp::kSum, 8);
+  c.post_divide = 8;
+  auto a = analyze(c, opt);
+  REQUIRE(a.figures.overflow.found);
+  CHECK(a.figures.overflow.input > 1e37);
+  for (const auto& f : numerics_findings(a, Tolerances{})) CHECK(f.check != "overflow");
+  auto h = config(DType::kFp16, ReduceOp::kSum, 8);
+  h.post_divide = 8;
+  auto b = analyze(h, opt);
+  REQUIRE(b.figures.overflow.found);
+  CHECK(b.figures.overflow.input <= 65504.0 / 8 + 32);
+  bool found = false;
+  for (const auto& f : numerics_findings(b, Tolerances{})) found |= f.check == "overflow";
+  CHECK(found);
+}

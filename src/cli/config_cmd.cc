@@ -143,7 +143,9 @@ int run_config_verify(const std::vector<std::string>& files, const std::string& 
     Diagnostics d;
     TrainingJob job;
     config::VerifiedJob v;
-    if (!read_job(files[i], ctx, &job, d) || !config::verify_job(job, ctx, out.min_cut, &v, d)) {
+    bool ok = read_job(files[i], ctx, &job, d);
+    if (ok && job.seq_len <= 0) job.seq_len = ctx.seq_len;
+    if (!ok || !config::verify_job(job, ctx, out.min_cut, &v, d)) {
       if (format == "json") print_json_diagnostics(d);
       exit = combine_exit(exit, report_spec_errors(d));
       continue;

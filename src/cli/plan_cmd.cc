@@ -238,8 +238,8 @@ int run_plan(const PlanArgs& a) {
                 continue;
               }
               if (c.est_bytes > hw->hbm_bytes) {
-                reject(fmt::format("memory above {:.0f} GB HBM by the analytic bound (states + in-flight activations)",
-                                   static_cast<double>(hw->hbm_bytes) / 1e9),
+                reject(fmt::format("memory above {:.0f} GiB HBM by the analytic bound (states + in-flight activations)",
+                                   static_cast<double>(hw->hbm_bytes) / double(int64_t{1} << 30)),
                        fmt::format("{} {} {} mbs {} recompute {}", fam, sh, schedule_label(j), b, recompute_label(rc)));
                 continue;
               }

@@ -111,7 +111,7 @@ int run_verify(const VerifyArgs& a) {
       {"--svg", a.svg.has_value()},             {"--memory-min-cut", a.min_cut},
       {"--engine smt", a.engine == "smt"},      {"--forward-only", a.forward_only},
       {"--gpus", a.job.gpus > 0},                {"--model", !a.job.model.empty()},
-      {"--hardware", !a.job.hardware.empty()}};
+      {"--hardware", !a.job.hardware.empty()},  {"--seq-len", a.job.seq_len > 0}};
   std::set<int> runners;
   for (const auto& f : a.files) {
     const FrontEnd& fe = front_end_for(f);
@@ -235,6 +235,8 @@ Command add_verify(CLI::App& parent) {
   cmd->add_option("--model", a->job.model,
                   fmt::format("framework configs: the model preset, when the config does not name one ({})",
                               fmt::join(model::model_preset_names(), ", ")));
+  cmd->add_option("--seq-len", a->job.seq_len, "framework configs: the sequence length, when the config states none (DeepSpeed)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   cmd->add_option("--hardware", a->job.hardware,
                   fmt::format("framework configs: the GPU preset (default: the config's comment, else h100): {}",
                               fmt::join(model::hardware_preset_names(), ", ")));

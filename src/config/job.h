@@ -71,6 +71,7 @@ struct JobContext {
   int32_t gpus = 0;                 ///< --gpus; 0 = from the config or its comment
   std::string model;                ///< --model
   std::string hardware;             ///< --hardware
+  int64_t seq_len = 0;              ///< --seq-len, for configs that state none (DeepSpeed)
 };
 
 }  // namespace sc::config

@@ -58,6 +58,10 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
     }
     jc.hardware = *h;
   }
+  if (job.seq_len <= 0) {
+    diags.error(job.file, "the config states no sequence length: pass --seq-len N");
+    return false;
+  }
   const model::ModelDesc& m = jc.model;
   const model::HardwareDesc& hw = jc.hardware;
   if (m.heads % lay.tp != 0) {

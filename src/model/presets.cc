@@ -72,13 +72,16 @@ std::vector<ModelDesc> models() {
 
 std::vector<HardwareDesc> gpus() {
   // CONFIGS.md §5.1 (bf16 dense peak, HBM, intra-node and scale-out per GPU, per direction).
+  // HBM: the vendor's figure read as GiB (HBM stacks come in binary sizes: H100's 80 GB is five
+  // 16 GiB stacks).
+  constexpr int64_t GiB = int64_t{1} << 30;
   return {
-      {"a100-80gb", 312e12, 80'000'000'000, 300e9, 25e9, 8, "CONFIGS.md §5.1 A100 80GB SXM"},
-      {"a100-40gb", 312e12, 40'000'000'000, 300e9, 25e9, 8, "CONFIGS.md §5.1 A100 40GB SXM"},
-      {"h100", 989e12, 80'000'000'000, 450e9, 50e9, 8, "CONFIGS.md §5.1 H100 SXM"},
-      {"h200", 989e12, 141'000'000'000, 450e9, 50e9, 8, "CONFIGS.md §5.1 H200"},
-      {"b200", 2250e12, 192'000'000'000, 900e9, 50e9, 8, "CONFIGS.md §5.1 B200"},
-      {"mi300x", 1300e12, 192'000'000'000, 448e9, 50e9, 8, "CONFIGS.md §5.1 MI300X"},
+      {"a100-80gb", 312e12, 80 * GiB, 300e9, 25e9, 8, "CONFIGS.md §5.1 A100 80GB SXM"},
+      {"a100-40gb", 312e12, 40 * GiB, 300e9, 25e9, 8, "CONFIGS.md §5.1 A100 40GB SXM"},
+      {"h100", 989e12, 80 * GiB, 450e9, 50e9, 8, "CONFIGS.md §5.1 H100 SXM"},
+      {"h200", 989e12, 141 * GiB, 450e9, 50e9, 8, "CONFIGS.md §5.1 H200"},
+      {"b200", 2250e12, 192 * GiB, 900e9, 50e9, 8, "CONFIGS.md §5.1 B200"},
+      {"mi300x", 1300e12, 192 * GiB, 448e9, 50e9, 8, "CONFIGS.md §5.1 MI300X"},
   };
 }
 

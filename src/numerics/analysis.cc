@@ -535,7 +535,7 @@ std::vector<NumericsFinding> numerics_findings(const Analysis& a, const Toleranc
     n.witness = fmt::format("[{} x {}]", number(f.underflow.input), a.config.ranks);
     out.push_back(std::move(n));
   }
-  if (f.overflow.found) {
+  if (f.overflow.found && f.overflow.input <= tol.max_gradient) {
     NumericsFinding n;
     n.check = "overflow";
     n.message = fmt::format("{}: a gradient of {} on every rank overflows to {} in the {} (exact {}{})", what,
