@@ -25,7 +25,7 @@ bool composed(const std::string& path) { return declares(path, "mesh"); }
 bool anything(const std::string&) { return true; }
 
 /// Options of the framework-config front-ends: the job's facts and the lowered program's outputs.
-const std::vector<std::string> kConfigOptions = {"--gpus", "--model", "--hardware", "--seq-len", "--trace", "--dot", "--svg",
+const std::vector<std::string> kConfigOptions = {"--gpus", "--model", "--hardware", "--seq-len", "--efficiency", "--trace", "--dot", "--svg",
                                                  "--memory-min-cut", "--timeline-ops"};
 
 }  // namespace

@@ -31,6 +31,7 @@ struct PlanArgs {
   size_t verify_top = 12;
   size_t show = 10;
   int32_t max_pp = 64;
+  double efficiency = 0;
 };
 
 /// "4M" = 4·2^20 tokens (K, M, G are binary, as a batch of 4M tokens at sequence length 8192 is
@@ -164,6 +165,7 @@ int run_plan(const PlanArgs& a) {
   ctx.gpus = a.gpus;
   ctx.model = m->name;
   ctx.hardware = hw->name;
+  ctx.efficiency = a.efficiency;
 
   // Enumerate; count rejections by family and reason.
   std::map<std::string, std::pair<int, std::string>> rejected;  // reason -> (count, example)
@@ -375,6 +377,8 @@ Command add_plan(CLI::App& parent) {
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--show", a->show, "rows of the ranked table (default 10)");
   cmd->add_option("--max-pp", a->max_pp, "largest pipeline degree to consider (default 64)")->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--efficiency", a->efficiency, "achieved fraction of peak FLOP/s per op (default: the GPU preset's)")
+      ->check(CLI::Range(0.01, 1.0));
   cmd->add_option("--format", a->format, "text (for people) or json")->check(CLI::IsMember({"text", "json"}));
   return {cmd, [a] { return run_plan(*a); }};
 }

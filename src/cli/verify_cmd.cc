@@ -111,7 +111,8 @@ int run_verify(const VerifyArgs& a) {
       {"--svg", a.svg.has_value()},             {"--memory-min-cut", a.min_cut},
       {"--engine smt", a.engine == "smt"},      {"--forward-only", a.forward_only},
       {"--gpus", a.job.gpus > 0},                {"--model", !a.job.model.empty()},
-      {"--hardware", !a.job.hardware.empty()},  {"--seq-len", a.job.seq_len > 0}};
+      {"--hardware", !a.job.hardware.empty()},  {"--seq-len", a.job.seq_len > 0},
+      {"--efficiency", a.job.efficiency > 0}};
   std::set<int> runners;
   for (const auto& f : a.files) {
     const FrontEnd& fe = front_end_for(f);
@@ -237,6 +238,10 @@ Command add_verify(CLI::App& parent) {
                               fmt::join(model::model_preset_names(), ", ")));
   cmd->add_option("--seq-len", a->job.seq_len, "framework configs: the sequence length, when the config states none (DeepSpeed)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  cmd->add_option("--efficiency", a->job.efficiency,
+                  "framework configs: achieved fraction of peak FLOP/s per op (default: the GPU preset's, "
+                  "fitted to published runs; specs/reference/README.md)")
+      ->check(CLI::Range(0.01, 1.0));
   cmd->add_option("--hardware", a->job.hardware,
                   fmt::format("framework configs: the GPU preset (default: the config's comment, else h100): {}",
                               fmt::join(model::hardware_preset_names(), ", ")));

@@ -72,6 +72,7 @@ struct JobContext {
   std::string model;                ///< --model
   std::string hardware;             ///< --hardware
   int64_t seq_len = 0;              ///< --seq-len, for configs that state none (DeepSpeed)
+  double efficiency = 0;            ///< --efficiency: achieved fraction of peak; 0 = the GPU preset's
 };
 
 }  // namespace sc::config

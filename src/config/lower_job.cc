@@ -64,6 +64,7 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   }
   const model::ModelDesc& m = jc.model;
   const model::HardwareDesc& hw = jc.hardware;
+  jc.eff.compute = ctx.efficiency > 0 ? ctx.efficiency : hw.efficiency;
   if (m.heads % lay.tp != 0) {
     diags.error(job.loc("tp"), fmt::format("tensor parallel degree {} does not divide the {} attention heads of {}",
                                            lay.tp, m.heads, m.name));

@@ -81,6 +81,10 @@ struct HardwareDesc {
   double inter_node_bw = 0;     ///< scale-out network per GPU
   int32_t gpus_per_node = 8;
   std::string source;
+  /// Achieved fraction of peak per op (Efficiency::compute) runs on this GPU reach, fitted to one
+  /// published run per GPU where there is one (specs/reference/README.md), else CONFIGS.md §5.2's
+  /// suggested 0.40.
+  double efficiency = 0.40;
 };
 
 /// Achieved fractions of peak. Defaults: CONFIGS.md §5.2 "Suggested defaults" (dense bf16

@@ -76,9 +76,14 @@ std::vector<HardwareDesc> gpus() {
   // 16 GiB stacks).
   constexpr int64_t GiB = int64_t{1} << 30;
   return {
-      {"a100-80gb", 312e12, 80 * GiB, 300e9, 25e9, 8, "CONFIGS.md §5.1 A100 80GB SXM"},
-      {"a100-40gb", 312e12, 40 * GiB, 300e9, 25e9, 8, "CONFIGS.md §5.1 A100 40GB SXM"},
+      // A100: 0.62 reproduces torchtitan's Llama 3 8B on 64 A100 (58.2% MFU, docs/performance.md).
+      {"a100-80gb", 312e12, 80 * GiB, 300e9, 25e9, 8, "CONFIGS.md §5.1 A100 80GB SXM", 0.62},
+      {"a100-40gb", 312e12, 40 * GiB, 300e9, 25e9, 8, "CONFIGS.md §5.1 A100 40GB SXM", 0.62},
       {"h100", 989e12, 80 * GiB, 450e9, 50e9, 8, "CONFIGS.md §5.1 H100 SXM"},
+      // Meta's Grand Teton H100 (96 GB HBM2e, 500 W), where torchtitan's H100 figures were measured;
+      // torchtitan counts MFU against the SXM peak. 0.36 reproduces its Llama 3.1 8B on 8 GPUs
+      // (5,762 TPS/GPU, benchmarks/llama3_h100_202412_torchtitan.md).
+      {"h100-96gb", 989e12, 96 * GiB, 450e9, 50e9, 8, "CONFIGS.md §5.1 H100 (Meta Grand Teton variant)", 0.36},
       {"h200", 989e12, 141 * GiB, 450e9, 50e9, 8, "CONFIGS.md §5.1 H200"},
       {"b200", 2250e12, 192 * GiB, 900e9, 50e9, 8, "CONFIGS.md §5.1 B200"},
       {"mi300x", 1300e12, 192 * GiB, 448e9, 50e9, 8, "CONFIGS.md §5.1 MI300X"},
