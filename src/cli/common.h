@@ -68,5 +68,6 @@ Command add_compare(CLI::App& parent);
 Command add_synth(CLI::App& parent);
 Command add_run(CLI::App& parent);  ///< `schedcheck run` (GPU confirmation, verify_gpu/)
 Command add_numerics(CLI::App& parent);  ///< `schedcheck numerics` (one collective's arithmetic)
+Command add_diff(CLI::App& parent);  ///< `schedcheck diff` (two verify results side by side)
 
 }  // namespace sc::cli

@@ -28,13 +28,13 @@ bool anything(const std::string&) { return true; }
 const std::vector<FrontEnd>& front_ends() {
   static const std::vector<FrontEnd> table = {
       {"router", "router specs (a top-level router: key)", is_router_spec, {}},
-      {"fsdp", "fsdp specs (a top-level fsdp: key, no mesh:)", is_fsdp_spec, {"--trace", "--dot", "--svg", "--memory-min-cut"}},
+      {"fsdp", "fsdp specs (a top-level fsdp: key, no mesh:)", is_fsdp_spec, {"--trace", "--dot", "--svg", "--memory-min-cut", "--budget"}},
       {"composed", "composed specs (a top-level mesh: key)", composed,
        {"--semantics", "--blocking", "--lower", "--trace", "--dot", "--svg", "--memory-min-cut", "--engine smt",
-        "--timeline-ops"}},
+        "--timeline-ops", "--budget"}},
       {"pipeline", "pipeline specs and PyTorch schedule CSVs", anything,
        {"--semantics", "--placement", "--blocking", "--lower", "--trace", "--dot", "--svg", "--memory-min-cut",
-        "--engine smt", "--forward-only", "--timeline-ops"}},
+        "--engine smt", "--forward-only", "--timeline-ops", "--budget"}},
   };
   return table;
 }
