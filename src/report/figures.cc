@@ -97,7 +97,8 @@ std::string budget_message(const BudgetCheck& c) {
   const std::string value = format_budget_value(c.budget.unit, c.value->value);
   const std::string on = c.value->rank >= 0 ? fmt::format(" on rank {}", c.value->rank) : "";
   if (!c.exceeded) return fmt::format("{} ({}) {}{} within the budget of {}", k.what, c.budget.key, value, on, limit);
-  std::string over = c.budget.limit > 0 ? fmt::format(" (+{:.3g}%)", (c.value->value / c.budget.limit - 1) * 100) : "";
+  const double pct = c.budget.limit > 0 ? (c.value->value / c.budget.limit - 1) * 100 : 0;
+  std::string over = c.budget.limit <= 0 ? "" : pct >= 100 ? fmt::format(" (+{:.0f}%)", pct) : fmt::format(" (+{:.3g}%)", pct);
   return fmt::format("{} ({}) {}{} exceeds the budget of {}{}", k.what, c.budget.key, value, on, limit, over);
 }
 
