@@ -83,6 +83,11 @@ TEST_CASE("bad budgets are refused: unknown keys with their place, bad values, i
   CHECK(r.out.find("budget bubble_rate: expected a fraction (0.05) or a percentage (5%), got 'lots'") !=
         std::string::npos);
   CHECK(r.out.find(spec + ":") != std::string::npos);
+  // CI formats carry the errors as results, at their lines.
+  auto gh = run_schedcheck("verify '" + spec + "' --format github", false);
+  CHECK(gh.exit_code == 2);
+  CHECK(gh.out.find("::error file=" + spec + ",line=") != std::string::npos);
+  CHECK(gh.out.find("title=schedcheck spec-error::unknown budget 'spna'") != std::string::npos);
   auto opt = run_schedcheck(std::string("verify ") + k1F1B + " --budget sapn=1");
   CHECK(opt.exit_code == 1);
   CHECK(opt.out.find("did you mean 'span'") != std::string::npos);

@@ -90,6 +90,23 @@ int run_recorded(const std::vector<std::string>& files, const RecordedOptions& o
   for (const auto& f : files) budgets.push_back(with_overrides(load_budgets(f, diags), overrides));
   if (diags.has_errors()) {
     if (options.format == "json") print_json_diagnostics(diags);
+    if (options.format == "sarif" || options.format == "github" || options.junit) {
+      // CI readers get the errors as results too: a record per file with its diagnostics.
+      json records = json::array();
+      for (const auto& f : files) {
+        json rec = {{"schema_version", kReportSchemaVersion}, {"schedcheck_version", kToolVersion}, {"path", f},
+                    {"verdict", "error"}, {"exit_code", kExitSpec}, {"diagnostics", json::array()}};
+        for (const auto& d : diags.all())
+          if (d.severity == Severity::kError && d.loc.valid() && source_name(d.loc.file) == f)
+            rec["diagnostics"].push_back({{"severity", "error"}, {"file", f}, {"line", d.loc.line},
+                                          {"col", d.loc.col}, {"message", d.message}});
+        if (!rec["diagnostics"].empty()) records.push_back(rec);
+      }
+      const std::string all = records.dump();
+      if (options.format == "sarif") std::cout << sarif_log(all, kExitSpec);
+      if (options.format == "github") std::cout << github_annotations(all, kExitSpec);
+      if (options.junit && !write_output(*options.junit, junit_xml(all))) return kExitUsage;
+    }
     return report_spec_errors(diags);
   }
 
