@@ -145,6 +145,26 @@ TEST_CASE("diff --git compares files at a revision with the working tree", "[cli
   CHECK(missing.out.find("cannot read it at no-such-revision-xyz") != std::string::npos);
 }
 
+TEST_CASE("diff compares two PyTorch schedule CSVs through the pipeline front-end", "[cli][diff]") {
+  const std::string corpus = sc::test::corpus_dir();
+  if (corpus.empty()) {
+    WARN("the shared PyTorch corpus is absent");
+    return;
+  }
+  const std::string a = corpus + "/pytorch/zb1p_2rank_2stagep_compute.csv";
+  const std::string b = corpus + "/pytorch/zb1p_2rank_2stagep_comms.csv";
+  if (!std::filesystem::exists(a) || !std::filesystem::exists(b)) {
+    WARN("the corpus has no zb1p CSVs");
+    return;
+  }
+  auto r = run_schedcheck("diff '" + a + "' '" + b + "' --format json", false);
+  INFO(r.out);
+  CHECK(r.exit_code == 0);
+  auto j = json::parse(r.out);
+  CHECK(j["diffs"][0]["figures"].contains("span"));
+  CHECK(j["diffs"][0]["verdict"]["old"] == "holds");
+}
+
 TEST_CASE("regression thresholds parse as fractions or percentages per figure or group", "[diff]") {
   std::string why;
   auto t = sc::parse_thresholds("time=5%,memory=0.02,findings", &why);

@@ -225,6 +225,16 @@ TEST_CASE("every JSON report carries schema_version and validates against schema
   CHECK(json::parse(error.out)["schema_version"] == 1);
   sc::test::write_file(temp("error.json"), error.out);
   files.push_back(temp("error.json"));
+  // diff and budget reports follow the same schema.
+  auto diff = run_schedcheck("diff examples/gpu-1f1b-p4-m8.yaml examples/gpu-zbh1-p4-m8.yaml --format json", false);
+  sc::test::write_file(temp("diff.json"), diff.out);
+  files.push_back(temp("diff.json"));
+  auto budget = run_schedcheck("verify specs/valid/budget-gpipe-2.yaml " + std::string(kHolds) +
+                                   " --budget span=1s --format json",
+                               false);
+  CHECK(budget.exit_code == 18);
+  sc::test::write_file(temp("budget.json"), budget.out);
+  files.push_back(temp("budget.json"));
   validate_json("schema/report.schema.json", files);
 }
 
