@@ -258,3 +258,83 @@ TEST_CASE("torchtitan: the shipped presets verify or fail with their reason", "[
   for (const auto& u : j["job"]["unmodelled"]) noted |= u["key"].get<std::string>().find("pipeline_parallel_schedule") != std::string::npos;
   CHECK(noted);
 }
+
+TEST_CASE("calibration: predicted throughput of published torchtitan runs within 20%", "[config][calibration]") {
+  // specs/reference/README.md: the published figure and its source beside each config. The GPU's
+  // efficiency is fitted on the 8B run of each GPU; the other run of that GPU is a prediction.
+  struct Ref {
+    const char* file;
+    const char* args;
+    double published_tps_per_gpu;
+  };
+  const Ref refs[] = {
+      {"specs/reference/torchtitan-llama3-8b-a100x64.toml", "", 2973},   // docs/performance.md
+      {"specs/reference/torchtitan-llama3-70b-a100x64.toml", "", 323},   // docs/performance.md
+      {"specs/reference/torchtitan-llama3-8b-h100x8.toml", "--gpus 8 --hardware h100-96gb", 5762},  // benchmarks, Table 1
+      {"specs/reference/torchtitan-llama3-405b-h100x128.toml", "--gpus 128 --hardware h100-96gb", 109},  // docs/performance.md
+  };
+  for (const Ref& r : refs) {
+    test::CliRun run = test::run_schedcheck(fmt::format("verify {} {} --format json", r.file, r.args), false);
+    INFO(r.file << "\n" << run.out);
+    REQUIRE(run.exit_code == 0);
+    auto j = nlohmann::json::parse(run.out);
+    const double tps = j["job"]["predicted"]["tokens_per_s"].get<double>() / j["job"]["world"].get<double>();
+    CHECK(std::abs(tps - r.published_tps_per_gpu) / r.published_tps_per_gpu < 0.20);
+  }
+}
+
+TEST_CASE("plan ranks verified layouts and says why the others were rejected", "[config][plan]") {
+  test::CliRun r = test::run_schedcheck(
+      "plan --model llama3-8b --hardware h100 --gpus 16 --global-batch-tokens 256K --seq-len 8192 --verify-top 3 "
+      "--format json",
+      false);
+  INFO(r.out);
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["global_batch_tokens"] == 262144);
+  REQUIRE(j["ranked"].size() >= 3);
+  CHECK(j["ranked"][0]["verdict"] == "holds");
+  // Holding layouts come first, by predicted step time; each is a layout of 16 GPUs.
+  for (size_t i = 0; i + 1 < j["ranked"].size(); ++i) {
+    const auto& a = j["ranked"][i];
+    const auto& b = j["ranked"][i + 1];
+    if (a["verdict"] == "holds" && b["verdict"] == "holds") CHECK(a["step_time_s"] <= b["step_time_s"]);
+    CHECK(a["pp"].get<int>() * a["dp_replicate"].get<int>() * a["dp_shard"].get<int>() * a["tp"].get<int>() == 16);
+  }
+  // 32 sequences cannot feed 16-way data parallelism with microbatch size 4 and pp > 1 … some are rejected.
+  CHECK(!j["rejected"].empty());
+  // Bad input: a batch that is not whole sequences.
+  test::CliRun bad = test::run_schedcheck("plan --model llama3-8b --gpus 16 --global-batch-tokens 1000 --seq-len 8192");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.out.find("not a whole number of sequences") != std::string::npos);
+  test::CliRun unknown = test::run_schedcheck("plan --model llama3-9b --gpus 16 --global-batch-tokens 4M --seq-len 8192");
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.out.find("llama3-8b") != std::string::npos);
+}
+
+TEST_CASE("verify reads the Megatron launch script and the DeepSpeed JSON of the corpus", "[config]") {
+  if (test::corpus_dir().empty()) return;  // ../shared/corpus is absent
+  test::CliRun m = test::run_schedcheck("verify '" + test::corpus_dir() + "/megatron/train_llama3_8b_h100_fp8.sh' --format json", false);
+  INFO(m.out);
+  REQUIRE(m.exit_code == 0);
+  auto j = nlohmann::json::parse(m.out);
+  CHECK(j["job"]["framework"] == "megatron");
+  CHECK(j["job"]["world"] == 8);
+  CHECK(j["job"]["layout"]["dp_replicate"] == 8);
+  CHECK(j["job"]["microbatches"] == 16);  // 128 / (1 · 8)
+  test::CliRun d = test::run_schedcheck("verify '" + test::corpus_dir() + "/deepspeed/ds_config_zero3.json'");
+  CHECK(d.exit_code == 2);
+  CHECK(d.out.find("pass --gpus") != std::string::npos);
+  d = test::run_schedcheck("verify '" + test::corpus_dir() +
+                               "/deepspeed/ds_config_zero3.json' --gpus 8 --model llama3-8b --seq-len 4096 --format json",
+                           false);
+  INFO(d.out);
+  REQUIRE(d.exit_code == 0);
+  j = nlohmann::json::parse(d.out);
+  CHECK(j["fsdp"]["implementation"] == "zero3");
+  CHECK(j["job"]["seq_len"] == 4096);
+  // --gpus on a YAML spec is refused, naming the file.
+  test::CliRun y = test::run_schedcheck("verify examples/llama7b-pp8-1f1b.yaml --gpus 8");
+  CHECK(y.exit_code == 1);
+  CHECK(y.out.find("--gpus does not apply to examples/llama7b-pp8-1f1b.yaml") != std::string::npos);
+}

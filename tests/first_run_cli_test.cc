@@ -26,7 +26,7 @@ TEST_CASE("an unknown command names the commands, with the closest one", "[cli]"
   CHECK(r.exit_code == 1);
   CHECK(r.out ==
         "schedcheck: error: unknown command 'verfy'; did you mean 'verify'? (commands: verify, lower, gen, compare, "
-        "synth, run, numerics, plan; schedcheck --help explains them)\n");
+        "synth, run, numerics, diff, plan; schedcheck --help explains them)\n");
   auto far = run_schedcheck("frobnicate");
   CHECK(far.exit_code == 1);
   CHECK(far.out.find("unknown command 'frobnicate' (commands: verify, lower") != std::string::npos);

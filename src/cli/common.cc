@@ -14,6 +14,7 @@
 #include "pipeline/named_schedule.h"
 #include "spec/csv_schedule.h"
 #include "spec/yaml_spec.h"
+#include "support/version.h"
 
 namespace sc::cli {
 namespace {
@@ -192,7 +193,8 @@ std::string check_output_path(const std::string& option, const std::string& path
 }
 
 void print_json_diagnostics(const Diagnostics& diags) {
-  nlohmann::json j = {{"verdict", "error"}, {"exit_code", kExitSpec}, {"diagnostics", nlohmann::json::array()}};
+  nlohmann::json j = {{"schema_version", kReportSchemaVersion}, {"schedcheck_version", kToolVersion}, {"verdict", "error"},
+                      {"exit_code", kExitSpec}, {"diagnostics", nlohmann::json::array()}};
   for (const auto& d : diags.all())
     j["diagnostics"].push_back({{"severity", d.severity == Severity::kError ? "error" : "warning"},
                                 {"file", d.loc.valid() ? source_name(d.loc.file) : ""},

@@ -69,5 +69,6 @@ Command add_synth(CLI::App& parent);
 Command add_run(CLI::App& parent);  ///< `schedcheck run` (GPU confirmation, verify_gpu/)
 Command add_numerics(CLI::App& parent);  ///< `schedcheck numerics` (one collective's arithmetic)
 Command add_plan(CLI::App& parent);      ///< `schedcheck plan` (parallel layouts for a model on N GPUs)
+Command add_diff(CLI::App& parent);  ///< `schedcheck diff` (two verify results side by side)
 
 }  // namespace sc::cli

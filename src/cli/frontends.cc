@@ -25,7 +25,7 @@ bool composed(const std::string& path) { return declares(path, "mesh"); }
 bool anything(const std::string&) { return true; }
 
 /// Options of the framework-config front-ends: the job's facts and the lowered program's outputs.
-const std::vector<std::string> kConfigOptions = {"--gpus", "--model", "--hardware", "--seq-len", "--efficiency", "--trace", "--dot", "--svg",
+const std::vector<std::string> kConfigOptions = {"--gpus", "--model", "--hardware", "--seq-len", "--efficiency", "--budget", "--trace", "--dot", "--svg",
                                                  "--memory-min-cut", "--timeline-ops"};
 
 }  // namespace
@@ -37,13 +37,13 @@ const std::vector<FrontEnd>& front_ends() {
        kConfigOptions},
       {"megatron", "Megatron-LM launch scripts and argument files", config::is_megatron_config, kConfigOptions},
       {"router", "router specs (a top-level router: key)", is_router_spec, {}},
-      {"fsdp", "fsdp specs (a top-level fsdp: key, no mesh:)", is_fsdp_spec, {"--trace", "--dot", "--svg", "--memory-min-cut"}},
+      {"fsdp", "fsdp specs (a top-level fsdp: key, no mesh:)", is_fsdp_spec, {"--trace", "--dot", "--svg", "--memory-min-cut", "--budget"}},
       {"composed", "composed specs (a top-level mesh: key)", composed,
        {"--semantics", "--blocking", "--lower", "--trace", "--dot", "--svg", "--memory-min-cut", "--engine smt",
-        "--timeline-ops"}},
+        "--timeline-ops", "--budget"}},
       {"pipeline", "pipeline specs and PyTorch schedule CSVs", anything,
        {"--semantics", "--placement", "--blocking", "--lower", "--trace", "--dot", "--svg", "--memory-min-cut",
-        "--engine smt", "--forward-only", "--timeline-ops"}},
+        "--engine smt", "--forward-only", "--timeline-ops", "--budget"}},
   };
   return table;
 }

@@ -7,7 +7,9 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/common.h"
+#include "cli/progress.h"
 #include "support/diagnostics.h"
+#include "support/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -19,14 +21,14 @@ int main(int argc, char** argv) {
       "Exit codes: 0 holds; 1 usage error; 2 spec error; 5 inconclusive (solver limit); 10 violations of\n"
       "several kinds; 11 deadlock; 12 structure, causality or residency; 13 memory limit exceeded; 14 channel or\n"
       "collective mismatch; 15 router drops tokens; 16 router not deterministic; 17 reduction numerics beyond\n"
-      "tolerance; 20 GPU measurement differs\n"
+      "tolerance; 18 budget exceeded; 19 diff regression beyond threshold; 20 GPU measurement differs\n"
       "from the prediction beyond tolerance; 69 no GPU (built without CUDA, or no device); 70 internal error.",
       "schedcheck"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "schedcheck 0.1.0");
+  app.set_version_flag("--version", std::string("schedcheck ") + sc::kToolVersion);
   std::vector<sc::cli::Command> commands = {sc::cli::add_verify(app), sc::cli::add_lower(app), sc::cli::add_gen(app),
                                             sc::cli::add_compare(app), sc::cli::add_synth(app), sc::cli::add_run(app),
-                                            sc::cli::add_numerics(app), sc::cli::add_plan(app)};
+                                            sc::cli::add_numerics(app), sc::cli::add_diff(app), sc::cli::add_plan(app)};
   // An unknown command: name the commands (CLI11 would only say that one is required).
   if (argc > 1 && argv[1][0] != '-') {
     std::vector<std::string> names;
@@ -48,7 +50,10 @@ int main(int argc, char** argv) {
   }
   try {
     for (const auto& c : commands)
-      if (*c.app) return c.run();
+      if (*c.app) {
+        sc::cli::ProgressLine progress("schedcheck " + c.app->get_name());  // only on a terminal
+        return c.run();
+      }
   } catch (const std::exception& e) {
     std::cerr << "schedcheck: internal error: " << e.what() << "\n";
     return sc::cli::kExitInternal;

@@ -30,6 +30,7 @@ struct SynthArgs {
   std::optional<std::string> output;
   std::optional<std::string> csv;
   bool no_warm_start = false;
+  bool require_optimal = false;  ///< exit 5 unless the result is proven optimal
 };
 
 
@@ -108,6 +109,7 @@ int run_synth(const SynthArgs& a) {
   if (r.status == SynthStatus::kInfeasible) exit = kExitMemory;
   else if (r.status == SynthStatus::kUnknown) exit = kExitInconclusive;
   else if (!vr || vr->exit_code != 0) exit = kExitInternal;
+  if (exit == 0 && a.require_optimal && r.status != SynthStatus::kOptimal) exit = kExitInconclusive;
 
   if (r.has_schedule && a.output && !write_output(*a.output, synth_yaml(*spec, r, limit))) return kExitUsage;
   if (r.has_schedule && a.csv && !write_output(*a.csv, write_csv_schedule(r.actions))) return kExitUsage;
@@ -149,8 +151,10 @@ int run_synth(const SynthArgs& a) {
     return exit;
   }
 
-  std::cout << fmt::format("{}: {} {} ({}, {}, {}, {} backward; limit {})\n", spec->path,
-                           synth_status_name(r.status), what, format_count(spec->ranks, "rank"),
+  const std::string gap_note =
+      r.status == SynthStatus::kFeasible ? fmt::format(", gap {:.2f}% (not proven optimal)", 100 * gap) : "";
+  std::cout << fmt::format("{}: {} {}{} ({}, {}, {}, {} backward; limit {})\n", spec->path,
+                           synth_status_name(r.status), what, gap_note, format_count(spec->ranks, "rank"),
                            format_count(spec->stages, "stage"), format_count(spec->microbatches, "microbatch", "microbatches"),
                            r.split_backward ? "split I/W" : "full B",
                            limit ? fmt::format("{} B per rank", *limit) : std::string("none"));
@@ -211,7 +215,8 @@ Command add_synth(CLI::App& parent) {
                "Reports optimal (the next better value proven impossible), feasible (best value, proven lower\n"
                "bound and gap) or infeasible (no order fits the limit). The spec gives ranks, placement,\n"
                "microbatches, costs, p2p latency and memory; its schedule is one more warm start.\n"
-               "Exit codes: 0 optimal or feasible; 13 infeasible; 5 inconclusive (time or resource limit).\n"
+               "Exit codes: 0 optimal or feasible; 13 infeasible; 5 inconclusive (time or resource limit, or not proven\n"
+               "optimal with --require-optimal).\n"
                "  schedcheck synth examples/synth-p4-m8.yaml --memory-limit 10");
   cmd->add_option("spec", a->file, "YAML spec giving ranks, placement, microbatches, costs, p2p and memory")->required();
   cmd->add_option("--objective", a->objective, "span (per rank, the ZB paper's) or makespan")
@@ -224,6 +229,8 @@ Command add_synth(CLI::App& parent) {
   cmd->add_option("-o,--output", a->output, "write the schedule as a spec (YAML, with the model) to FILE");
   cmd->add_option("--csv", a->csv, "write the schedule as a PyTorch compute-only CSV to FILE");
   cmd->add_flag("--no-warm-start", a->no_warm_start, "do not start from the best named schedule");
+  cmd->add_flag("--require-optimal", a->require_optimal,
+                "exit 5 unless the result is proven optimal (a feasible result with a gap fails, for CI)");
   return {cmd, [a] { return run_synth(*a); }};
 }
 

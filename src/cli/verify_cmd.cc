@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipeline/verify_pipeline.h"
+#include "cli/ci_verify.h"
 #include "cli/common.h"
 #include "cli/config_cmd.h"
 #include "model/cost_model.h"
@@ -44,6 +45,9 @@ struct VerifyArgs {
   size_t timeline_ops = 400;
   std::string engine = "graph";
   config::JobContext job;  ///< --gpus, --model, --hardware (framework configs)
+  std::optional<std::string> junit;
+  std::vector<std::string> budgets;  ///< --budget KEY=VALUE
+  bool recorded = false;             ///< one file of a recorded run (ci_verify.h)
 };
 
 int run_verify(const VerifyArgs& a);
@@ -112,7 +116,8 @@ int run_verify(const VerifyArgs& a) {
       {"--engine smt", a.engine == "smt"},      {"--forward-only", a.forward_only},
       {"--gpus", a.job.gpus > 0},                {"--model", !a.job.model.empty()},
       {"--hardware", !a.job.hardware.empty()},  {"--seq-len", a.job.seq_len > 0},
-      {"--efficiency", a.job.efficiency > 0}};
+      {"--efficiency", a.job.efficiency > 0},
+      {"--budget", !a.budgets.empty()}};
   std::set<int> runners;
   for (const auto& f : a.files) {
     const FrontEnd& fe = front_end_for(f);
@@ -136,6 +141,17 @@ int run_verify(const VerifyArgs& a) {
       return kExitUsage;
     }
   }
+  const RecordedOptions recorded{a.format, a.junit, a.budgets};
+  if (!a.recorded && needs_recorded_run(a.files, recorded))
+    return run_recorded(a.files, recorded, [&a](const std::string& file, const std::string& format) {
+      VerifyArgs one = a;
+      one.files = {file};
+      one.format = format;
+      one.junit.reset();
+      one.budgets.clear();
+      one.recorded = true;
+      return run_verify(one);
+    });
   if (runners.size() > 1 || (runners.count(3) && a.files.size() > 1)) return run_mixed(a);
   if (runners.count(3))
     return run_config_verify(a.files, a.format, a.job,
@@ -192,6 +208,14 @@ int run_verify(const VerifyArgs& a) {
 
 }  // namespace
 
+int verify_one_file(const std::string& file, const std::string& format) {
+  VerifyArgs a;
+  a.files = {file};
+  a.format = format;
+  a.recorded = true;
+  return run_verify(a);
+}
+
 Command add_verify(CLI::App& parent) {
   auto a = std::make_shared<VerifyArgs>();
   CLI::App* cmd = parent.add_subcommand(
@@ -202,8 +226,16 @@ Command add_verify(CLI::App& parent) {
                 "  schedcheck verify train.toml --gpus 64 --hardware h100  (torchtitan, Megatron-LM, DeepSpeed configs)\n"
                 "  schedcheck verify deadlock.yaml --dot stuck.dot --trace timeline.json --svg timeline.svg");
   cmd->add_option("files", a->files, "YAML specs (.yaml: pipeline, composed (mesh:), fsdp: or router:), PyTorch schedule CSVs (.csv), torchtitan TOML, Megatron-LM launch scripts or DeepSpeed JSON configs, any mix: each file is checked by its own front-end; with several, the exit code is theirs when they agree, else 10")->required();
-  cmd->add_option("--format", a->format, "text (for people) or json (one object per file, a list for several)")
-      ->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--format", a->format,
+                  "text (for people), json (one object per file, a list for several; schema/report.schema.json), "
+                  "sarif (SARIF 2.1.0 for code scanning) or github (GitHub Actions annotations)")
+      ->check(CLI::IsMember({"text", "json", "sarif", "github"}));
+  cmd->add_option("--junit", a->junit, "also write JUnit XML to this file: a test case per (file, property)");
+  cmd->add_option("--budget", a->budgets,
+                  "KEY=VALUE: fail (exit 18) when a figure exceeds VALUE; overrides the spec's budget: entry. Keys: "
+                  "bubble_rate (0.05 or 5%), span, step_time, exposed_comm (durations), peak_bytes_per_rank, "
+                  "worst_case_bytes_per_rank, comm_bytes (bytes), messages (a count)")
+      ->allow_extra_args(false);
   add_semantics_option(cmd, a->semantics);
   cmd->add_option("--placement", a->placement,
                   "stage-to-rank placement of a CSV: loop, v, or ranks per stage as 0,1,1,0 (default: inferred "

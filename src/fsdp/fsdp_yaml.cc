@@ -22,7 +22,8 @@
 namespace sc {
 namespace {
 
-const std::vector<std::string> kTopKeys = {"schedcheck", "name", "ranks", "memory", "fsdp", "numerics"};
+const std::vector<std::string> kTopKeys = {"schedcheck", "name", "ranks", "memory", "fsdp", "numerics",
+                                           "budget"};  // budget: read by spec/budget.cc
 const std::vector<std::string> kMemoryKeys = {"limit_bytes"};
 const std::vector<std::string> kFsdpKeys = {"implementation", "shard_size",   "replicate_size", "dtypes",
                                             "link",           "microbatches", "iterations",     "optimizer",

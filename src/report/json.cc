@@ -1,6 +1,7 @@
 #include <nlohmann/json.hpp>
 
 #include "report/report.h"
+#include "support/version.h"
 
 namespace sc {
 namespace {
@@ -20,6 +21,8 @@ const char* blocking_name(BlockingModel b) {
 
 std::string json_report(const VerifyResult& r) {
   json j;
+  j["schema_version"] = kReportSchemaVersion;
+  j["schedcheck_version"] = kToolVersion;
   j["verdict"] = r.verdict();
   j["exit_code"] = r.exit_code;
   j["semantics"] = {{"p2p", format_semantics(r.program.semantics)},
@@ -81,8 +84,14 @@ std::string json_report(const VerifyResult& r) {
   mem["worst_case_bytes_per_rank"] = r.worst_case ? json(r.worst_case->bytes_per_rank) : json(nullptr);
   j["memory"] = mem;
   size_t messages = 0, transfers = 0;
-  for (const auto& ch : r.program.channels) messages += ch.sends.size();
+  int64_t message_bytes = 0;
+  for (const auto& ch : r.program.channels) {
+    messages += ch.sends.size();
+    for (OpId s : ch.sends) message_bytes += r.program.ops[s].bytes;
+  }
   for (const auto& d : r.program.deps) transfers += d.kind == DepKind::kTransfer ? 1 : 0;
+  // Implicit transfers carry link.message_bytes each (their cost in the timing pass).
+  message_bytes += static_cast<int64_t>(transfers) * r.program.link.message_bytes;
   json passes = json::object();
   double total = 0;
   for (const auto& p : r.pass_times) {
@@ -93,6 +102,7 @@ std::string json_report(const VerifyResult& r) {
                 {"edges", r.edges},
                 {"streams", r.program.streams.size()},
                 {"messages", messages},
+                {"message_bytes", message_bytes},  // explicit messages and implicit transfers
                 {"implicit_transfers", transfers},
                 {"seconds_per_pass", passes},
                 {"seconds", total}};

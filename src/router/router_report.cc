@@ -7,6 +7,7 @@
 
 #include "router/router_result.h"
 #include "support/units.h"
+#include "support/version.h"
 
 namespace sc {
 namespace {
@@ -219,6 +220,8 @@ std::string router_text_report(const std::string& path, const RouterReport& r) {
 std::string router_json_report(const std::string& path, const RouterReport& r) {
   const RouterSpec& s = r.spec;
   json j;
+  j["schema_version"] = kReportSchemaVersion;
+  j["schedcheck_version"] = kToolVersion;
   j["verdict"] = r.verdict();
   j["exit_code"] = r.exit_code;
   j["router"] = {{"name", s.name}, {"path", path}, {"preset", s.preset}, {"train", config_json(s.train)},

@@ -32,7 +32,7 @@ const std::vector<std::string> kTopKeys = {"schedcheck", "name",   "ranks", "sta
                                            "placement",  "pipelines", "microbatches", "costs",
                                            "p2p",        "memory", "schedule", "forward_only",
                                            "mesh",       "fsdp",   "tied_embedding_bytes", "optimizer",
-                                           "numerics"};
+                                           "numerics",   "budget"};  // budget: read by spec/budget.cc
 const std::vector<std::string> kCostKeys = {"F", "I", "W", "B", "R"};
 const std::vector<std::string> kP2PKeys = {"latency", "bandwidth", "message_bytes", "semantics", "blocking",
                                            "comm_init"};

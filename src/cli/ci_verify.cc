@@ -1,0 +1,163 @@
+#include "cli/ci_verify.h"
+
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/common.h"
+#include "report/ci_report.h"
+#include "report/figures.h"
+#include "spec/budget.h"
+#include "spec/yaml_util.h"
+#include "support/diagnostics.h"
+#include "support/source.h"
+#include "support/version.h"
+
+namespace sc::cli {
+namespace {
+
+using nlohmann::json;
+
+/// Redirects `stream` (std::cout by default) into a string for its lifetime.
+class Capture {
+ public:
+  explicit Capture(std::ostream& stream = std::cout) : stream_(stream), old_(stream.rdbuf(buf_.rdbuf())) {}
+  ~Capture() { stream_.rdbuf(old_); }
+  std::string text() const { return buf_.str(); }
+
+ private:
+  std::ostream& stream_;
+  std::ostringstream buf_;
+  std::streambuf* old_;
+};
+
+bool declares_budget(const std::string& path) {
+  std::string text, why;
+  return read_input_file(path, &text, &why) && yaml_util::declares_key(text, "budget");
+}
+
+}  // namespace
+
+bool needs_recorded_run(const std::vector<std::string>& files, const RecordedOptions& options) {
+  if (options.format == "sarif" || options.format == "github" || options.junit || !options.budgets.empty()) return true;
+  for (const auto& f : files)
+    if (declares_budget(f)) return true;
+  return false;
+}
+
+std::string record_of(const std::string& file, const RunOneFile& run_one, int* exit_code, bool quiet) {
+  std::string out;
+  {
+    std::optional<Capture> errors;  // dropped: the text run that follows prints them
+    if (quiet) errors.emplace(std::cerr);
+    Capture capture;
+    *exit_code = run_one(file, "json");
+    out = capture.text();
+  }
+  json j = json::parse(out, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) j = json::object();
+  if (!j.contains("schema_version")) j["schema_version"] = kReportSchemaVersion;
+  if (!j.contains("schedcheck_version")) j["schedcheck_version"] = kToolVersion;
+  if (!j.contains("exit_code")) j["exit_code"] = *exit_code;
+  if (!j.contains("verdict")) j["verdict"] = *exit_code == kExitSpec ? "error" : "violated";
+  j["path"] = file;
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+int run_recorded(const std::vector<std::string>& files, const RecordedOptions& options, const RunOneFile& run_one) {
+  if (options.junit) {
+    std::string problem = check_output_path("--junit", *options.junit, files);
+    if (!problem.empty()) {
+      std::cerr << "schedcheck: error: " << problem << "\n";
+      return kExitUsage;
+    }
+  }
+  std::vector<Budget> overrides;
+  for (const auto& text : options.budgets) {
+    std::string why;
+    auto b = parse_budget_option(text, &why);
+    if (!b) {
+      std::cerr << "schedcheck: error: " << why << "\n";
+      return kExitUsage;
+    }
+    overrides.push_back(*b);
+  }
+  // Every file's budgets are read before anything is checked: a bad budget stops the run.
+  std::vector<std::vector<Budget>> budgets;
+  Diagnostics diags;
+  for (const auto& f : files) budgets.push_back(with_overrides(load_budgets(f, diags), overrides));
+  if (diags.has_errors()) {
+    if (options.format == "json") print_json_diagnostics(diags);
+    if (options.format == "sarif" || options.format == "github" || options.junit) {
+      // CI readers get the errors as results too: a record per file with its diagnostics.
+      json records = json::array();
+      for (const auto& f : files) {
+        json rec = {{"schema_version", kReportSchemaVersion}, {"schedcheck_version", kToolVersion}, {"path", f},
+                    {"verdict", "error"}, {"exit_code", kExitSpec}, {"diagnostics", json::array()}};
+        for (const auto& d : diags.all())
+          if (d.severity == Severity::kError && d.loc.valid() && source_name(d.loc.file) == f)
+            rec["diagnostics"].push_back({{"severity", "error"}, {"file", f}, {"line", d.loc.line},
+                                          {"col", d.loc.col}, {"message", d.message}});
+        if (!rec["diagnostics"].empty()) records.push_back(rec);
+      }
+      const std::string all = records.dump();
+      if (options.format == "sarif") std::cout << sarif_log(all, kExitSpec);
+      if (options.format == "github") std::cout << github_annotations(all, kExitSpec);
+      if (options.junit && !write_output(*options.junit, junit_xml(all))) return kExitUsage;
+    }
+    return report_spec_errors(diags);
+  }
+
+  int exit = 0;
+  json records = json::array();
+  for (size_t i = 0; i < files.size(); ++i) {
+    int code = 0;
+    std::string record = record_of(files[i], run_one, &code, options.format == "text");
+    std::vector<BudgetCheck> checks;
+    if (code != kExitSpec && !budgets[i].empty()) {
+      checks = check_budgets(figures_of_report(record), budgets[i]);
+      for (const auto& c : checks)
+        if (c.exceeded) code = combine_exit(code, kExitBudget);
+      record = add_budget_results(record, checks, code);
+    }
+    exit = combine_exit(exit, code);
+    if (options.format == "text") {
+      std::string text;
+      {
+        Capture capture;
+        run_one(files[i], "text");
+        text = capture.text();
+      }
+      if (i) std::cout << "\n";
+      std::cout << text;
+      if (!checks.empty()) {
+        std::cout << "budgets:\n";
+        size_t exceeded = 0;
+        for (const auto& c : checks) {
+          const std::string where = c.budget.from_command_line ? "command line" : format_loc(c.budget.loc);
+          std::cout << fmt::format("  {}: {}{}\n", where, c.exceeded ? "EXCEEDED: " : "", budget_message(c));
+          exceeded += c.exceeded ? 1 : 0;
+        }
+        if (exceeded)
+          std::cout << fmt::format("{}: BUDGET EXCEEDED ({} of {} budgets, exit {})\n", files[i], exceeded,
+                                   checks.size(), code);
+      }
+    }
+    records.push_back(json::parse(record));
+  }
+  const std::string all = records.dump();
+  if (options.format == "json") {
+    const json& out = records.size() == 1 ? records[0] : records;
+    std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+  } else if (options.format == "sarif") {
+    std::cout << sarif_log(all, exit);
+  } else if (options.format == "github") {
+    std::cout << github_annotations(all, exit);
+  }
+  if (options.junit && !write_output(*options.junit, junit_xml(all))) return kExitUsage;
+  return exit;
+}
+
+}  // namespace sc::cli

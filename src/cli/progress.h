@@ -1,0 +1,36 @@
+// Progress on standard error for runs that take more than a moment, only when it is a terminal.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace sc::cli {
+
+/// While it lives, and once `delay_s` has passed (default 1.5 s; the environment variable
+/// SCHEDCHECK_PROGRESS_DELAY_S overrides it), rewrites one status line on standard error every
+/// half second: "schedcheck verify: working, 12 s". Does nothing when standard error is not a
+/// terminal (isatty), so logs, pipes and CI output never hold it. The line is erased when it
+/// goes, before the command's own output ends.
+class ProgressLine {
+ public:
+  explicit ProgressLine(std::string label);
+  ~ProgressLine();
+  ProgressLine(const ProgressLine&) = delete;
+  ProgressLine& operator=(const ProgressLine&) = delete;
+
+ private:
+  void loop();
+
+  std::string label_;
+  double delay_s_ = 1.5;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool shown_ = false;
+  std::thread thread_;
+};
+
+}  // namespace sc::cli

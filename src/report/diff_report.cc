@@ -1,0 +1,236 @@
+#include "report/diff_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "support/version.h"
+
+namespace sc {
+namespace {
+
+using nlohmann::json;
+
+const char* what_of(const std::string& key) {
+  for (const BudgetKey& k : budget_keys())
+    if (key == k.key) return k.what;
+  return "";
+}
+
+/// The threshold group of a figure key.
+const char* group_of(const std::string& key) {
+  if (key == "span" || key == "step_time" || key == "exposed_comm") return "time";
+  if (key == "peak_bytes_per_rank" || key == "worst_case_bytes_per_rank") return "memory";
+  if (key == "comm_bytes" || key == "messages") return "comm";
+  return "bubble";
+}
+
+std::string value_text(const FigureChange& c, const std::optional<RankedValue>& v) {
+  if (!v) return "-";
+  std::string s = format_budget_value(c.unit, v->value);
+  if (v->rank >= 0) s += fmt::format(" (rank {})", v->rank);
+  return s;
+}
+
+std::string abs_text(const FigureChange& c) {
+  auto a = c.absolute();
+  if (!a) return "-";
+  if (c.unit == BudgetUnit::kFraction) return fmt::format("{:+.4g} pp", *a * 100);
+  std::string s = format_budget_value(c.unit, std::abs(*a));
+  return (*a < 0 ? "-" : "+") + s;
+}
+
+std::string rel_text(const FigureChange& c) {
+  auto r = c.relative();
+  if (!r) return c.absolute() && *c.absolute() > 0 ? "new" : "-";
+  return fmt::format("{:+.2f}%", *r * 100);
+}
+
+/// Elements of `a` not matched in `b` (multiset difference), in `a`'s order.
+std::vector<std::string> minus(const std::vector<std::string>& a, std::vector<std::string> b) {
+  std::vector<std::string> out;
+  for (const auto& x : a) {
+    auto it = std::find(b.begin(), b.end(), x);
+    if (it != b.end()) b.erase(it);
+    else out.push_back(x);
+  }
+  return out;
+}
+
+std::string verdict_text(const ReportFigures& f) { return fmt::format("{} (exit {})", f.verdict, f.exit_code); }
+
+}  // namespace
+
+std::optional<double> FigureChange::absolute() const {
+  if (!old_value || !new_value) return std::nullopt;
+  return new_value->value - old_value->value;
+}
+
+std::optional<double> FigureChange::relative() const {
+  if (!old_value || !new_value || old_value->value == 0) return std::nullopt;
+  return (new_value->value - old_value->value) / old_value->value;
+}
+
+ReportDiff diff_reports(const std::string& old_label, const std::string& old_json, const std::string& new_label,
+                        const std::string& new_json) {
+  ReportDiff d;
+  d.old_label = old_label;
+  d.new_label = new_label;
+  d.old_figures = figures_of_report(old_json);
+  d.new_figures = figures_of_report(new_json);
+  d.findings_added = minus(d.new_figures.findings, d.old_figures.findings);
+  d.findings_removed = minus(d.old_figures.findings, d.new_figures.findings);
+  for (const BudgetKey& k : budget_keys()) {
+    FigureChange c{k.key, k.unit, figure_for_key(d.old_figures, k.key), figure_for_key(d.new_figures, k.key)};
+    if (c.old_value || c.new_value) d.figures.push_back(c);
+  }
+  return d;
+}
+
+std::optional<Thresholds> parse_thresholds(const std::string& text, std::string* why) {
+  static const std::vector<std::string> groups = {"time", "memory", "bubble", "comm", "findings"};
+  std::vector<std::string> keys = groups;
+  for (const BudgetKey& k : budget_keys()) keys.push_back(k.key);
+  Thresholds t;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(start, end - start);
+    start = end + 1;
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+      *why = fmt::format("--fail-on-regression: unknown figure '{}' (expected {})", key, fmt::join(keys, ", "));
+      return std::nullopt;
+    }
+    if (key == "findings") {
+      t[key] = 0;
+      continue;
+    }
+    if (eq == std::string::npos) {
+      *why = fmt::format("--fail-on-regression: '{}' needs a threshold, as {}=5%", item, key);
+      return std::nullopt;
+    }
+    std::string v = item.substr(eq + 1);
+    const bool percent = !v.empty() && v.back() == '%';
+    if (percent) v.pop_back();
+    char* endp = nullptr;
+    double x = std::strtod(v.c_str(), &endp);
+    if (v.empty() || *endp != '\0' || !std::isfinite(x) || x < 0) {
+      *why = fmt::format("--fail-on-regression: '{}': expected a fraction (0.05) or a percentage (5%)", item);
+      return std::nullopt;
+    }
+    t[key] = percent ? x / 100 : x;
+  }
+  if (t.empty()) {
+    *why = "--fail-on-regression: no thresholds given (as time=5%,memory=2%)";
+    return std::nullopt;
+  }
+  return t;
+}
+
+void find_regressions(ReportDiff& d, const Thresholds& t) {
+  d.regressions.clear();
+  for (const FigureChange& c : d.figures) {
+    auto it = t.find(c.key);
+    if (it == t.end()) it = t.find(group_of(c.key));
+    if (it == t.end() || !c.absolute() || *c.absolute() <= 0) continue;
+    const double rel = c.relative() ? *c.relative() : std::numeric_limits<double>::infinity();
+    if (rel <= it->second + 1e-12) continue;
+    d.regressions.push_back(fmt::format("{} ({}) {} -> {} ({}) exceeds {}={:.4g}%", what_of(c.key), c.key,
+                                        value_text(c, c.old_value), value_text(c, c.new_value), rel_text(c), it->first,
+                                        it->second * 100));
+  }
+  if (t.count("findings"))
+    for (const auto& f : d.findings_added) d.regressions.push_back("new finding: " + f);
+}
+
+std::string diff_text(const std::vector<ReportDiff>& diffs) {
+  std::string out;
+  for (size_t i = 0; i < diffs.size(); ++i) {
+    const ReportDiff& d = diffs[i];
+    if (i) out += "\n";
+    out += fmt::format("{} -> {}\n", d.old_label, d.new_label);
+    out += fmt::format("  verdict: {} -> {}\n", verdict_text(d.old_figures), verdict_text(d.new_figures));
+    out += fmt::format("  findings: {} added, {} removed\n", d.findings_added.size(), d.findings_removed.size());
+    for (const auto& f : d.findings_added) out += "    + " + f + "\n";
+    for (const auto& f : d.findings_removed) out += "    - " + f + "\n";
+    size_t w = 6;
+    for (const auto& c : d.figures) w = std::max(w, std::string(what_of(c.key)).size());
+    out += fmt::format("  {:<{}}  {:>18}  {:>18}  {:>14}  {:>9}\n", "figure", w, "old", "new", "change", "relative");
+    for (const auto& c : d.figures)
+      out += fmt::format("  {:<{}}  {:>18}  {:>18}  {:>14}  {:>9}\n", what_of(c.key), w, value_text(c, c.old_value),
+                         value_text(c, c.new_value), abs_text(c), rel_text(c));
+    for (const auto& r : d.regressions) out += fmt::format("{}: REGRESSION: {}\n", d.new_label, r);
+  }
+  return out;
+}
+
+std::string diff_json(const std::vector<ReportDiff>& diffs, int exit_code) {
+  json list = json::array();
+  for (const ReportDiff& d : diffs) {
+    json figs = json::object();
+    for (const auto& c : d.figures) {
+      auto val = [](const std::optional<RankedValue>& v) { return v ? json(v->value) : json(nullptr); };
+      auto rank = [](const std::optional<RankedValue>& v) { return v && v->rank >= 0 ? json(v->rank) : json(nullptr); };
+      figs[c.key] = {{"unit", c.unit == BudgetUnit::kFraction  ? "fraction"
+                              : c.unit == BudgetUnit::kSeconds ? "s"
+                              : c.unit == BudgetUnit::kBytes   ? "bytes"
+                                                               : "count"},
+                     {"old", val(c.old_value)},
+                     {"new", val(c.new_value)},
+                     {"old_rank", rank(c.old_value)},
+                     {"new_rank", rank(c.new_value)},
+                     {"absolute", c.absolute() ? json(*c.absolute()) : json(nullptr)},
+                     {"relative", c.relative() ? json(*c.relative()) : json(nullptr)}};
+    }
+    list.push_back({{"old", d.old_label},
+                    {"new", d.new_label},
+                    {"verdict", {{"old", d.old_figures.verdict}, {"new", d.new_figures.verdict}}},
+                    {"exit_code", {{"old", d.old_figures.exit_code}, {"new", d.new_figures.exit_code}}},
+                    {"findings_added", d.findings_added},
+                    {"findings_removed", d.findings_removed},
+                    {"figures", figs},
+                    {"regressions", d.regressions}});
+  }
+  json j = {{"schema_version", kReportSchemaVersion},
+            {"schedcheck_version", kToolVersion},
+            {"exit_code", exit_code},
+            {"diffs", list}};
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+std::string diff_markdown(const std::vector<ReportDiff>& diffs) {
+  auto cell = [](std::string s) {
+    std::string out;
+    for (char c : s) out += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
+    return out;
+  };
+  std::string out;
+  for (const ReportDiff& d : diffs) {
+    out += fmt::format("### schedcheck: `{}` → `{}`\n\n", cell(d.old_label), cell(d.new_label));
+    out += fmt::format("**Verdict:** {} → {}  \n", cell(verdict_text(d.old_figures)), cell(verdict_text(d.new_figures)));
+    out += fmt::format("**Findings:** {} added, {} removed\n\n", d.findings_added.size(), d.findings_removed.size());
+    for (const auto& f : d.findings_added) out += "- ➕ " + cell(f) + "\n";
+    for (const auto& f : d.findings_removed) out += "- ➖ " + cell(f) + "\n";
+    if (!d.findings_added.empty() || !d.findings_removed.empty()) out += "\n";
+    out += "| figure | old | new | change | relative |\n|---|---:|---:|---:|---:|\n";
+    for (const auto& c : d.figures)
+      out += fmt::format("| {} | {} | {} | {} | {} |\n", what_of(c.key), cell(value_text(c, c.old_value)),
+                         cell(value_text(c, c.new_value)), abs_text(c), rel_text(c));
+    if (!d.regressions.empty()) {
+      out += "\n**Regressions:**\n\n";
+      for (const auto& r : d.regressions) out += "- :x: " + cell(r) + "\n";
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace sc

@@ -1,0 +1,65 @@
+// `schedcheck diff`: two verify results of the same kind of input side by side (verdict,
+// findings added and removed, time, bubbles, memory, communication) and the regressions among
+// them.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "report/figures.h"
+
+namespace sc {
+
+/// One figure (a budget_keys() key) before and after; either side absent when its report has none.
+struct FigureChange {
+  std::string key;
+  BudgetUnit unit = BudgetUnit::kCount;
+  std::optional<RankedValue> old_value, new_value;
+  /// new - old, and (new - old) / old (absent when old is 0 or either side is absent).
+  std::optional<double> absolute() const;
+  std::optional<double> relative() const;
+};
+
+/// Two results compared: `old_label` and `new_label` name them ("specs/a.yaml@HEAD~1").
+struct ReportDiff {
+  std::string old_label, new_label;
+  ReportFigures old_figures, new_figures;
+  std::vector<std::string> findings_added, findings_removed;  ///< "kind: message", as multisets
+  std::vector<FigureChange> figures;  ///< in budget_keys() order, only those either side has
+  std::vector<std::string> regressions;  ///< filled by find_regressions
+};
+
+/// Compares two verify reports (JSON objects as `verify --format json` prints them).
+ReportDiff diff_reports(const std::string& old_label, const std::string& old_json, const std::string& new_label,
+                        const std::string& new_json);
+
+/// Largest allowed relative increase per figure key; "time" stands for span, step_time and
+/// exposed_comm, "memory" for peak_bytes_per_rank and worst_case_bytes_per_rank, "comm" for
+/// comm_bytes and messages, "bubble" for bubble_rate; "findings" (any value) makes a new finding
+/// a regression.
+using Thresholds = std::map<std::string, double>;
+
+/// Parses "time=5%,memory=2%" (values as fractions 0.05 or percentages 5%); nullopt with `*why`
+/// naming the bad item and the keys otherwise.
+std::optional<Thresholds> parse_thresholds(const std::string& text, std::string* why);
+
+/// Sets d.regressions: each figure whose relative increase exceeds its threshold ("span 24 s ->
+/// 27 s (+12.5%) exceeds time=5%"; from 0 to more counts as infinite increase), and with
+/// "findings" each added finding.
+void find_regressions(ReportDiff& d, const Thresholds& t);
+
+/// Text: per pair a header, the verdicts, findings added and removed, and a table of figures
+/// with old, new, absolute and relative change; then the regressions.
+std::string diff_text(const std::vector<ReportDiff>& diffs);
+
+/// JSON: {schema_version, schedcheck_version, exit_code, diffs: [{old, new, verdict: {old, new},
+/// exit_code: {old, new}, findings_added, findings_removed, figures: {KEY: {unit, old, new,
+/// old_rank, new_rank, absolute, relative}}, regressions}]}.
+std::string diff_json(const std::vector<ReportDiff>& diffs, int exit_code);
+
+/// GitHub-flavoured Markdown for a pull-request comment: a heading per pair and a table.
+std::string diff_markdown(const std::vector<ReportDiff>& diffs);
+
+}  // namespace sc

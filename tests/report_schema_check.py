@@ -1,0 +1,33 @@
+#!/usr/bin/env python3
+"""Validates JSON reports against a JSON Schema (draft 2020-12 or draft-04, from its $schema).
+
+Usage: report_schema_check.py SCHEMA FILE...   Prints one line per invalid file and exits 1 if any;
+exits 77 when python3-jsonschema is missing (the test then skips).
+"""
+import json
+import sys
+
+try:
+    import jsonschema
+except ImportError as e:
+    print(f"skipped: {e}")
+    sys.exit(77)
+
+
+def main():
+    schema = json.load(open(sys.argv[1]))
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    validator = cls(schema)
+    bad = 0
+    for path in sys.argv[2:]:
+        errors = sorted(validator.iter_errors(json.load(open(path))), key=lambda e: list(e.absolute_path))
+        if errors:
+            bad += 1
+            e = errors[0]
+            print(f"{path}: at {'/'.join(map(str, e.absolute_path))}: {e.message[:300]}")
+    print(f"{len(sys.argv) - 2 - bad} of {len(sys.argv) - 2} files valid")
+    sys.exit(1 if bad else 0)
+
+
+main()
