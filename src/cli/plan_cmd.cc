@@ -199,7 +199,7 @@ int run_plan(const PlanArgs& a) {
       const int64_t local = seqs / dp;  // sequences per data-parallel rank per step
       std::vector<std::pair<std::string, int32_t>> shardings = {{"fsdp", dp}};
       const int32_t node_shard = std::max(1, hw->gpus_per_node / tp);
-      if (dp > node_shard && dp % node_shard == 0) shardings.push_back({"hsdp", node_shard});
+      if (node_shard > 1 && dp > node_shard && dp % node_shard == 0) shardings.push_back({"hsdp", node_shard});
       for (const auto& [sh, shard] : shardings) {
         for (int64_t b : {1, 2, 4}) {
           if (local % b != 0) continue;
