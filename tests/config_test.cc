@@ -303,6 +303,22 @@ TEST_CASE("plan ranks verified layouts and says why the others were rejected", "
   }
   // 32 sequences cannot feed 16-way data parallelism with microbatch size 4 and pp > 1 … some are rejected.
   CHECK(!j["rejected"].empty());
+  // --emit writes the best layout as a torchtitan TOML that verify reads back to the same prediction.
+  const std::string emitted = test::write_temp("schedcheck-config-test", "plan-best.toml", "");
+  test::CliRun e = test::run_schedcheck("plan --model llama3-8b --hardware h100 --gpus 16 --global-batch-tokens 256K "
+                                        "--seq-len 8192 --verify-top 3 --emit '" + emitted + "'");
+  REQUIRE(e.exit_code == 0);
+  test::CliRun back = test::run_schedcheck("verify '" + emitted + "' --format json", false);
+  INFO(back.out);
+  REQUIRE(back.exit_code == 0);
+  auto bj = nlohmann::json::parse(back.out);
+  double best_step = 0;
+  for (const auto& c : j["ranked"])
+    if (c["verdict"] == "holds" && c["schedule"] != "zb-h1") {
+      best_step = c["step_time_s"].get<double>();
+      break;
+    }
+  CHECK(bj["job"]["predicted"]["step_time_s"].get<double>() == Approx(best_step).epsilon(1e-9));
   // Bad input: a batch that is not whole sequences.
   test::CliRun bad = test::run_schedcheck("plan --model llama3-8b --gpus 16 --global-batch-tokens 1000 --seq-len 8192");
   CHECK(bad.exit_code == 2);

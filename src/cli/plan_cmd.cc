@@ -32,6 +32,7 @@ struct PlanArgs {
   size_t show = 10;
   int32_t max_pp = 64;
   double efficiency = 0;
+  std::optional<std::string> emit;  ///< --emit FILE: the best layout as a torchtitan TOML
 };
 
 /// "4M" = 4·2^20 tokens (K, M, G are binary, as a batch of 4M tokens at sequence length 8192 is
@@ -132,6 +133,49 @@ bool estimate(Candidate& c, const config::JobContext& ctx) {
   c.est_bytes = jc.state_bytes_per_rank + static_cast<int64_t>(inflight * static_cast<double>(a)) +
                 (s.composition && s.composition->fsdp ? *std::max_element(params.begin(), params.end()) : 0);
   return true;
+}
+
+/// A torchtitan job TOML for `j` that `schedcheck verify` reads back to the same layout: the
+/// preset comment names the world size and GPU, [model] the flavor where torchtitan has one.
+std::string torchtitan_toml(const TrainingJob& j, const model::ModelDesc& m, const model::HardwareDesc& hw,
+                            int64_t seqs) {
+  const auto& l = j.layout;
+  static const std::map<std::string, std::pair<const char*, const char*>> flavors = {
+      {"llama3-8b", {"llama3", "8B"}},         {"llama3-70b", {"llama3", "70B"}},
+      {"llama3-405b", {"llama3", "405B"}},     {"llama3-debug", {"llama3", "debugmodel"}},
+      {"llama4-17bx16e", {"llama4", "17bx16e"}}, {"llama4-17bx128e", {"llama4", "17bx128e"}},
+      {"deepseek-v3-16b", {"deepseek_v3", "16B"}}, {"deepseek-v3-671b", {"deepseek_v3", "671B"}}};
+  std::string gpu = hw.name.substr(0, hw.name.find('-'));
+  for (char& c : gpu) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  std::string out = fmt::format("# NOTE: this toml config is a preset for {} {} GPUs.\n", j.world, gpu);
+  out += fmt::format("# Written by schedcheck plan: {} on {} x {}; verify with schedcheck verify{}.\n\n", m.name, j.world,
+                     hw.name, hw.name.find('-') != std::string::npos ? fmt::format(" --hardware {}", hw.name) : "");
+  if (auto f = flavors.find(m.name); f != flavors.end())
+    out += fmt::format("[model]\nname = \"{}\"\nflavor = \"{}\"\n\n", f->second.first, f->second.second);
+  else
+    out += fmt::format("# torchtitan has no flavor for {}: verify with --model {}\n\n", m.name, m.name);
+  // Without PP a microbatch is a gradient-accumulation step of local_batch_size sequences; with PP
+  // local_batch_size is split into microbatches of pipeline_parallel_microbatch_size.
+  if (l.pp == 1)
+    out += fmt::format("[training]\nlocal_batch_size = {}\nglobal_batch_size = {}\nseq_len = {}\n\n",
+                       j.microbatch_sequences, seqs, j.seq_len);
+  else
+    out += fmt::format("[training]\nlocal_batch_size = {}\nseq_len = {}\n\n", seqs / (l.dp_replicate * l.dp_shard),
+                       j.seq_len);
+  out += fmt::format("[parallelism]\ndata_parallel_replicate_degree = {}\ndata_parallel_shard_degree = {}\n"
+                     "tensor_parallel_degree = {}\npipeline_parallel_degree = {}\n",
+                     l.dp_replicate, l.dp_shard, l.tp, l.pp);
+  if (l.pp > 1) {
+    out += fmt::format("pipeline_parallel_schedule = \"{}\"\npipeline_parallel_microbatch_size = {}\n",
+                       j.schedule == "1f1b" ? "1F1B" : "Interleaved1F1B", j.microbatch_sequences);
+    if (j.stages_per_rank > 1) {
+      // ceil((layers + 2) / layers_per_stage) must give pp·v stages (CONFIGS.md §1.4).
+      const int64_t stages = static_cast<int64_t>(l.pp) * j.stages_per_rank;
+      out += fmt::format("pipeline_parallel_layers_per_stage = {}\n", (m.layers + 2 + stages - 1) / stages);
+    }
+  }
+  out += fmt::format("\n[activation_checkpoint]\nmode = \"{}\"\n", recompute_label(j.recompute));
+  return out;
 }
 
 int run_plan(const PlanArgs& a) {
@@ -329,26 +373,15 @@ int run_plan(const PlanArgs& a) {
     for (const auto& [why, r] : rejected)
       std::cout << fmt::format("  {:>5} × {} (e.g. {})\n", r.first, why, r.second);
   }
-  if (n_verify > 0 && cands.front().verdict == "holds") {
-    const TrainingJob& j = cands.front().job;
-    const auto& l = j.layout;
-    std::cout << "\nbest as a torchtitan job config fragment:\n\n";
-    std::cout << fmt::format("[training]\nlocal_batch_size = {}\nseq_len = {}\n\n", seqs / (l.dp_replicate * l.dp_shard),
-                             a.seq_len);
-    std::cout << fmt::format("[parallelism]\ndata_parallel_replicate_degree = {}\ndata_parallel_shard_degree = {}\n"
-                             "tensor_parallel_degree = {}\npipeline_parallel_degree = {}\n",
-                             l.dp_replicate, l.dp_shard, l.tp, l.pp);
-    if (l.pp > 1) {
-      const char* torch = j.schedule == "1f1b" ? "1F1B" : j.schedule == "zb-h1" ? "1F1B" : "Interleaved1F1B";
-      std::cout << fmt::format("pipeline_parallel_schedule = \"{}\"\npipeline_parallel_microbatch_size = {}\n", torch,
-                               j.microbatch_sequences);
-      if (j.stages_per_rank > 1)
-        std::cout << fmt::format("pipeline_parallel_layers_per_stage = {}\n",
-                                 (m->layers + 2 + l.pp * j.stages_per_rank - 1) / (l.pp * j.stages_per_rank));
-      if (j.schedule == "zb-h1")
-        std::cout << "# ZB-H1 has no torchtitan name: write its CSV (schedcheck gen zb-h1) and set pipeline_parallel_schedule_csv\n";
-    }
-    std::cout << fmt::format("\n[activation_checkpoint]\nmode = \"{}\"\n", recompute_label(j.recompute));
+  // The best layout torchtitan can run by name (ZB-H1 needs a CSV schedule) as a job config.
+  const Candidate* best = nullptr;
+  for (size_t i = 0; i < n_verify && !best; ++i)
+    if (cands[i].verdict == "holds" && cands[i].job.schedule != "zb-h1") best = &cands[i];
+  if (best) {
+    const std::string toml = torchtitan_toml(best->job, *m, *hw, seqs);
+    std::cout << fmt::format("\nbest layout torchtitan runs by name (#{}) as a job config{}:\n\n{}",
+                             best - cands.data() + 1, a.emit ? fmt::format(", written to {}", *a.emit) : "", toml);
+    if (a.emit && !write_output(*a.emit, toml)) return kExitUsage;
   }
   return n_verify > 0 && cands.front().verdict == "holds" ? 0 : 1;
 }
@@ -364,7 +397,7 @@ Command add_plan(CLI::App& parent) {
               "degrees with FSDP or HSDP and recompute none/full; discards layouts by the global batch (in sequences),\n"
               "the microbatch count and an analytic memory bound; verifies the best by estimate (deadlock, memory per\n"
               "rank over all interleavings, timeline) and prints them ranked, why the others were rejected, and the\n"
-              "best as a torchtitan config fragment.");
+              "best as a torchtitan job config (--emit FILE writes it).");
   cmd->add_option("--model", a->model, fmt::format("model preset: {}", fmt::join(model::model_preset_names(), ", ")))
       ->required();
   cmd->add_option("--hardware", a->hardware,
@@ -379,6 +412,7 @@ Command add_plan(CLI::App& parent) {
   cmd->add_option("--max-pp", a->max_pp, "largest pipeline degree to consider (default 64)")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--efficiency", a->efficiency, "achieved fraction of peak FLOP/s per op (default: the GPU preset's)")
       ->check(CLI::Range(0.01, 1.0));
+  cmd->add_option("--emit", a->emit, "write the best layout torchtitan runs by name as a job TOML (schedcheck verify reads it back)");
   cmd->add_option("--format", a->format, "text (for people) or json")->check(CLI::IsMember({"text", "json"}));
   return {cmd, [a] { return run_plan(*a); }};
 }
