@@ -235,6 +235,12 @@ TEST_CASE("every JSON report carries schema_version and validates against schema
   CHECK(budget.exit_code == 18);
   sc::test::write_file(temp("budget.json"), budget.out);
   files.push_back(temp("budget.json"));
+  // A framework config's report adds its job.
+  auto config = run_schedcheck("verify examples/torchtitan-llama3-8b-pp2.toml --format json", false);
+  CHECK(config.exit_code == 0);
+  CHECK(json::parse(config.out)["job"]["framework"] == "torchtitan");
+  sc::test::write_file(temp("config.json"), config.out);
+  files.push_back(temp("config.json"));
   validate_json("schema/report.schema.json", files);
 }
 
