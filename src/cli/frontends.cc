@@ -27,14 +27,14 @@ bool anything(const std::string&) { return true; }
 
 const std::vector<FrontEnd>& front_ends() {
   static const std::vector<FrontEnd> table = {
-      {"router", "router specs (a top-level router: key)", is_router_spec, {}},
+      {"router", "router specs (a top-level router: key)", is_router_spec, {"--time-limit", "--rlimit"}},
       {"fsdp", "fsdp specs (a top-level fsdp: key, no mesh:)", is_fsdp_spec, {"--trace", "--dot", "--svg", "--memory-min-cut"}},
       {"composed", "composed specs (a top-level mesh: key)", composed,
        {"--semantics", "--blocking", "--lower", "--trace", "--dot", "--svg", "--memory-min-cut", "--engine smt",
-        "--timeline-ops"}},
+        "--timeline-ops", "--time-limit", "--rlimit"}},
       {"pipeline", "pipeline specs and PyTorch schedule CSVs", anything,
        {"--semantics", "--placement", "--blocking", "--lower", "--trace", "--dot", "--svg", "--memory-min-cut",
-        "--engine smt", "--forward-only", "--timeline-ops"}},
+        "--engine smt", "--forward-only", "--timeline-ops", "--time-limit", "--rlimit"}},
   };
   return table;
 }
