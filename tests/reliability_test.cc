@@ -282,3 +282,25 @@ TEST_CASE("a rank without actions gets the same warning from a CSV and a YAML sp
   CHECK(has(y.out, "warning: rank 1 has no actions"));
   CHECK(has(y.out, "warning: rank 2 has no actions"));
 }
+
+TEST_CASE("a send with no peer stage says so instead of naming rank -1", "[check][reliability]") {
+  std::string path = write_temp(kDir, "lastsend.csv", "0F0,0SEND_F0,0B0\n");
+  auto r = run_schedcheck("verify " + q(path));
+  CHECK(r.exit_code != 70);
+  CHECK_FALSE(has(r.out, "rank -1"));
+  CHECK(has(r.out, "waits for a receive no rank posts (its stage has no next or previous stage)"));
+}
+
+TEST_CASE("the FSDP size cap rests on the measured bytes per op", "[fsdp][reliability]") {
+  // 128 ranks x 1 iteration x 62 microbatches x 100 units x 12 = 9.5 million ops: under the old
+  // 10^7 cap (which assumed 300 bytes per op), above the honest one (470 bytes, 4 GiB).
+  std::string path = write_temp(kDir, "fsdp-cap.yaml",
+                                "schedcheck: 1\nname: cap\nranks: 128\nfsdp:\n  implementation: fsdp2\n  shard_size: 128\n"
+                                "  microbatches: 62\n  iterations: 1\n  dtypes: {param: bf16, reduce: bf16}\n"
+                                "  link: {bandwidth: 450GB/s, latency: 10us, model: ring}\n"
+                                "  units:\n    - {name: layer, repeat: 100, params: 1M, forward: 1ms, backward: 2ms, "
+                                "activation_bytes: 1MiB}\n");
+  auto r = run_schedcheck("verify " + q(path));
+  CHECK(r.exit_code == 2);
+  CHECK(has(r.out, "about 470 bytes each, 4 GiB in all"));
+}
