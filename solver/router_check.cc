@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <z3++.h>
 
 #include "router/dispatch.h"
+#include "solver/watchdog.h"
 
 namespace sc {
 namespace {
@@ -34,7 +36,10 @@ enum class Outcome { kSat, kUnsat, kUnknown };
 class RouterEncoder {
  public:
   RouterEncoder(const RouterSpec& spec, const RouterCheckOptions& opt)
-      : solver_(ctx_), experts_(spec.train.experts), tokens_(spec.batch * spec.seq_len) {
+      : watchdog_(opt.time_limit_s, [this] { ctx_.interrupt(); }),
+        solver_(ctx_),
+        experts_(spec.train.experts),
+        tokens_(spec.batch * spec.seq_len) {
     rlimit_ = static_cast<unsigned>(std::min<uint64_t>(opt.rlimit, 4'000'000'000u));
     plain_rlimit_ = static_cast<unsigned>(std::min<uint64_t>(opt.plain_witness_rlimit, 4'000'000'000u));
     plain_witness_ = opt.plain_witness;
@@ -179,6 +184,7 @@ class RouterEncoder {
   }
 
   z3::context ctx_;  // first member: everything below refers to it
+  Watchdog watchdog_;  // interrupts ctx_ at the time limit; destroyed before it
   z3::solver solver_;
   std::optional<z3::model> model_;
   int32_t experts_;
@@ -679,18 +685,32 @@ RouterReport check_router(const RouterSpec& spec, const RouterCheckOptions& opt)
                                               {"train_inference", train_inference},
                                               {"drop_free", drop_free},
                                               {"deterministic", deterministic}};
+  const bool limited = opt.time_limit_s > 0 && std::isfinite(opt.time_limit_s);
   for (const auto& [name, fn] : props) {
     if (!wanted(spec, opt, name)) continue;
     auto t = Clock::now();
     PropertyResult r;
+    RouterCheckOptions left = opt;  // the time limit covers every property together
+    if (limited) left.time_limit_s = opt.time_limit_s - since(t0);
+    if (limited && left.time_limit_s <= 0) {
+      r.name = name;
+      r.status = PropertyStatus::kInconclusive;
+      r.message = fmt::format("not checked: the time limit of {} s ran out before this property; not proven",
+                              opt.time_limit_s);
+      r.seconds = 0;
+      report.properties.push_back(std::move(r));
+      continue;
+    }
     try {
-      r = fn(spec, opt);
+      r = fn(spec, left);
     } catch (const z3::exception& e) {
       r = PropertyResult{};
       r.name = name;
       r.status = PropertyStatus::kInconclusive;
       r.message = fmt::format("the solver failed ({}); not proven", e.msg());
     }
+    if (limited && r.status == PropertyStatus::kInconclusive && since(t0) >= opt.time_limit_s)
+      r.message = fmt::format("the time limit of {} s ran out; not proven", opt.time_limit_s);
     r.seconds = since(t);
     report.properties.push_back(std::move(r));
   }

@@ -15,6 +15,9 @@ struct RouterCheckOptions {
   /// Z3 resource limit per solver check (repeatable, unlike a wall-clock timeout); an exhausted
   /// limit makes the property inconclusive, never proven.
   uint64_t rlimit = 400'000'000;
+  /// Wall clock for every property together, seconds; 0 = none. A watchdog interrupts Z3 at it
+  /// (within ~0.1 s); a property it stops, or one not started, is inconclusive, never proven.
+  double time_limit_s = 0;
   unsigned seed = 0;
   /// Greedily make as many tokens as possible agree between the two inputs of a witness, so the
   /// remaining ones are the cause.

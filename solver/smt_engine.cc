@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <z3++.h>
 
+#include "solver/watchdog.h"
+
 namespace sc {
 namespace {
 
@@ -24,6 +26,12 @@ class SmtEncoder {
   z3::context ctx_;
   const Program& p_;
   const SmtOptions& opt_;
+  Watchdog watchdog_{opt_.time_limit_s, [this] { ctx_.interrupt(); }};  // after ctx_: destroyed first
+
+ public:
+  bool out_of_time() const { return watchdog_.expired(); }
+
+ private:
 
   void configure(z3::solver& s) {
     z3::params prm(ctx_);
@@ -237,8 +245,14 @@ SmtVerdict smt_check(const Program& program, const SmtOptions& options) {
   auto t0 = std::chrono::steady_clock::now();
   try {
     SmtEncoder enc(program, options);
-    if (!enc.deadlock(v)) v.inconclusive = true;
-    else if (v.completes && !enc.worst_case(v)) v.inconclusive = true;
+    if (!enc.deadlock(v)) {
+      v.inconclusive = true;
+    } else if (v.completes && !enc.worst_case(v)) {
+      v.inconclusive = true;
+      v.deadlock_established = true;
+    }
+    if (v.inconclusive && enc.out_of_time())
+      v.message = fmt::format("the time limit of {} s ran out ({})", options.time_limit_s, v.message);
   } catch (const z3::exception& e) {
     v.inconclusive = true;
     v.message = fmt::format("z3: {}", e.msg());
@@ -256,7 +270,12 @@ int apply_smt_engine(VerifyResult& r, std::string* note, const SmtOptions& optio
     return s;
   };
   if (v.inconclusive) {
-    if (note) *note = fmt::format("smt engine: inconclusive ({})", v.message);
+    std::string established =
+        v.deadlock_established
+            ? fmt::format("established: {}; not established: the worst-case memory",
+                          v.completes ? "deadlock-free" : "a deadlock")
+            : std::string("nothing established by the smt engine; the graph engine's verdict above stands unconfirmed");
+    if (note) *note = fmt::format("smt engine: inconclusive after {:.3f} s: {}; {}", v.seconds, v.message, established);
     return 5;
   }
   int64_t graph_done = 0;

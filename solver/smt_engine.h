@@ -11,10 +11,13 @@
 
 namespace sc {
 
-/// Effort bounds of the SMT engine (repeatable: a resource limit, not wall time).
+/// Effort bounds of the SMT engine: a resource limit per query (repeatable) and a wall-clock
+/// limit for all queries together (a watchdog interrupts Z3 at it; honoured within ~0.1 s plus
+/// the time to build the encoding).
 struct SmtOptions {
-  uint64_t rlimit = 0;   ///< Z3 resource limit per query; 0 = none
-  uint32_t seed = 0;     ///< Z3 random seed
+  uint64_t rlimit = 0;        ///< Z3 resource limit per query; 0 = none
+  uint32_t seed = 0;          ///< Z3 random seed
+  double time_limit_s = 0;    ///< wall clock for the whole check, seconds; 0 = none
 };
 
 /// What the SMT engine established about a Program under its semantics.
@@ -29,6 +32,9 @@ struct SmtVerdict {
   int64_t completed_ops = 0;
   std::vector<int64_t> worst_case_bytes_per_rank;
   bool inconclusive = false;
+  /// With `inconclusive`: deadlock-freedom (`completes`) was established before Z3 stopped,
+  /// and only the worst-case memory is missing.
+  bool deadlock_established = false;
   std::string message;
   double seconds = 0;
 };
@@ -46,9 +52,9 @@ SmtVerdict smt_check(const Program& program, const SmtOptions& options = {});
 
 /// `verify --engine smt`: runs smt_check on r.program and reports through `r`: the worst case per
 /// rank becomes the SMT engine's and a pass time "smt" is added. `*note` (when not null) gets one
-/// line: the SMT verdict and peaks, and whether they agree with the graph engine's. Returns 70
-/// (internal error) when the engines disagree, 5 (inconclusive) when Z3 answered unknown, else
-/// r.exit_code.
+/// line: the SMT verdict and peaks, and whether they agree with the graph engine's; when Z3
+/// stopped (a limit), what it had established by then. Returns 70 (internal error) when the
+/// engines disagree, 5 (inconclusive) when Z3 answered unknown or hit a limit, else r.exit_code.
 int apply_smt_engine(VerifyResult& r, std::string* note, const SmtOptions& options = {});
 
 }  // namespace sc

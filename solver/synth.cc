@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 #include <z3++.h>
 
+#include "solver/watchdog.h"
+
 #include "pipeline/verify_pipeline.h"
 #include "pipeline/generators.h"
 
@@ -74,6 +76,9 @@ class Encoder {
   z3::solver solver_;
   const PipelineSpec& spec_;
   const SynthOptions& opt_;
+  // The hard wall-clock limit: interrupts Z3 (whose own timeout can overrun by seconds); declared
+  // after ctx_, destroyed before it.
+  Watchdog watchdog_{opt_.time_limit_s, [this] { ctx_.interrupt(); }};
 
   bool split_ = true;
   double unit_s_ = 1;
@@ -545,6 +550,7 @@ SynthResult Encoder::run() {
 
   // Warm start: the best named schedule of this shape that fits, and the spec's own actions.
   auto consider = [&](const std::vector<std::vector<Step>>& actions, const std::string& name) {
+    if (watchdog_.expired()) return;  // the warm start is bounded by the time limit too
     // Only schedules of the encoding's op kinds: with a full backward, no I or W (their costs
     // are not the model's); overlapped pairs are not modelled.
     for (const auto& row : actions)
@@ -591,7 +597,10 @@ SynthResult Encoder::run() {
   // `share`: give this probe a quarter of the time left, so a hard bound leaves time for easier ones.
   auto check = [&](std::optional<int64_t> bound, bool share = false) -> z3::check_result {
     double left = opt_.time_limit_s - seconds_since(t0);
-    if (left <= 0) return z3::unknown;
+    if (left <= 0 || watchdog_.expired()) {
+      if (out.message.empty()) out.message = fmt::format("the time limit of {} s ran out", opt_.time_limit_s);
+      return z3::unknown;
+    }
     if (share) left = std::max(std::min(left, 5.0), left / 4);
     z3::params p(ctx_);
     p.set("timeout", static_cast<unsigned>(std::min(left * 1000.0, 4.0e9)));
@@ -615,7 +624,9 @@ SynthResult Encoder::run() {
     out.solver_seconds += dt;
     out.probes.push_back({bound ? static_cast<double>(*bound) * unit_s_ : -1.0,
                           res == z3::sat ? "sat" : res == z3::unsat ? "unsat" : "unknown", dt});
-    if (res == z3::unknown && out.message.empty()) out.message = "z3: " + solver_.reason_unknown();
+    if (res == z3::unknown && out.message.empty())
+      out.message = watchdog_.expired() ? fmt::format("the time limit of {} s ran out", opt_.time_limit_s)
+                                        : "z3: " + solver_.reason_unknown();
     return res;
   };
   auto take_model = [&]() {
@@ -679,6 +690,10 @@ SynthResult Encoder::run() {
   else if (ub <= lb) out.status = SynthStatus::kOptimal;
   else out.status = stopped && ub == INT64_MAX ? SynthStatus::kUnknown : SynthStatus::kFeasible;
   if (out.status == SynthStatus::kOptimal) out.message.clear();
+  else if (out.message.empty() && out.status == SynthStatus::kUnknown)  // a reason is always given
+    out.message = watchdog_.expired() || seconds_since(t0) >= opt_.time_limit_s
+                      ? fmt::format("the time limit of {} s ran out", opt_.time_limit_s)
+                      : std::string("the solver stopped without an answer");
   return out;
 }
 

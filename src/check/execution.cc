@@ -291,7 +291,8 @@ class Executor {
     }
     if (op.kind == OpKind::kSend) {
       if (op.match == kNoOp)
-        return {kNoOp, fmt::format("waits for a receive rank {} never posts", op.peer)};
+        return {kNoOp, op.peer >= 0 ? fmt::format("waits for a receive rank {} never posts", op.peer)
+                                    : std::string("waits for a receive no rank posts (its stage has no next or previous stage)")};
       if (p_.semantics.kind == Semantics::kBuffered) {
         const Channel& ch = p_.channels[op.channel];
         OpId oldest = static_cast<int64_t>(ch.recvs.size()) > received_[op.channel] ? ch.recvs[received_[op.channel]] : kNoOp;

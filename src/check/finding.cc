@@ -19,6 +19,20 @@ const char* kind_name(FindingKind k) {
   return "?";
 }
 
+void cap_findings(std::vector<Finding>& findings, std::map<FindingKind, int64_t>& omitted, size_t per_kind) {
+  std::map<FindingKind, size_t> kept;
+  size_t out = 0;
+  for (size_t i = 0; i < findings.size(); ++i) {
+    if (kept[findings[i].kind]++ >= per_kind) {
+      ++omitted[findings[i].kind];
+      continue;
+    }
+    if (out != i) findings[out] = std::move(findings[i]);
+    ++out;
+  }
+  findings.resize(out);
+}
+
 int exit_code_for(const std::vector<Finding>& findings) {
   int code = 0;
   for (const auto& f : findings) {

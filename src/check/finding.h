@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,16 @@ void name_ranks(Finding& f, const std::vector<int32_t>& ranks);
 /// reports them) become one finding naming every such rank ("ranks 0-7: each ...") with the
 /// first rank's counterexample; the others pass through in order.
 std::vector<Finding> group_by_rank(std::vector<Finding> findings);
+
+/// Most findings kept per kind. Beyond it findings are counted, not kept: a schedule with a
+/// million near-identical mistakes would otherwise take gigabytes to hold and report, and the
+/// first hundred of a kind show the pattern.
+inline constexpr size_t kMaxFindingsPerKind = 100;
+
+/// Keeps the first `per_kind` findings of each kind, in order, and adds the number of the others
+/// of each kind to `omitted[kind]`. The kinds present (hence exit_code_for) do not change.
+void cap_findings(std::vector<Finding>& findings, std::map<FindingKind, int64_t>& omitted,
+                  size_t per_kind = kMaxFindingsPerKind);
 
 /// Exit code for a set of findings (DESIGN.md): 0 none; 11 deadlock; 12 structure, causality or
 /// residency; 13 memory; 14 channel; 17 numerics; 10 when findings of several of these classes are present.

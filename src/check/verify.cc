@@ -72,6 +72,7 @@ ProgramResult verify_program(Program program, std::vector<Finding> front_end, co
   ProgramResult r;
   r.program = std::move(program);
   r.findings = std::move(front_end);
+  cap_findings(r.findings, r.omitted_findings);
   r.pass_times = std::move(pass_times);
   PassTimer timer(r.pass_times);
   const Program& p = r.program;
@@ -135,6 +136,7 @@ ProgramResult verify_program(Program program, std::vector<Finding> front_end, co
                return group_by_rank(check_memory(p, &*r.timeline, &*r.worst_case, *p.memory_limit_bytes));
              }));
   }
+  cap_findings(r.findings, r.omitted_findings);
   r.exit_code = exit_code_for(r.findings);
   return r;
 }

@@ -35,6 +35,8 @@ struct PassTime {
 struct ProgramResult {
   Program program;
   std::vector<Finding> findings;   ///< front-end findings first, then the passes' in pass order
+  /// Findings not kept, per kind: at most kMaxFindingsPerKind of a kind are (cap_findings).
+  std::map<FindingKind, int64_t> omitted_findings;
   ExecutionResult execution;
   std::optional<Timeline> timeline;
   std::optional<WorstCaseMemory> worst_case;

@@ -8,6 +8,9 @@
 #include <fstream>
 #include <iostream>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -107,22 +110,66 @@ bool write_output(const std::optional<std::string>& path, const std::string& tex
     std::cout << text;
     return true;
   }
-  std::string tmp = *path + ".tmp";
-  bool ok = false;
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (out) {
-      out << text;
-      ok = static_cast<bool>(out.flush());
+  return write_outputs({OutputFile{"--output", *path, text}});
+}
+
+bool write_outputs(const std::vector<OutputFile>& files, const std::vector<std::string>& inputs) {
+  namespace fs = std::filesystem;
+  for (size_t i = 0; i < files.size(); ++i) {
+    std::string problem = check_output_path(files[i].option, files[i].path, inputs);
+    for (size_t j = 0; j < i && problem.empty(); ++j) {
+      std::error_code ec;
+      if (files[j].path == files[i].path || fs::equivalent(files[j].path, files[i].path, ec))
+        problem = fmt::format("{} and {} name the same file {}", files[j].option, files[i].option, files[i].path);
+    }
+    if (!problem.empty()) {
+      std::cerr << "schedcheck: error: " << problem << "; nothing was written\n";
+      return false;
     }
   }
-  std::error_code ec;
-  if (ok) std::filesystem::rename(tmp, *path, ec);
-  if (!ok || ec) {
-    std::string reason = ec ? ec.message() : std::strerror(errno);
-    std::filesystem::remove(tmp, ec);
-    std::cerr << "schedcheck: error: cannot write " << *path << ": " << reason << "\n";
+  std::vector<std::string> temps;
+  auto fail = [&](const std::string& path, const std::string& reason) {
+    std::error_code ec;
+    for (const auto& t : temps) fs::remove(t, ec);
+    std::cerr << "schedcheck: error: cannot write " << path << ": " << reason << "; nothing was written\n";
     return false;
+  };
+  for (const auto& f : files) {
+    fs::path target(f.path);
+    fs::path dir = target.parent_path();
+    std::string pattern = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
+    std::vector<char> name(pattern.begin(), pattern.end());
+    name.push_back('\0');
+    int fd = ::mkstemp(name.data());
+    if (fd < 0) return fail(f.path, std::strerror(errno));
+    temps.emplace_back(name.data());
+    const char* p = f.text.data();
+    size_t left = f.text.size();
+    while (left > 0) {
+      ssize_t n = ::write(fd, p, left);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        std::string reason = std::strerror(errno);
+        ::close(fd);
+        return fail(f.path, reason);
+      }
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+    // mkstemp makes the file 0600; an output is an ordinary file (0666 less the umask).
+    mode_t mask = ::umask(0);
+    ::umask(mask);
+    ::fchmod(fd, 0666 & ~mask);
+    if (::close(fd) != 0) return fail(f.path, std::strerror(errno));
+  }
+  for (size_t i = 0; i < files.size(); ++i) {
+    std::error_code ec;
+    fs::rename(temps[i], files[i].path, ec);
+    if (ec) {  // the earlier ones are in place already: a rename in one folder fails only for odd reasons
+      std::string reason = ec.message();
+      temps.erase(temps.begin(), temps.begin() + static_cast<std::ptrdiff_t>(i));
+      return fail(files[i].path, reason);
+    }
   }
   return true;
 }
@@ -183,12 +230,22 @@ std::string check_output_path(const std::string& option, const std::string& path
                               const std::vector<std::string>& inputs) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  for (const auto& in : inputs)
-    if (fs::equivalent(path, in, ec) || fs::weakly_canonical(path, ec) == fs::weakly_canonical(in, ec))
-      return fmt::format("{} {} would overwrite the input file", option, path);
+  std::vector<std::string> all = inputs;
+  all.insert(all.end(), input_files_read().begin(), input_files_read().end());
+  for (const auto& in : all) {
+    std::error_code e1, e2;
+    fs::path a = fs::weakly_canonical(path, e1), b = fs::weakly_canonical(in, e2);
+    if (fs::equivalent(path, in, ec) || (!e1 && !e2 && a == b))
+      return std::find(inputs.begin(), inputs.end(), in) != inputs.end()
+                 ? fmt::format("{} {} would overwrite the input file", option, path)
+                 : fmt::format("{} {} would overwrite {}, which an input reads", option, path, in);
+  }
+  if (fs::is_directory(path, ec)) return fmt::format("{} {} is a folder, not a file", option, path);
   fs::path parent = fs::path(path).parent_path();
   if (parent.empty()) parent = ".";
   if (!fs::is_directory(parent, ec)) return fmt::format("{} {}: no such directory {}", option, path, parent.string());
+  if (::access(parent.c_str(), W_OK) != 0)
+    return fmt::format("{} {}: cannot write in {}: {}", option, path, parent.string(), std::strerror(errno));
   return {};
 }
 

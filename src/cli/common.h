@@ -39,12 +39,27 @@ void print_json_diagnostics(const Diagnostics& diags);
 /// Prints `diags` and the closing line to standard error; returns kExitSpec.
 int report_spec_errors(const Diagnostics& diags);
 
-/// Writes `text` to `path` atomically (a temporary file renamed into place), or to standard
+/// Writes `text` to `path` as write_outputs does (option name "--output"), or to standard
 /// output when `path` is empty. False (with a message on standard error) when it cannot.
 bool write_output(const std::optional<std::string>& path, const std::string& text);
 
-/// Checks an output path given with `option` before any work is done: not one of `inputs`, in
-/// an existing folder. Returns the problem, or empty.
+/// One output file: the option that names it ("--trace"), its path, and its contents.
+struct OutputFile {
+  std::string option;
+  std::string path;
+  std::string text;
+};
+
+/// Writes every file of `files` or none of them. Each must pass check_output_path (never an
+/// input, never a file an input references, never a folder, no two the same); each text goes to
+/// a temporary file made with mkstemp beside its target (".NAME.XXXXXX", so no existing file
+/// is touched), and only when all are written are they renamed into place. False (with a
+/// message on standard error, no temporary file left) when any cannot be written.
+bool write_outputs(const std::vector<OutputFile>& files, const std::vector<std::string>& inputs = {});
+
+/// Checks an output path given with `option` before any work is done: not one of `inputs` nor
+/// any file read so far (input_files_read(): a spec and the files it references), not a
+/// folder, in an existing folder we may write. Returns the problem, or empty.
 std::string check_output_path(const std::string& option, const std::string& path,
                               const std::vector<std::string>& inputs);
 

@@ -181,7 +181,7 @@ int run_compare(const CompareArgs& a) {
   if (a.svg) {
     std::vector<const VerifyResult*> pictures;
     for (const auto& r : drawn) pictures.push_back(&r);
-    if (!write_output(*a.svg, svg_timelines(pictures))) return kExitUsage;
+    if (!write_outputs({{"--svg", *a.svg, svg_timelines(pictures)}}, {a.file})) return exit != 0 ? exit : kExitUsage;
   }
   if (a.format == "json")
     std::cout << rows.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";

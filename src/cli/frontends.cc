@@ -36,14 +36,14 @@ const std::vector<FrontEnd>& front_ends() {
       {"deepspeed", "DeepSpeed configs (.json with zero_optimization or a batch size)", config::is_deepspeed_config,
        kConfigOptions},
       {"megatron", "Megatron-LM launch scripts and argument files", config::is_megatron_config, kConfigOptions},
-      {"router", "router specs (a top-level router: key)", is_router_spec, {}},
+      {"router", "router specs (a top-level router: key)", is_router_spec, {"--time-limit", "--rlimit"}},
       {"fsdp", "fsdp specs (a top-level fsdp: key, no mesh:)", is_fsdp_spec, {"--trace", "--dot", "--svg", "--memory-min-cut", "--budget"}},
       {"composed", "composed specs (a top-level mesh: key)", composed,
        {"--semantics", "--blocking", "--lower", "--trace", "--dot", "--svg", "--memory-min-cut", "--engine smt",
-        "--timeline-ops", "--budget"}},
+        "--timeline-ops", "--budget", "--time-limit", "--rlimit"}},
       {"pipeline", "pipeline specs and PyTorch schedule CSVs", anything,
        {"--semantics", "--placement", "--blocking", "--lower", "--trace", "--dot", "--svg", "--memory-min-cut",
-        "--engine smt", "--forward-only", "--timeline-ops", "--budget"}},
+        "--engine smt", "--forward-only", "--timeline-ops", "--budget", "--time-limit", "--rlimit"}},
   };
   return table;
 }

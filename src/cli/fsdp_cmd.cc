@@ -16,8 +16,13 @@
 namespace sc::cli {
 namespace {
 
-/// Most ops a spec may lower to (about 300 bytes each in memory, linear passes).
-constexpr double kMaxFsdpOps = 1e7;
+/// Peak memory of verify per lowered FSDP op, bytes: measured 4.4 GiB peak RSS for a spec of
+/// 10^7 ops (465 bytes per op: the Program IR, its per-op info and the passes' tables).
+constexpr double kFsdpBytesPerOp = 470;
+/// Memory a single verify may take, bytes (4 GiB).
+constexpr double kFsdpMemoryBudgetBytes = 4.0 * (1 << 30);
+/// Most ops a spec may lower to: the budget over the measured bytes per op (about 9.1 million).
+constexpr double kMaxFsdpOps = kFsdpMemoryBudgetBytes / kFsdpBytesPerOp;
 /// Most ops per rank: the exact worst case over interleavings is a minimum cut on one rank's
 /// events, which grows faster than linearly (measured: 48k ops per rank 1.9 s, 192k 63 s).
 constexpr double kMaxFsdpOpsPerRank = 1e5;
@@ -32,9 +37,10 @@ void check_fsdp_size(const FsdpSpec& spec, Diagnostics& d) {
   const double ops = static_cast<double>(spec.ranks) * spec.iterations * max_mb * static_cast<double>(spec.units.size()) * 12;
   if (ops > kMaxFsdpOps)
     d.error(spec.locs.fsdp, fmt::format("this spec lowers to about {:.3g} ops (ranks x iterations x microbatches x "
-                                        "units x 12), more than the {:.0e} schedcheck checks at once; model fewer "
-                                        "ranks (one shard group shows the same gathers and frees) or fewer units",
-                                        ops, kMaxFsdpOps));
+                                        "units x 12), more than the {:.3g} schedcheck checks at once (about {:.0f} "
+                                        "bytes each, {:.0f} GiB in all); model fewer ranks (one shard group shows the "
+                                        "same gathers and frees) or fewer units",
+                                        ops, kMaxFsdpOps, kFsdpBytesPerOp, kFsdpMemoryBudgetBytes / (1 << 30)));
   const double per_rank = ops / spec.ranks;
   if (ops <= kMaxFsdpOps && per_rank > kMaxFsdpOpsPerRank)
     d.error(spec.locs.fsdp, fmt::format("each rank runs about {:.3g} ops (iterations x microbatches x units x 12), "
@@ -99,9 +105,11 @@ int run_fsdp_verify(const std::vector<std::string>& files, const std::string& fo
       if (i) std::cout << "\n";
       write_fsdp_text_report(std::cout, r);
     }
-    if (!trace.empty() && !write_output(trace, chrome_trace(r.base))) return kExitUsage;
-    if (!dot.empty() && !write_output(dot, dot_graph(r.base))) return kExitUsage;
-    if (!svg.empty() && !write_output(svg, svg_timeline(r.base))) return kExitUsage;
+    std::vector<OutputFile> outputs;  // all or none, as for a pipeline spec
+    if (!trace.empty()) outputs.push_back({"--trace", trace, chrome_trace(r.base)});
+    if (!dot.empty()) outputs.push_back({"--dot", dot, dot_graph(r.base)});
+    if (!svg.empty()) outputs.push_back({"--svg", svg, svg_timeline(r.base)});
+    if (!outputs.empty() && !write_outputs(outputs, files)) return exit != 0 ? exit : kExitUsage;
   }
   if (format == "json" && specs.size() > 1) std::cout << all.dump(2) << "\n";
   return exit;

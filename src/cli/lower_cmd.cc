@@ -24,6 +24,13 @@ int run_lower(const LowerArgs& a) {
   Diagnostics diags;
   auto spec = load_spec(a.file, a.placement, diags);
   if (!spec) return report_spec_errors(diags);
+  if (a.output) {  // never the input or a file it references
+    std::string problem = check_output_path("--output", *a.output, {a.file});
+    if (!problem.empty()) {
+      std::cerr << "schedcheck: error: " << problem << "\n";
+      return kExitUsage;
+    }
+  }
   auto actions = a.merge_bw ? merge_bw(spec->actions) : spec->actions;
   std::string why;
   auto lowered = lower_comms(actions, spec->stage_to_rank,

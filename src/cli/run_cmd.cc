@@ -193,7 +193,8 @@ int run_run(const RunArgs& a) {
     verify_text(std::cout);
     std::cout << "\n" << gpu::comparison_text(*plan, c, m, tol);
   }
-  if (a.trace && !write_output(*a.trace, gpu::side_by_side_trace(r, *plan, m.items))) return kExitUsage;
+  if (a.trace && !write_outputs({{"--trace", *a.trace, gpu::side_by_side_trace(r, *plan, m.items)}}, {a.file}))
+    return exit != 0 ? exit : kExitUsage;
   return exit;
 }
 

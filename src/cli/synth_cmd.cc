@@ -70,6 +70,17 @@ int run_synth(const SynthArgs& a) {
   Diagnostics diags;
   auto spec = load_spec(a.file, std::nullopt, diags);
   if (!spec) return report_spec_errors(diags);
+  // The outputs are checked before the search (which may take minutes): never the spec or a
+  // file it references, never both the same file.
+  for (const auto& [option, path] : {std::pair{"--output", a.output}, std::pair{"--csv", a.csv}}) {
+    std::string problem = path ? check_output_path(option, *path, {a.file}) : std::string();
+    if (problem.empty() && path && a.output && a.csv && *a.output == *a.csv && std::string(option) == "--csv")
+      problem = fmt::format("--output and --csv name the same file {}", *path);
+    if (!problem.empty()) {
+      std::cerr << "schedcheck: error: " << problem << "\n";
+      return kExitUsage;
+    }
+  }
   SynthOptions opt;
   opt.objective = a.objective == "makespan" ? SynthObjective::kMakespan : SynthObjective::kSpan;
   std::string why;
@@ -111,8 +122,10 @@ int run_synth(const SynthArgs& a) {
   else if (!vr || vr->exit_code != 0) exit = kExitInternal;
   if (exit == 0 && a.require_optimal && r.status != SynthStatus::kOptimal) exit = kExitInconclusive;
 
-  if (r.has_schedule && a.output && !write_output(*a.output, synth_yaml(*spec, r, limit))) return kExitUsage;
-  if (r.has_schedule && a.csv && !write_output(*a.csv, write_csv_schedule(r.actions))) return kExitUsage;
+  std::vector<OutputFile> outputs;  // all or none
+  if (r.has_schedule && a.output) outputs.push_back({"--output", *a.output, synth_yaml(*spec, r, limit)});
+  if (r.has_schedule && a.csv) outputs.push_back({"--csv", *a.csv, write_csv_schedule(r.actions)});
+  if (!outputs.empty() && !write_outputs(outputs, {a.file})) return exit != 0 ? exit : kExitUsage;
 
   double gap = r.best_s > 0 ? (r.best_s - r.lower_bound_s) / r.best_s : 0;
   if (a.format == "json") {
@@ -174,7 +187,7 @@ int run_synth(const SynthArgs& a) {
       break;
     }
     case SynthStatus::kUnknown:
-      std::cout << fmt::format("  inconclusive: {}; ", r.message);
+      std::cout << fmt::format("  inconclusive: {}; ", r.message.empty() ? "the solver stopped without an answer" : r.message);
       if (r.has_schedule) std::cout << fmt::format("best {} {}, ", what, format_duration(r.best_s));
       std::cout << fmt::format("proven lower bound {}\n", format_duration(r.lower_bound_s));
       break;

@@ -17,12 +17,14 @@
 #include "cli/frontends.h"
 #include "report/report.h"
 #include "solver/smt_engine.h"
+#include "support/units.h"
 
 namespace sc::cli {
 
 // MoE router specs (a top-level `router:` key) are checked by router_cmd.cc.
 bool is_router_spec_file(const std::string& path);
-int run_router_verify(const std::vector<std::string>& files, const std::string& format);
+int run_router_verify(const std::vector<std::string>& files, const std::string& format, double time_limit_s,
+                      uint64_t rlimit);
 // FSDP / ZeRO-3 specs (a top-level `fsdp:` key) are checked by fsdp_cmd.cc.
 bool is_fsdp_spec_file(const std::string& path);
 int run_fsdp_verify(const std::vector<std::string>& files, const std::string& format, const std::string& trace,
@@ -48,9 +50,27 @@ struct VerifyArgs {
   std::optional<std::string> junit;
   std::vector<std::string> budgets;  ///< --budget KEY=VALUE
   bool recorded = false;             ///< one file of a recorded run (ci_verify.h)
+  std::optional<std::string> time_limit;  ///< wall clock of the solver (--engine smt, router proofs)
+  uint64_t rlimit = 0;                     ///< Z3 resource limit per solver check; 0 = the default
 };
 
 int run_verify(const VerifyArgs& a);
+
+/// The first problem with the output paths (--trace, --dot, --svg): check_output_path on each,
+/// and no two the same. Empty when they are fine.
+std::string output_problem(const VerifyArgs& a) {
+  std::vector<std::pair<const char*, std::string>> named;
+  for (const auto& [option, path] :
+       {std::pair{"--trace", a.trace}, std::pair{"--dot", a.dot}, std::pair{"--svg", a.svg}}) {
+    if (!path) continue;
+    std::string problem = check_output_path(option, *path, a.files);
+    if (!problem.empty()) return problem;
+    for (const auto& [other, p] : named)
+      if (p == *path) return fmt::format("{} and {} name the same file {}", other, option, p);
+    named.emplace_back(option, *path);
+  }
+  return {};
+}
 
 /// Which runner checks a front-end's files: router, fsdp, the pipeline path (pipeline and
 /// composed specs, CSVs), or framework configs.
@@ -117,7 +137,8 @@ int run_verify(const VerifyArgs& a) {
       {"--gpus", a.job.gpus > 0},                {"--model", !a.job.model.empty()},
       {"--hardware", !a.job.hardware.empty()},  {"--seq-len", a.job.seq_len > 0},
       {"--efficiency", a.job.efficiency > 0},
-      {"--budget", !a.budgets.empty()}};
+      {"--budget", !a.budgets.empty()},
+      {"--time-limit", a.time_limit.has_value()}, {"--rlimit", a.rlimit > 0}};
   std::set<int> runners;
   for (const auto& f : a.files) {
     const FrontEnd& fe = front_end_for(f);
@@ -128,18 +149,19 @@ int run_verify(const VerifyArgs& a) {
         return kExitUsage;
       }
   }
+  for (const auto& f : a.files)
+    if ((a.time_limit || a.rlimit > 0) && a.engine != "smt" && runner_of(front_end_for(f)) != 0) {
+      std::cerr << fmt::format("schedcheck: error: --time-limit and --rlimit bound a solver: they apply to --engine smt "
+                               "and to router specs, not to {} checked by the graph engine\n", f);
+      return kExitUsage;
+    }
   if ((a.trace || a.dot || a.svg) && a.files.size() != 1) {
     std::cerr << "schedcheck: error: --trace, --dot and --svg take one input file\n";
     return kExitUsage;
   }
-  for (const auto& [option, path] :
-       {std::pair{"--trace", a.trace}, std::pair{"--dot", a.dot}, std::pair{"--svg", a.svg}}) {
-    if (!path) continue;
-    std::string problem = check_output_path(option, *path, a.files);
-    if (!problem.empty()) {
-      std::cerr << "schedcheck: error: " << problem << "\n";
-      return kExitUsage;
-    }
+  if (std::string problem = output_problem(a); !problem.empty()) {
+    std::cerr << "schedcheck: error: " << problem << "\n";
+    return kExitUsage;
   }
   const RecordedOptions recorded{a.format, a.junit, a.budgets};
   if (!a.recorded && needs_recorded_run(a.files, recorded))
@@ -157,7 +179,18 @@ int run_verify(const VerifyArgs& a) {
     return run_config_verify(a.files, a.format, a.job,
                              ConfigOutputs{a.trace.value_or(""), a.dot.value_or(""), a.svg.value_or(""), a.min_cut,
                                            a.timeline_ops});
-  if (!a.files.empty() && is_router_spec_file(a.files.front())) return run_router_verify(a.files, a.format);
+  double time_limit_s = 0;
+  if (a.time_limit) {
+    std::string why;
+    auto tl = parse_duration_s(*a.time_limit, &why);
+    if (!tl || !(*tl > 0)) {
+      std::cerr << "schedcheck: error: --time-limit: " << (why.empty() ? "must be positive" : why) << "\n";
+      return kExitUsage;
+    }
+    time_limit_s = *tl;
+  }
+  if (!a.files.empty() && is_router_spec_file(a.files.front()))
+    return run_router_verify(a.files, a.format, time_limit_s, a.rlimit);
   VerifyOptions opt;
   if (a.semantics) opt.semantics = parse_semantics(*a.semantics);  // validated by the option
   if (a.blocking) opt.blocking = *a.blocking == "whole-rank" ? BlockingModel::kWholeRank : BlockingModel::kCommStream;
@@ -180,6 +213,17 @@ int run_verify(const VerifyArgs& a) {
     return report_spec_errors(diags);
   }
   diags.print(std::cerr);  // warnings
+  for (const auto& spec : specs)
+    if (a.lower && spec.has_comms()) {  // refused, never silently ignored
+      std::cerr << fmt::format("schedcheck: error: --lower adds SEND/RECV to a compute-only schedule, but {} already "
+                               "has SEND/RECV actions; check it without --lower\n",
+                               spec.path.empty() ? spec.name : spec.path);
+      return kExitUsage;
+    }
+  if (std::string problem = output_problem(a); !problem.empty()) {  // now also the files the specs reference
+    std::cerr << "schedcheck: error: " << problem << "\n";
+    return kExitUsage;
+  }
 
   int exit = 0;
   nlohmann::json all = nlohmann::json::array();
@@ -187,7 +231,10 @@ int run_verify(const VerifyArgs& a) {
     VerifyResult r = verify(specs[i], opt);
     if (a.engine == "smt") {
       std::string note;
-      r.exit_code = apply_smt_engine(r, &note);
+      SmtOptions smt;
+      smt.time_limit_s = time_limit_s;
+      smt.rlimit = a.rlimit;
+      r.exit_code = apply_smt_engine(r, &note, smt);
       std::cerr << note << "\n";
     }
     exit = combine_exit(exit, r.exit_code);
@@ -198,9 +245,11 @@ int run_verify(const VerifyArgs& a) {
       if (i) std::cout << "\n";
       write_text_report(std::cout, r, a.timeline_ops);
     }
-    if (a.trace && !write_output(*a.trace, chrome_trace(r))) return kExitUsage;
-    if (a.dot && !write_output(*a.dot, dot_graph(r))) return kExitUsage;
-    if (a.svg && !write_output(*a.svg, svg_timeline(r))) return kExitUsage;
+    std::vector<OutputFile> outputs;  // all or none (an output that cannot be written keeps the verdict's exit code)
+    if (a.trace) outputs.push_back({"--trace", *a.trace, chrome_trace(r)});
+    if (a.dot) outputs.push_back({"--dot", *a.dot, dot_graph(r)});
+    if (a.svg) outputs.push_back({"--svg", *a.svg, svg_timeline(r)});
+    if (!outputs.empty() && !write_outputs(outputs, a.files)) return exit != 0 ? exit : kExitUsage;
   }
   if (a.format == "json" && specs.size() > 1) std::cout << all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   return exit;
@@ -262,6 +311,12 @@ Command add_verify(CLI::App& parent) {
                 "path; for cross-checking)");
   cmd->add_option("--engine", a->engine, "graph (default) or smt: deadlock and worst-case memory also by an independent Z3 encoding, which must agree")
       ->check(CLI::IsMember({"graph", "smt"}));
+  cmd->add_option("--time-limit", a->time_limit,
+                  "wall-clock limit of the solver, as 30s or 2min: --engine smt (all its queries) and the router "
+                  "proofs (all properties); when it runs out the check exits 5 and says what was established");
+  cmd->add_option("--rlimit", a->rlimit,
+                  "Z3 resource limit per solver check (repeatable effort, unlike --time-limit): --engine smt and "
+                  "the router proofs; 0 = none for smt, the router's default otherwise");
   cmd->add_option("--timeline-ops", a->timeline_ops, "print the text timeline for schedules up to this many ops");
   cmd->add_option("--gpus", a->job.gpus, "framework configs: the world size, when the config does not fix it")
       ->check(CLI::Range(1, 1 << 20));

@@ -446,7 +446,8 @@ void FsdpLoader::read_options(const Entry& e, const std::string& impl, FsdpSpec&
   if (!is_map(e, "fsdp.options", "the implementation's options")) return;
   Fields f = fields(e.value, "fsdp.options", option_keys());
   if (impl.empty()) return;  // the implementation was wrong: reported already
-  for (const auto& [name, entry] : f) {
+  for (const auto& [key, entry] : f) {
+    const std::string& name = key;  // a plain reference: lambdas may not capture a structured binding in C++20
     const auto& owners = std::find_if(kOptionOwners.begin(), kOptionOwners.end(),
                                       [&](const auto& o) { return o.first == name; })->second;
     if (std::find(owners.begin(), owners.end(), impl) == owners.end())

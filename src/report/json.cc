@@ -61,6 +61,11 @@ std::string json_report(const VerifyResult& r) {
                         {"details", f.details}});
   }
   j["findings"] = findings;
+  if (!r.omitted_findings.empty()) {  // findings beyond kMaxFindingsPerKind of a kind: counted, not listed
+    json omitted = json::object();
+    for (const auto& [kind, n] : r.omitted_findings) omitted[kind_name(kind)] = n;
+    j["omitted_findings"] = omitted;
+  }
   if (r.timeline) {
     const Timeline& t = *r.timeline;
     j["timing"] = {{"units", "s"},

@@ -76,7 +76,11 @@ void write_timeline(std::ostream& os, const VerifyResult& r) {
   for (const Op& op : p.ops)
     if (op.kind == OpKind::kCompute && op.duration_s > 0) shortest = std::min(shortest, op.duration_s);
   size_t per_op = 3;
-  auto columns = [&](double unit) { return static_cast<size_t>(std::ceil(t.makespan_s / unit - 1e-9)); };
+  // Clamped before the cast: a cost ratio of 1e20 would not fit size_t (undefined behaviour).
+  auto columns = [&](double unit) {
+    double n = std::ceil(t.makespan_s / unit - 1e-9);
+    return n > static_cast<double>(kMaxColumns) ? kMaxColumns + 1 : static_cast<size_t>(std::max(n, 0.0));
+  };
   while (per_op > 1 && columns(shortest / per_op) > kMaxColumns) --per_op;
   double unit = shortest / per_op;
   size_t width = columns(unit);
@@ -142,6 +146,9 @@ void write_text_report(std::ostream& os, const VerifyResult& r, size_t timeline_
   if (s.forward_only) os << "  forward only: no backward; each activation is freed when its forward ends\n";
 
   write_findings(os, r.findings);
+  for (const auto& [kind, n] : r.omitted_findings)
+    os << fmt::format("  ... and {} more {} finding{} not shown (at most {} of a kind are kept)\n", n, kind_name(kind),
+                      n == 1 ? "" : "s", kMaxFindingsPerKind);
 
   if (!r.timeline) {
     os << "\ntiming and memory: not predicted (the schedule does not run to completion)\n";

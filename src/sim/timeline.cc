@@ -140,26 +140,38 @@ Timeline simulate(const Program& p, const std::vector<OpId>& order) {
   }
   t.bubble_rate = (t.span_s > 0 && R > 0) ? 1.0 - busy / (R * t.span_s) : 0.0;
 
-  // Memory along the timeline: frees before allocations at the same instant.
+  // Memory along the timeline: frees before allocations at the same instant, except at an
+  // instant where only zero-time ops act: there they act in execution order (`order`, start
+  // before end), since a zero-time op's alloc and the free of the op after it share the instant
+  // (with all costs zero, frees first would predict a peak of 0 B).
   struct Ev {
     double time;
     int64_t delta;
+    bool zero_time;
   };
   std::vector<std::vector<Ev>> evs(R);
   for (OpId id : order) {
     const Op& op = p.ops[id];
-    for (const MemEffect* m = p.mem_begin(id); m != p.mem_end(id); ++m)
-      evs[op.rank].push_back({m->at_end ? t.ops[id].end_s : t.ops[id].start_s, m->bytes});
+    bool zero = t.ops[id].end_s == t.ops[id].start_s;
+    for (bool at_end : {false, true})
+      for (const MemEffect* m = p.mem_begin(id); m != p.mem_end(id); ++m)
+        if (m->at_end == at_end)
+          evs[op.rank].push_back({at_end ? t.ops[id].end_s : t.ops[id].start_s, m->bytes, zero});
   }
   t.peak_bytes_per_rank.assign(R, 0);
   t.peak_time_per_rank_s.assign(R, 0.0);
   t.memory_curve.assign(R, {});
   for (int32_t r = 0; r < R; ++r) {
     auto& e = evs[r];
-    std::stable_sort(e.begin(), e.end(), [](const Ev& a, const Ev& b) {
-      if (a.time != b.time) return a.time < b.time;
-      return a.delta < b.delta;  // frees (negative) first
-    });
+    std::stable_sort(e.begin(), e.end(), [](const Ev& a, const Ev& b) { return a.time < b.time; });
+    for (size_t i = 0; i < e.size();) {
+      size_t j = i;
+      bool all_zero = true;
+      for (; j < e.size() && e[j].time == e[i].time; ++j) all_zero = all_zero && e[j].zero_time;
+      if (!all_zero)  // frees (negative) first
+        std::stable_sort(e.begin() + i, e.begin() + j, [](const Ev& a, const Ev& b) { return a.delta < b.delta; });
+      i = j;
+    }
     int64_t live = r < static_cast<int32_t>(p.static_bytes_per_rank.size()) ? p.static_bytes_per_rank[r] : 0;
     t.peak_bytes_per_rank[r] = live;
     t.memory_curve[r].push_back({0.0, live});

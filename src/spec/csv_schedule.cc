@@ -22,8 +22,9 @@ namespace {
 constexpr size_t kMaxErrorsPerFile = 20;
 // A cell longer than this is shown abbreviated in messages.
 constexpr size_t kMaxShownCell = 40;
-// Stage ids beyond this are rejected by spec_from_csv (per-stage tables are sized by them).
-constexpr int32_t kMaxStages = 1'000'000;
+// Ids beyond these are rejected by spec_from_csv (as in a YAML spec, pipeline_spec.h).
+constexpr int32_t kMaxStages = kMaxSpecStages;
+constexpr int32_t kMaxMicrobatches = kMaxSpecMicrobatches;
 
 // Collects the diagnostics of one file and enforces the per-file cap.
 class FileErrors {
@@ -239,6 +240,14 @@ SourceLoc find_stage(const std::vector<std::vector<Step>>& actions, int32_t stag
   return {};
 }
 
+// The location of the first action naming microbatch `mb`.
+SourceLoc find_microbatch(const std::vector<std::vector<Step>>& actions, int32_t mb) {
+  for (const auto& row : actions)
+    for (const auto& st : row)
+      if (st.first.microbatch == mb || (st.second && st.second->microbatch == mb)) return st.loc;
+  return {};
+}
+
 }  // namespace
 
 std::optional<CsvSchedule> parse_csv_schedule(const std::string& name, const std::string& text,
@@ -279,7 +288,7 @@ std::optional<CsvSchedule> parse_csv_schedule(const std::string& name, const std
   std::string_view rest = body;
   // Trailing blank lines end the file; they are not ranks.
   while (!rest.empty() && (rest.back() == '\n' || rest.back() == '\r')) rest.remove_suffix(1);
-  constexpr size_t kMaxRanks = 65536;  // as the YAML spec's ranks
+  constexpr size_t kMaxRanks = kMaxSpecRanks;  // as the YAML spec's ranks
   line_no = 1;
   int32_t first_row_line = 1;
   while (!rest.empty()) {
@@ -349,9 +358,24 @@ std::string write_csv_schedule(const std::vector<std::vector<Step>>& actions) {
   return out;
 }
 
+namespace {
+std::optional<PipelineSpec> spec_of_csv(const std::string& path, std::optional<CsvSchedule> csv, Diagnostics& diags,
+                                        const std::optional<std::string>& placement);
+}  // namespace
+
 std::optional<PipelineSpec> spec_from_csv(const std::string& path, Diagnostics& diags,
                                           const std::optional<std::string>& placement) {
-  std::optional<CsvSchedule> csv = read_csv_schedule(path, diags);
+  return spec_of_csv(path, read_csv_schedule(path, diags), diags, placement);
+}
+
+std::optional<PipelineSpec> spec_from_csv_text(const std::string& name, const std::string& text, Diagnostics& diags,
+                                               const std::optional<std::string>& placement) {
+  return spec_of_csv(name, parse_csv_schedule(name, text, diags), diags, placement);
+}
+
+namespace {
+std::optional<PipelineSpec> spec_of_csv(const std::string& path, std::optional<CsvSchedule> csv, Diagnostics& diags,
+                                        const std::optional<std::string>& placement) {
   if (!csv) return std::nullopt;
   PipelineSpec spec;
   spec.name = std::filesystem::path(path).stem().string();
@@ -359,7 +383,7 @@ std::optional<PipelineSpec> spec_from_csv(const std::string& path, Diagnostics& 
   spec.ranks = static_cast<int32_t>(csv->actions.size());
   spec.locs.file = SourceLoc{csv->file, 1, 1};
   spec.locs.schedule = spec.locs.file;
-  if (csv->max_stage + 1 > kMaxStages) {
+  if (csv->max_stage >= kMaxStages) {  // compared before any + 1: ids reach 2^31 - 1
     diags.error(find_stage(csv->actions, csv->max_stage),
                 fmt::format("stage id {} is out of range (at most {} stages)", csv->max_stage,
                             kMaxStages));
@@ -368,6 +392,12 @@ std::optional<PipelineSpec> spec_from_csv(const std::string& path, Diagnostics& 
   spec.stages = csv->max_stage + 1;
   if (csv->max_microbatch < 0) {
     diags.error(spec.locs.file, "no action names a microbatch (the schedule has no F, I, W or B)");
+    return std::nullopt;
+  }
+  if (csv->max_microbatch >= kMaxMicrobatches) {
+    diags.error(find_microbatch(csv->actions, csv->max_microbatch),
+                fmt::format("microbatch id {} is out of range (at most {} microbatches)", csv->max_microbatch,
+                            kMaxMicrobatches));
     return std::nullopt;
   }
   spec.microbatches = csv->max_microbatch + 1;
@@ -401,5 +431,7 @@ std::optional<PipelineSpec> spec_from_csv(const std::string& path, Diagnostics& 
   apply_unit_defaults(spec);
   return spec;
 }
+
+}  // namespace
 
 }  // namespace sc

@@ -59,7 +59,13 @@ std::string write_csv_schedule(const std::vector<std::vector<Step>>& actions);
 /// given: "loop", "v" or a comma-separated list of ranks per stage), unit defaults for costs
 /// and memory. Errors (bad placement text, a declared placement the lists contradict) go to
 /// `diags`.
+/// Stage ids must be below kMaxSpecStages and microbatch ids below kMaxSpecMicrobatches (an
+/// error at the first action naming the largest, never an overflow).
 std::optional<PipelineSpec> spec_from_csv(const std::string& path, Diagnostics& diags,
                                           const std::optional<std::string>& placement);
+
+/// spec_from_csv on text already read, named `name` (fuzzers and tests).
+std::optional<PipelineSpec> spec_from_csv_text(const std::string& name, const std::string& text, Diagnostics& diags,
+                                               const std::optional<std::string>& placement);
 
 }  // namespace sc

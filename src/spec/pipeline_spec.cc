@@ -51,15 +51,25 @@ std::vector<int32_t> v_placement(int32_t ranks, int32_t stages) {
 }
 
 std::vector<int32_t> infer_placement(const std::vector<std::vector<Step>>& actions, int32_t stages) {
-  std::vector<int32_t> out(stages, -1);
+  // Per stage, (rank, actions naming the stage on it): ranks appear in increasing order.
+  std::vector<std::vector<std::pair<int32_t, int64_t>>> counts(static_cast<size_t>(std::max(stages, 0)));
   auto visit = [&](const Action& a, int32_t rank) {
-    if (a.stage >= 0 && a.stage < stages && out[a.stage] == -1) out[a.stage] = rank;
+    if (a.stage < 0 || a.stage >= stages) return;
+    auto& c = counts[a.stage];
+    if (c.empty() || c.back().first != rank) c.emplace_back(rank, 0);
+    ++c.back().second;
   };
   for (int32_t r = 0; r < static_cast<int32_t>(actions.size()); ++r)
     for (const auto& st : actions[r]) {
       visit(st.first, r);
       if (st.second) visit(*st.second, r);
     }
+  std::vector<int32_t> out(counts.size(), -1);
+  for (size_t s = 0; s < counts.size(); ++s) {
+    int64_t best = 0;
+    for (const auto& [rank, n] : counts[s])
+      if (n > best) best = n, out[s] = rank;
+  }
   return out;
 }
 

@@ -15,6 +15,13 @@
 
 namespace sc {
 
+/// Limits on the ids of a spec, the same for a YAML spec and a CSV (per-rank, per-stage and
+/// per-microbatch tables are sized by them). Every id is checked against them before any
+/// arithmetic, so `id + 1` never overflows. Documented in specs/README.md.
+inline constexpr int32_t kMaxSpecRanks = 1 << 16;
+inline constexpr int32_t kMaxSpecStages = 1 << 20;
+inline constexpr int32_t kMaxSpecMicrobatches = 1 << 24;
+
 /// Per-stage costs in seconds. Each vector has `stages` entries. B defaults to I + W.
 struct Costs {
   std::vector<double> f_s, i_s, w_s, b_s;
@@ -168,9 +175,11 @@ void apply_unit_defaults(PipelineSpec& spec);
 std::vector<int32_t> loop_placement(int32_t ranks, int32_t stages);
 std::vector<int32_t> v_placement(int32_t ranks, int32_t stages);
 
-/// Reads the placement off the action lists: stage s belongs to the first rank whose list
-/// names it; stages never named map to -1. A stage named on two ranks is not an error here:
-/// the structure pass reports every action that runs on a rank other than its stage's.
+/// Reads the placement off the action lists: stage s belongs to the rank whose list names it
+/// most often (the lowest such rank on a tie), so one stray action on another rank is what gets
+/// blamed, not the rank that runs the stage; stages never named map to -1. A stage named on two
+/// ranks is not an error here: the structure pass reports every action that runs on a rank
+/// other than its stage's. Stage ids outside [0, stages) are ignored.
 std::vector<int32_t> infer_placement(const std::vector<std::vector<Step>>& actions, int32_t stages);
 
 /// Names a placement: "loop", "v" or "explicit".

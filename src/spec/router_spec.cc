@@ -93,8 +93,13 @@ std::optional<double> RouterLoader::positive(const Entry& e, const std::string& 
     char* end = nullptr;
     double v = std::strtod(s.c_str(), &end);
     if (!s.empty() && end == s.c_str() + s.size() && std::isfinite(v) && v > 0 && v <= 1e6) return v;
+    if (!s.empty() && end == s.c_str() + s.size() && !std::isnan(v) && v > 1e6) {
+      error(loc(e), fmt::format("{} is {}, above the largest accepted, 1e6 (a capacity that large is dropless: "
+                                "write dropless: true)", key, s));
+      return std::nullopt;
+    }
   }
-  error(loc(e), fmt::format("{} must be a number above 0, got {}", key, describe(e.value)));
+  error(loc(e), fmt::format("{} must be a number above 0 and at most 1e6, got {}", key, describe(e.value)));
   return std::nullopt;
 }
 

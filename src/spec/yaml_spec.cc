@@ -24,9 +24,9 @@ namespace {
 
 // Limits that keep a hostile or mistaken spec from exhausting memory or time. They are far
 // above any real pipeline and documented in specs/README.md.
-constexpr int64_t kMaxRanks = 1 << 16;
-constexpr int64_t kMaxStages = 1 << 20;
-constexpr int64_t kMaxMicrobatches = 1 << 24;
+constexpr int64_t kMaxRanks = kMaxSpecRanks;
+constexpr int64_t kMaxStages = kMaxSpecStages;
+constexpr int64_t kMaxMicrobatches = kMaxSpecMicrobatches;
 
 const std::vector<std::string> kTopKeys = {"schedcheck", "name",   "ranks", "stages",
                                            "placement",  "pipelines", "microbatches", "costs",
@@ -115,6 +115,7 @@ class Loader : public yaml_util::Reader {
   std::string dir_;
   std::vector<size_t> line_starts_;
   int32_t stages_ = 0;  // known stage count, 0 while unknown
+  bool from_csv_ = false;      // the lists come from schedule.csv (whose reader warns about empty rows)
   bool check_lengths_ = true;  // false while a named schedule may still change the stage count
   std::vector<std::vector<SourceLoc>> seconds_;  // per rank, per step: second action's location
 };
@@ -293,6 +294,7 @@ void Loader::read_csv(const Fields& sched, const Entry& csv, int32_t ranks, Pipe
   std::filesystem::path p(csv.value.Scalar());
   if (p.is_relative() && !dir_.empty()) p = std::filesystem::path(dir_) / p;
   auto table = read_csv_schedule(p.string(), diags_, format, loc(csv));
+  from_csv_ = true;
   if (!table) return;
   if (ranks > 0 && table->actions.size() != static_cast<size_t>(ranks)) {
     error(loc(csv), fmt::format("{} has {} rows but ranks is {}; a CSV holds one row per rank",
@@ -791,6 +793,17 @@ std::optional<PipelineSpec> Loader::load(const YAML::Node& root, const std::stri
       ++total_actions;
       for (const Action* a : {&st.first, st.second ? &*st.second : nullptr}) {
         if (!a) continue;
+        // Ids reach 2^31 - 1: refuse them before any `id + 1` sizes a table.
+        if (a->stage >= kMaxStages) {
+          error(st.loc, fmt::format("stage id {} of '{}' is out of range (at most {} stages)", a->stage,
+                                    format_action(*a), kMaxStages));
+          continue;
+        }
+        if (takes_microbatch(a->kind) && a->microbatch >= kMaxMicrobatches) {
+          error(st.loc, fmt::format("microbatch id {} of '{}' is out of range (at most {} microbatches)",
+                                    a->microbatch, format_action(*a), kMaxMicrobatches));
+          continue;
+        }
         max_stage = std::max(max_stage, a->stage);
         if (takes_microbatch(a->kind)) max_mb = std::max(max_mb, a->microbatch);
       }
@@ -799,6 +812,7 @@ std::optional<PipelineSpec> Loader::load(const YAML::Node& root, const std::stri
       diags_.error_count() == errors_before)
     error(spec.locs.schedule.valid() ? spec.locs.schedule : file_start(),
           "the schedule has no actions");
+
 
   Placement placement = read_placement(field("placement"), spec.ranks);
   place_stages(field("stages"), field("placement"), placement, max_stage, spec);
@@ -831,6 +845,12 @@ std::optional<PipelineSpec> Loader::load(const YAML::Node& root, const std::stri
 
   note_unshown();
   if (diags_.error_count() != errors_before) return std::nullopt;
+  // As for a CSV row: a rank without actions is allowed (it idles) but worth a warning.
+  if (!spec.named && !from_csv_)
+    for (size_t r = 0; r < spec.actions.size(); ++r)
+      if (spec.actions[r].empty())
+        diags_.warning(spec.locs.schedule.valid() ? spec.locs.schedule : file_start(),
+                       fmt::format("rank {} has no actions", r));
   return spec;
 }
 

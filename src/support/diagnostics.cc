@@ -27,11 +27,25 @@ void Diagnostics::merge(const Diagnostics& other) {
   }
 }
 
+namespace {
+// A message quotes input text (YAML scalars may hold escape sequences such as "\e[2J"): control
+// bytes other than tab and newline are shown as \xNN, never sent to the terminal raw.
+std::string escape_controls(std::string_view text) {
+  std::string out;
+  for (char ch : text) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    if ((c < 0x20 && ch != '\t' && ch != '\n') || c == 0x7f) out += fmt::format("\\x{:02x}", c);
+    else out += ch;
+  }
+  return out;
+}
+}  // namespace
+
 std::string format_diagnostic(const Diagnostic& d) {
   const char* sev = d.severity == Severity::kError     ? "error"
                     : d.severity == Severity::kWarning ? "warning"
                                                        : "note";
-  std::string out = fmt::format("{}: {}: {}\n", format_loc(d.loc), sev, d.message);
+  std::string out = fmt::format("{}: {}: {}\n", escape_controls(format_loc(d.loc)), sev, escape_controls(d.message));
   if (d.loc.valid() && d.loc.line > 0) {
     std::string_view line = source_line(d.loc.file, d.loc.line);
     if (!line.empty()) {

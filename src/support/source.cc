@@ -1,5 +1,6 @@
 #include "support/source.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -22,7 +23,19 @@ std::deque<SourceFile>& files() {
   return f;
 }
 
+std::vector<std::string>& read_paths() {
+  static std::vector<std::string> paths;
+  return paths;
+}
+
 }  // namespace
+
+const std::vector<std::string>& input_files_read() { return read_paths(); }
+
+void clear_sources() {
+  files().clear();
+  read_paths().clear();
+}
 
 int32_t register_source(std::string name, std::string contents) {
   files().push_back({std::move(name), std::move(contents)});
@@ -92,6 +105,7 @@ bool read_input_file(const std::string& path, std::string* contents, std::string
     return false;
   }
   *contents = ss.str();
+  if (std::find(read_paths().begin(), read_paths().end(), path) == read_paths().end()) read_paths().push_back(path);
   return true;
 }
 

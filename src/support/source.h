@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace sc {
 
@@ -19,6 +20,10 @@ struct SourceLoc {
 /// Registers a file's name and contents so diagnostics can print the offending line.
 /// Returns the file index for SourceLoc::file. Thread-compatible, not thread-safe.
 int32_t register_source(std::string name, std::string contents);
+
+/// Forgets every registered source and every path read (SourceLocs made before become
+/// invalid). For fuzzers that parse millions of inputs in one process.
+void clear_sources();
 
 /// The registered name of `file` ("<unknown>" for -1).
 const std::string& source_name(int32_t file);
@@ -37,5 +42,9 @@ inline constexpr uint64_t kMaxInputBytes = uint64_t{256} << 20;
 /// MiB", or the system's reason) otherwise; devices, FIFOs and directories are refused before
 /// any read, so /dev/zero cannot make it read forever.
 bool read_input_file(const std::string& path, std::string* contents, std::string* why);
+
+/// The paths read_input_file has read so far, as given, in order (a spec and every file it
+/// references, such as a schedule.csv). An output never replaces one of them.
+const std::vector<std::string>& input_files_read();
 
 }  // namespace sc

@@ -1,0 +1,15 @@
+// libFuzzer harness: the MoE router YAML spec reader.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "spec/router_spec.h"
+#include "support/source.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string text(reinterpret_cast<const char*>(data), size);
+  sc::Diagnostics diags;
+  (void)sc::parse_router_spec("fuzz.yaml", text, diags);
+  sc::clear_sources();
+  return 0;
+}
