@@ -354,3 +354,55 @@ TEST_CASE("verify reads the Megatron launch script and the DeepSpeed JSON of the
   CHECK(y.exit_code == 1);
   CHECK(y.out.find("--gpus does not apply to examples/llama7b-pp8-1f1b.yaml") != std::string::npos);
 }
+
+TEST_CASE("hostile configs: non-JSON DeepSpeed, exploding shell variables, huge worlds, degrees the model cannot split",
+          "[config]") {
+  // DeepSpeed reads with json.load: a comment is an error there, so here (not a silently different job).
+  std::string p = test::write_temp("schedcheck-config-test", "ds-comment.json",
+                                   "{\"train_micro_batch_size_per_gpu\": 1,\n /* c */ \"zero_optimization\": {\"stage\": 3}}\n");
+  test::CliRun r = test::run_schedcheck("verify '" + p + "' --gpus 8 --model llama3-8b --seq-len 4096");
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find(p + ":2:2: error: invalid JSON") != std::string::npos);
+  // A chain of doubling variables stops at the cap with a located error.
+  std::string sh = "#!/bin/bash\nA0=xxxxxxxxxxxxxxxx\n";
+  for (int i = 1; i < 40; ++i) sh += fmt::format("A{}=\"$A{}$A{}\"\n", i, i - 1, i - 1);
+  sh += "torchrun pretrain_gpt.py --micro-batch-size 1 --global-batch-size 8 $A39\n";
+  p = test::write_temp("schedcheck-config-test", "explode.sh", sh);
+  r = test::run_schedcheck("verify '" + p + "' --gpus 8 --model llama3-8b");
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("expands to more than 65536 characters") != std::string::npos);
+  // A world too large to model is refused with its size, not built.
+  const std::string ex = test::source_path("examples/torchtitan-llama3-8b-pp2.toml");
+  r = test::run_schedcheck("verify '" + ex + "' --gpus 65536");
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("this job lowers to about") != std::string::npos);
+  // TP 16 does not divide llama3-8b's 8 key/value heads; seq_len must divide by 2·tp·cp at any degree.
+  std::string text = test::read_file(ex);
+  std::string tp16 = text;
+  tp16.replace(tp16.find("tensor_parallel_degree = 1"), 26, "tensor_parallel_degree = 16");
+  p = test::write_temp("schedcheck-config-test", "tp16.toml", tp16);
+  r = test::run_schedcheck("verify '" + p + "' --gpus 128");
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("key/value heads") != std::string::npos);
+  std::string odd = text;
+  odd.replace(odd.find("seq_len = 8192"), 14, "seq_len = 8191");
+  p = test::write_temp("schedcheck-config-test", "odd-seq.toml", odd);
+  r = test::run_schedcheck("verify '" + p + "'");
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("seq_len = 8191 must be divisible by tp * 2 * cp = 2") != std::string::npos);
+  // Valid TOML with dotted keys is read; a TOML file that is not a torchtitan job says so.
+  p = test::write_temp("schedcheck-config-test", "dotted.toml",
+                       "# NOTE: this toml config is a preset for 8 H100 GPUs.\nmodel.name = \"llama3\"\nmodel.flavor = \"8B\"\n"
+                       "training.local_batch_size = 1\ntraining.seq_len = 4096\n");
+  r = test::run_schedcheck("verify '" + p + "'");
+  INFO(r.out);
+  CHECK(r.exit_code == 0);
+  p = test::write_temp("schedcheck-config-test", "pyproject.toml", "[project]\nname = \"x\"\n");
+  r = test::run_schedcheck("verify '" + p + "'");
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("not a torchtitan job config") != std::string::npos);
+  // plan with one-token sequences finishes, rejecting what is too large to verify.
+  r = test::run_schedcheck("plan --model llama3-8b --gpus 8 --global-batch-tokens 64K --seq-len 1 --verify-top 2");
+  CHECK((r.exit_code == 0 || r.exit_code == 13));
+  CHECK(r.out.find("too large") != std::string::npos);
+}

@@ -34,14 +34,6 @@ std::optional<PipelineSpec> load_spec(const std::string& path, const std::option
                                       Diagnostics& diags) {
   std::optional<PipelineSpec> spec;
   const std::string ext = std::filesystem::path(path).extension().string();
-  if (ext == ".toml" || ext == ".json") {
-    diags.error(SourceLoc{register_source(path, ""), 1, 1},
-                fmt::format("{} is a framework config (torchtitan TOML, DeepSpeed or Megatron JSON); schedcheck reads "
-                            "YAML specs (.yaml, specs/README.md) and PyTorch schedule CSVs (.csv), not framework "
-                            "configs yet",
-                            ext == ".toml" ? "this .toml file" : "this .json file"));
-    return std::nullopt;
-  }
   if (is_csv(path)) {
     spec = spec_from_csv(path, diags, placement);
   } else {

@@ -145,6 +145,9 @@ int run_config_verify(const std::vector<std::string>& files, const std::string& 
     config::VerifiedJob v;
     bool ok = read_job(files[i], ctx, &job, d);
     if (ok && job.seq_len <= 0) job.seq_len = ctx.seq_len;
+    else if (ok && ctx.seq_len > 0 && ctx.seq_len != job.seq_len)
+      d.warning(job.loc("seq_len"), fmt::format("--seq-len {} is ignored: the config sets the sequence length to {} "
+                                                "here", ctx.seq_len, job.seq_len));
     if (!ok || !config::verify_job(job, ctx, out.min_cut, &v, d)) {
       if (format == "json") print_json_diagnostics(d);
       exit = combine_exit(exit, report_spec_errors(d));

@@ -24,6 +24,9 @@ namespace {
 using config::TrainingJob;
 using model::Recompute;
 
+/// Exit code when no layout fits: the memory code, as the reason is almost always memory.
+constexpr int kExitNoLayout = 13;
+
 struct PlanArgs {
   std::string model, hardware = "h100", batch_tokens, format = "text";
   int32_t gpus = 0;
@@ -88,10 +91,15 @@ std::string layout_label(const Candidate& c) {
 /// exceed the compute; with PP once per step. Memory: states + in-flight activations of stage 0
 /// (min(m, p) microbatches in 1F1B, × (1 + (p−1)/(p·v)) interleaved; Megatron's estimator,
 /// CONFIGS.md §4.3) + gathered parameters.
-bool estimate(Candidate& c, const config::JobContext& ctx) {
+std::string estimate(Candidate& c, const config::JobContext& ctx) {
   config::LoweredJob lj;
   Diagnostics d;
-  if (!config::lower_job(c.job, ctx, &lj, d)) return false;
+  if (!config::lower_job(c.job, ctx, &lj, d)) {
+    std::string why = d.all().empty() ? "cannot be lowered" : d.all().front().message;
+    if (auto p = why.find(" ("); p != std::string::npos && why.find("lowers to about") != std::string::npos)
+      why = "the program to verify is too large (more than " + fmt::format("{:.0e}", config::kMaxJobOps) + " ops)";
+    return why;
+  }
   const auto& jc = lj.costs;
   const TrainingJob& j = c.job;
   c.crossover = jc.fsdp_crossover_tokens;
@@ -110,7 +118,7 @@ bool estimate(Candidate& c, const config::JobContext& ctx) {
     int64_t largest = 0;
     for (const FsdpUnit& u : lj.fsdp.units) largest = std::max(largest, u.params_bytes);
     c.est_bytes = jc.state_bytes_per_rank + static_cast<int64_t>(act) + 3 * largest;
-    return true;
+    return {};
   }
   const PipelineSpec& s = lj.pipeline;
   std::vector<double> per_rank(p, 0);
@@ -132,7 +140,7 @@ bool estimate(Candidate& c, const config::JobContext& ctx) {
   const int64_t a = *std::max_element(act.begin(), act.end()) / std::max(1, v);
   c.est_bytes = jc.state_bytes_per_rank + static_cast<int64_t>(inflight * static_cast<double>(a)) +
                 (s.composition && s.composition->fsdp ? *std::max_element(params.begin(), params.end()) : 0);
-  return true;
+  return {};
 }
 
 /// A torchtitan job TOML for `j` that `schedcheck verify` reads back to the same layout: the
@@ -279,8 +287,8 @@ int run_plan(const PlanArgs& a) {
               j.sharding = config::Sharding::kFsdp;
               j.reshard_after_forward = pp == 1;
               c.sharding = sh;
-              if (!estimate(c, ctx)) {
-                reject("the stage split leaves a stage without a block", fam);
+              if (std::string why = estimate(c, ctx); !why.empty()) {
+                reject(why, fmt::format("{} mbs {}", fam, b));
                 continue;
               }
               if (c.est_bytes > hw->hbm_bytes) {
@@ -346,7 +354,7 @@ int run_plan(const PlanArgs& a) {
     for (const auto& [why, r] : rejected) rej.push_back({{"reason", why}, {"count", r.first}, {"example", r.second}});
     out["rejected"] = rej;
     std::cout << out.dump(2) << "\n";
-    return n_verify > 0 && cands.front().verdict == "holds" ? 0 : 1;
+    return n_verify > 0 && cands.front().verdict == "holds" ? 0 : kExitNoLayout;
   }
 
   std::cout << fmt::format("plan: {} on {} × {}, {} tokens per step ({} sequences of {}), {:.3g} FLOP per step\n",
@@ -383,7 +391,9 @@ int run_plan(const PlanArgs& a) {
                              best - cands.data() + 1, a.emit ? fmt::format(", written to {}", *a.emit) : "", toml);
     if (a.emit && !write_output(*a.emit, toml)) return kExitUsage;
   }
-  return n_verify > 0 && cands.front().verdict == "holds" ? 0 : 1;
+  if (n_verify == 0 || cands.front().verdict != "holds")
+    std::cout << "\nno layout holds: every candidate was rejected or failed its check (exit 13)\n";
+  return n_verify > 0 && cands.front().verdict == "holds" ? 0 : kExitNoLayout;
 }
 
 }  // namespace
@@ -397,7 +407,8 @@ Command add_plan(CLI::App& parent) {
               "degrees with FSDP or HSDP and recompute none/full; discards layouts by the global batch (in sequences),\n"
               "the microbatch count and an analytic memory bound; verifies the best by estimate (deadlock, memory per\n"
               "rank over all interleavings, timeline) and prints them ranked, why the others were rejected, and the\n"
-              "best as a torchtitan job config (--emit FILE writes it).");
+              "best as a torchtitan job config (--emit FILE writes it).\n"
+              "Exit codes: 0 a layout holds; 13 none does; 2 an unknown preset or a malformed batch.");
   cmd->add_option("--model", a->model, fmt::format("model preset: {}", fmt::join(model::model_preset_names(), ", ")))
       ->required();
   cmd->add_option("--hardware", a->hardware,

@@ -321,7 +321,8 @@ Command add_verify(CLI::App& parent) {
   cmd->add_option("--gpus", a->job.gpus, "framework configs: the world size, when the config does not fix it")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--model", a->job.model,
-                  fmt::format("framework configs: the model preset, when the config does not name one ({})",
+                  fmt::format("framework configs: the model preset, when the config names none or to replace its model (with a "
+                              "warning): {}",
                               fmt::join(model::model_preset_names(), ", ")));
   cmd->add_option("--seq-len", a->job.seq_len, "framework configs: the sequence length, when the config states none (DeepSpeed)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));

@@ -1,5 +1,6 @@
 // DeepSpeed config JSON to a TrainingJob, with DeepSpeed's own checks in its words
 // (CONFIGS.md §3.1-3.3). JSON is read with yaml-cpp, whose marks locate every value.
+#include <algorithm>
 #include <cmath>
 #include <charconv>
 #include <filesystem>
@@ -9,7 +10,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <nlohmann/json.hpp>
+
 #include "config/readers.h"
+
 #include "spec/yaml_util.h"
 
 namespace sc::config {
@@ -339,25 +343,8 @@ class DeepSpeedReader {
 }  // namespace
 
 bool is_deepspeed_config(const std::string& path) {
-  if (std::filesystem::path(path).extension() != ".json") return false;
-  std::string text, why;
-  if (!read_input_file(path, &text, &why)) return false;
-  static const char* kKeys[] = {"zero_optimization", "train_batch_size", "train_micro_batch_size_per_gpu"};
-  if (text.find('\0') != std::string::npos) return false;
-  try {
-    const YAML::Node root = YAML::Load(text);
-    if (root.IsMap()) {
-      for (const char* k : kKeys)
-        if (root[k]) return true;
-      return false;
-    }
-    if (root.IsDefined() && !root.IsNull()) return false;
-  } catch (const YAML::Exception&) {
-    // Broken JSON: a quoted key decides, so the reader reports where it breaks.
-  }
-  for (const char* k : kKeys)
-    if (text.find(fmt::format("\"{}\"", k)) != std::string::npos) return true;
-  return false;
+  // Every .json: the reader says when one is not a DeepSpeed config (no batch keys, not an object).
+  return std::filesystem::path(path).extension() == ".json";
 }
 
 // What read_deepspeed fills: sharding from zero_optimization.stage (0 DDP, 1 ZeRO-1, 2 ZeRO-2,
@@ -384,6 +371,23 @@ bool read_deepspeed(const std::string& path, const JobContext& ctx, TrainingJob*
   DeepSpeedReader ds(path, file, ctx, diags);
   Reader& r = ds.reader();
   if (!r.prescan(text)) return false;
+  // DeepSpeed reads the file with Python's json.load: comments, trailing commas, single quotes
+  // and trailing text are errors there, so they are errors here (yaml-cpp alone would accept
+  // them and read something else).
+  try {
+    const nlohmann::json parsed = nlohmann::json::parse(text);
+    (void)parsed;
+  } catch (const nlohmann::json::parse_error& e) {
+    const size_t at = std::min(e.byte > 0 ? e.byte - 1 : 0, text.size());
+    const int32_t line = static_cast<int32_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n')) + 1;
+    const size_t bol = text.rfind('\n', at == 0 ? 0 : at - 1);
+    const int32_t col = static_cast<int32_t>(at - (bol == std::string::npos || at == 0 ? 0 : bol + 1)) + 1;
+    std::string what = e.what();
+    if (auto p = what.find("; "); p != std::string::npos) what = what.substr(p + 2);
+    diags.error(SourceLoc{file, line, col}, fmt::format("invalid JSON (DeepSpeed reads it with json.load): {}",
+                                                       yaml_util::printable(what)));
+    return false;
+  }
   std::optional<YAML::Node> root;
   try {
     root = YAML::Load(text);

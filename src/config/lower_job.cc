@@ -65,9 +65,16 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   const model::ModelDesc& m = jc.model;
   const model::HardwareDesc& hw = jc.hardware;
   jc.eff.compute = ctx.efficiency > 0 ? ctx.efficiency : hw.efficiency;
-  if (m.heads % lay.tp != 0) {
-    diags.error(job.loc("tp"), fmt::format("tensor parallel degree {} does not divide the {} attention heads of {}",
-                                           lay.tp, m.heads, m.name));
+  if (m.heads % lay.tp != 0 || (!m.mla && m.kv_heads % lay.tp != 0)) {
+    diags.error(job.loc("tp"), fmt::format("tensor parallel degree {} does not divide the {} attention heads and {} "
+                                           "key/value heads of {}", lay.tp, m.heads, m.kv_heads, m.name));
+    return false;
+  }
+  if (lay.ep > 1 && (!m.moe || m.moe->experts % lay.ep != 0)) {
+    diags.error(job.loc("ep"), m.moe ? fmt::format("expert parallel degree {} does not divide the {} experts of {}",
+                                                   lay.ep, m.moe->experts, m.name)
+                                     : fmt::format("expert parallel degree {} on {}, which has no experts", lay.ep,
+                                                   m.name));
     return false;
   }
   model::CostInputs in;
@@ -188,6 +195,23 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   if (fsdp)
     jc.fsdp_crossover_tokens = model::fsdp_crossover_tokens(pbytes, dtype_bytes(job.reduce_dtype), rate, jc.dp_bandwidth);
 
+  // Size of the program to verify: every modelled rank's ops (FSDP: iterations × microbatches ×
+  // units × about 12; a pipeline: about 6 per stage and microbatch plus the collectives). At
+  // about 470 bytes per op (the FSDP figure measured for the size cap of fsdp specs) the cap
+  // keeps a config's check under 2 GiB and a few seconds.
+  {
+    const double modelled = static_cast<double>(shard) * replicate * lay.pp;
+    const double per_rank = lay.pp == 1 && fsdp ? 2.0 * std::max(1, job.microbatches) * (m.layers + 2) * 12
+                                                : 6.0 * job.stages_per_rank * std::max(1, job.microbatches) + 16;
+    if (modelled * per_rank > kMaxJobOps) {
+      diags.error(job.loc(job.where.count("world") ? "world" : "dp_shard"),
+                  fmt::format("this job lowers to about {:.3g} ops ({:.0f} modelled ranks × {:.0f} ops each), more "
+                              "than the {:.0e} schedcheck verifies for a config at once (about 470 bytes each); check "
+                              "the same layout on fewer data-parallel ranks, or compare layouts with schedcheck plan",
+                              modelled * per_rank, modelled, per_rank, kMaxJobOps));
+      return false;
+    }
+  }
   const std::string stem = std::filesystem::path(job.path).stem().string();
   if (lay.pp == 1 && fsdp) {
     // FSDP / ZeRO-3 without a pipeline: one unit per block, as torchtitan's apply_fsdp wraps them.

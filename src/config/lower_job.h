@@ -58,4 +58,8 @@ struct LoweredJob {
 /// after adding errors (unknown preset, a stage with no block) to `diags`.
 bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, Diagnostics& diags);
 
+/// Largest program lower_job builds, in ops (about 470 bytes each: under 2 GiB); a larger job is
+/// an error naming its size.
+inline constexpr double kMaxJobOps = 4e6;
+
 }  // namespace sc::config

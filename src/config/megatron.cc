@@ -685,6 +685,11 @@ bool read_megatron(const std::string& path, const JobContext& ctx, TrainingJob* 
   }
   const int32_t file = register_source(path, text);
   ShellArgs sh = read_shell_args(file, text);
+  if (!sh.too_long.empty()) {
+    diags.error(sh.too_long_loc, fmt::format("{} expands to more than {} characters: a launch script's values are "
+                                             "short, so this is not read", sh.too_long, kMaxShellValue));
+    return false;
+  }
   return MegatronReader(path, file, std::move(sh), ctx, diags).run(job);
 }
 

@@ -536,6 +536,15 @@ class Shell {
               array_order_.push_back(name);
             if (!append_op) dst.clear();
             dst.insert(dst.end(), items.begin(), items.end());
+            size_t chars = 0;
+            for (const Text& t : dst) chars += t.size() + 1;
+            if (chars > kMaxShellValue) {  // an array doubling itself, as `X+=( "${X[@]}" )` in a loop would
+              while (!dst.empty() && chars > kMaxShellValue) chars -= dst.back().size() + 1, dst.pop_back();
+              if (out_.too_long.empty()) {
+                out_.too_long = name;
+                out_.too_long_loc = start;
+              }
+            }
             scalars_.erase(name);
           } else {
             Text value(w.begin() + std::min(n, w.size()), w.end());
@@ -543,6 +552,13 @@ class Shell {
               Text old = scalars_[name];
               old.insert(old.end(), value.begin(), value.end());
               value = std::move(old);
+            }
+            if (value.size() > kMaxShellValue) {
+              value.resize(kMaxShellValue);
+              if (out_.too_long.empty()) {
+                out_.too_long = name;
+                out_.too_long_loc = start;
+              }
             }
             scalars_[name] = std::move(value);
             scalar_loc_[name] = start;

@@ -39,7 +39,14 @@ struct ShellArgs {
   std::map<std::string, ShellVar> vars;
   /// Lines of the `if` keywords: every branch of an `if` block was read, none evaluated.
   std::vector<int32_t> if_lines;
+  /// A variable whose value grew past kMaxShellValue characters (cut there), and where; empty
+  /// when none did. A launch script's values are short; this guards against `A="$A$A"` chains.
+  std::string too_long;
+  SourceLoc too_long_loc;
 };
+
+/// Longest variable value read_shell_args keeps, in characters.
+inline constexpr size_t kMaxShellValue = size_t{1} << 16;
 
 /// Reads the flags of a bash launch script or a plain arguments file registered as `file`
 /// (register_source) with text `text`. What it understands, as bash does: comments, `\` line

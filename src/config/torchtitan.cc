@@ -72,6 +72,13 @@ class Reader {
       return false;
     }
     const size_t errors = diags_.error_count();
+    bool known = false;
+    for (const char* t : {"job", "model", "training", "parallelism", "activation_checkpoint"}) known |= root_.contains(t);
+    if (!known) {
+      diags_.error(job_.file, "not a torchtitan job config: it has none of the tables [job], [model], [training], "
+                              "[parallelism], [activation_checkpoint]");
+      return false;
+    }
     list_unmodelled();
     read_model(text);
     read_parallelism();
@@ -155,6 +162,10 @@ class Reader {
     std::string n = string(name).value_or("llama3"), f = string(flavor).value_or("debugmodel");
     if (!ctx_.model.empty()) {
       job_.model = ctx_.model;
+      const std::string named = model::torchtitan_preset(n, f);
+      if (flavor && named != ctx_.model)
+        diags_.warning(flavor->loc, fmt::format("--model {} replaces the model the config names ({} {})", ctx_.model,
+                                                n, f));
     } else {
       job_.model = model::torchtitan_preset(n, f);
       if (job_.model.empty())
@@ -208,7 +219,14 @@ class Reader {
       else diags_.error(sp->loc, "parallelism.enable_sequence_parallel must be true or false");
     }
     auto sched = get("parallelism", "pipeline_parallel_schedule");
-    if (auto s = string(sched)) schedule_name_ = *s;
+    if (auto s = string(sched)) {
+      schedule_name_ = *s;
+      if (s->empty()) diags_.error(sched->loc, "pipeline_parallel_schedule is empty: name a schedule (1F1B, ...)");
+    }
+    if (auto csv = get("parallelism", "pipeline_parallel_schedule_csv"))
+      if (auto path = string(csv); path && !path->empty())
+        diags_.warning(csv->loc, fmt::format("pipeline_parallel_schedule_csv is not followed: the named schedule is "
+                                             "modelled; check the CSV itself with schedcheck verify {}", *path));
     job_.where["schedule"] = sched ? sched->loc : job_.loc("pp");
     schedule_loc_ = sched ? sched->loc : job_.loc("pp");
     if (auto r = string(get("parallelism", "fsdp_reshard_after_forward"))) {
@@ -342,8 +360,8 @@ class Reader {
     if (l.dp_replicate > 1 && l.dp_shard == 1 && (l.tp > 1 || l.pp > 1 || l.cp > 1))
       diags_.error(job_.loc("dp_replicate"), "DDP has not supported > 1D parallelism");
     if (l.tp == 1) l.sequence_parallel = false;
-    const int64_t divisor = static_cast<int64_t>(l.tp) * 2 * l.cp;
-    if ((l.tp > 1 || l.cp > 1) && job_.seq_len % divisor != 0)
+    const int64_t divisor = static_cast<int64_t>(l.tp) * 2 * l.cp;  // seq_len_divisor, asserted at any degree
+    if (job_.seq_len % divisor != 0)
       diags_.error(job_.loc("seq_len"), fmt::format("seq_len = {} must be divisible by tp * 2 * cp = {}", job_.seq_len,
                                                     divisor));
     // Sharding of the data-parallel group: FSDP over dp_shard·cp, HSDP with dp_replicate.
@@ -546,11 +564,8 @@ class Reader {
 }  // namespace
 
 bool is_torchtitan_config(const std::string& path) {
-  if (std::filesystem::path(path).extension() != ".toml") return false;
-  std::string text, why;
-  if (!read_input_file(path, &text, &why)) return true;  // the reader reports why
-  static const std::regex table(R"((^|\n)\s*\[(parallelism|training|model|job)\])");
-  return std::regex_search(text, table);
+  // Every .toml: the reader says when one is not a torchtitan job config, with its reason.
+  return std::filesystem::path(path).extension() == ".toml";
 }
 
 bool read_torchtitan(const std::string& path, const JobContext& ctx, TrainingJob* job, Diagnostics& diags) {
