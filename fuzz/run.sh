@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs each libFuzzer harness for SECONDS (default 60) on its seed corpus (examples/ and specs/),
 # stopping at the first crash, leak, sanitizer report or time-out of one input (10 s).
-#   fuzz/run.sh BUILD_DIR [SECONDS] [NAME...]      NAME: csv pipeline_yaml fsdp_yaml router_yaml
+#   fuzz/run.sh BUILD_DIR [SECONDS] [NAME...]      NAME: csv pipeline_yaml fsdp_yaml router_yaml torchtitan megatron deepspeed
 # BUILD_DIR is a tree configured with -DSCHEDCHECK_FUZZ=ON and clang (README.md, "Fuzzing and
 # sanitizers"). New inputs collect in BUILD_DIR/fuzz-corpus/NAME; a failing input is written to
 # BUILD_DIR/fuzz-artifacts/ and the script exits non-zero.
@@ -11,26 +11,35 @@ build="${1:?usage: fuzz/run.sh BUILD_DIR [SECONDS] [NAME...]}"
 seconds="${2:-60}"
 shift $(( $# >= 2 ? 2 : 1 ))
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(csv pipeline_yaml fsdp_yaml router_yaml)
+[ ${#names[@]} -gt 0 ] || names=(csv pipeline_yaml fsdp_yaml router_yaml torchtitan megatron deepspeed)
 
 seeds="$build/fuzz-seeds"
 rm -rf "$seeds"
-mkdir -p "$seeds/csv" "$seeds/yaml" "$build/fuzz-artifacts"
+mkdir -p "$seeds/csv" "$seeds/yaml" "$seeds/toml" "$seeds/sh" "$seeds/json" "$build/fuzz-artifacts"
 i=0
 while IFS= read -r -d '' f; do
   i=$((i + 1))
   case "$f" in
     *.csv) cp "$f" "$seeds/csv/$i.csv" ;;
+    *.toml) cp "$f" "$seeds/toml/$i.toml" ;;
+    *.sh) cp "$f" "$seeds/sh/$i.sh" ;;
+    *.json) cp "$f" "$seeds/json/$i.json" ;;
     *) cp "$f" "$seeds/yaml/$i.yaml" ;;
   esac
-done < <(find "$root/examples" "$root/specs" -type f \( -name '*.csv' -o -name '*.yaml' -o -name '*.yml' \) -size -64k -print0)
+done < <(find "$root/examples" "$root/specs" "$root/fuzz/seeds" -type f \( -name '*.csv' -o -name '*.yaml' -o -name '*.yml' \
+           -o -name '*.toml' -o -name '*.sh' -o -name '*.json' \) -size -64k -print0)
 
 status=0
 for name in "${names[@]}"; do
   bin="$build/fuzz/fuzz_$name"
   [ -x "$bin" ] || { echo "fuzz/run.sh: $bin not built (configure with -DSCHEDCHECK_FUZZ=ON)" >&2; exit 2; }
-  kind=yaml
-  [ "$name" = csv ] && kind=csv
+  case "$name" in
+    csv) kind=csv ;;
+    torchtitan) kind=toml ;;
+    megatron) kind=sh ;;
+    deepspeed) kind=json ;;
+    *) kind=yaml ;;
+  esac
   corpus="$build/fuzz-corpus/$name"
   mkdir -p "$corpus"
   echo "== fuzz_$name: ${seconds} s, seeds $(ls "$seeds/$kind" | wc -l), corpus $(ls "$corpus" | wc -l)"
