@@ -406,3 +406,11 @@ TEST_CASE("hostile configs: non-JSON DeepSpeed, exploding shell variables, huge 
   CHECK((r.exit_code == 0 || r.exit_code == 13));
   CHECK(r.out.find("too large") != std::string::npos);
 }
+
+TEST_CASE("a DeepSpeed JSON with a number out of range is an input error, not a crash", "[config]") {
+  // Found by fuzz_deepspeed: nlohmann::json throws out_of_range (not parse_error) for 1e1110.
+  const std::string p = test::write_temp("schedcheck-config-test", "ds-huge.json", "[11100000000000011111E1110<1111\n {");
+  test::CliRun r = test::run_schedcheck("verify '" + p + "' --gpus 8 --model llama3-8b --seq-len 4096");
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("invalid JSON") != std::string::npos);
+}

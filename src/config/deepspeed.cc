@@ -387,6 +387,13 @@ bool read_deepspeed(const std::string& path, const JobContext& ctx, TrainingJob*
     diags.error(SourceLoc{file, line, col}, fmt::format("invalid JSON (DeepSpeed reads it with json.load): {}",
                                                        yaml_util::printable(what)));
     return false;
+  } catch (const nlohmann::json::exception& e) {
+    // A number out of range (1e999) has no byte position.
+    std::string what = e.what();
+    if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    diags.error(SourceLoc{file, 1, 1}, fmt::format("invalid JSON (DeepSpeed reads it with json.load): {}",
+                                                   yaml_util::printable(what)));
+    return false;
   }
   std::optional<YAML::Node> root;
   try {
