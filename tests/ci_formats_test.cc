@@ -39,11 +39,11 @@ sc::test::CliRun shell(const std::string& cmd) {
 /// Validates `files` against `schema` with python3-jsonschema; false (with a warning) when the
 /// checker cannot run (no python3 or jsonschema), so the test skips that part cleanly.
 bool validate_json(const std::string& schema, const std::vector<std::string>& files) {
-  std::string cmd = "python3 '" + sc::test::source_path("tests/report_schema_check.py") + "' '" + sc::test::source_path(schema) + "'";
+  std::string cmd = "python3 '" + sc::test::source_path("tests/schema_check.py") + "' '" + sc::test::source_path(schema) + "'";
   for (const auto& f : files) cmd += " '" + f + "'";
   auto r = shell(cmd);
   if (r.exit_code == 77 || r.exit_code == 127) {
-    WARN("schema validation skipped (needs python3 with jsonschema): " << r.out);
+    WARN("schema validation skipped (needs python3 with jsonschema and yaml): " << r.out);
     return false;
   }
   INFO(r.out);

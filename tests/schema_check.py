@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Validates spec files against schema/schedcheck.schema.json.
+"""Validates YAML specs or JSON reports against a JSON Schema (draft 2020-12 or draft-04, from its $schema).
 
 Usage: schema_check.py SCHEMA FILE...   Prints one line per invalid file and exits 1 if any;
 exits 77 when python3-jsonschema or python3-yaml is missing (the test then skips).
@@ -17,13 +17,17 @@ except ImportError as e:
 
 def main():
     schema = json.load(open(sys.argv[1]))
-    validator = jsonschema.Draft202012Validator(schema)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    validator = cls(schema)
     bad = 0
     for path in sys.argv[2:]:
-        errors = list(validator.iter_errors(yaml.safe_load(open(path))))
+        # YAML is a superset of JSON: one loader for specs and reports.
+        errors = sorted(validator.iter_errors(yaml.safe_load(open(path))), key=lambda e: list(e.absolute_path))
         if errors:
             bad += 1
-            print(f"{path}: {errors[0].message[:300]}")
+            e = errors[0]
+            print(f"{path}: at {'/'.join(map(str, e.absolute_path))}: {e.message[:300]}")
     print(f"{len(sys.argv) - 2 - bad} of {len(sys.argv) - 2} files valid")
     sys.exit(1 if bad else 0)
 

@@ -15,14 +15,13 @@
 #include "fsdp/verify_fsdp.h"
 #include "pipeline/named_schedule.h"
 #include "report/report.h"
+#include "support/units.h"
 
 namespace sc::cli {
 namespace {
 
 using config::JobCosts;
 using config::TrainingJob;
-
-std::string gib(double b) { return fmt::format("{:.1f} GiB", b / double(int64_t{1} << 30)); }
 
 std::string count(double n) {
   if (n >= 1e12) return fmt::format("{:.2f}T", n / 1e12);
@@ -70,7 +69,7 @@ void write_job_text(std::ostream& os, const TrainingJob& job, const JobCosts& jc
                     count(static_cast<double>(jc.total_params)), count(static_cast<double>(jc.active_params)),
                     jc.flops_per_token / 1e9, jc.flops_per_step);
   os << fmt::format("  recompute     {}; reduce dtype {}; model states {} per rank\n", recompute_name(job),
-                    job.reduce_dtype, gib(static_cast<double>(jc.state_bytes_per_rank)));
+                    job.reduce_dtype, format_bytes(static_cast<double>(jc.state_bytes_per_rank)));
   if (jc.fsdp_crossover_tokens > 0)
     os << fmt::format("  FSDP          {} tokens per GPU per microbatch against a crossover of {:.0f} over {}: {}\n",
                       jc.tokens_per_gpu_microbatch, jc.fsdp_crossover_tokens,
@@ -81,8 +80,8 @@ void write_job_text(std::ostream& os, const TrainingJob& job, const JobCosts& jc
     os << fmt::format("  predicted     step {:.3f} s, MFU {:.1f}% (at {:.0f}% of peak per op), {} tokens/s ({} per GPU); "
                       "peak {} on modelled rank {}, worst case {}, HBM {}\n",
                       p.step_s, 100 * p.mfu, 100 * jc.eff.compute, count(p.tokens_per_s),
-                      count(p.tokens_per_s / std::max(1, job.world)), gib(static_cast<double>(p.peak_bytes)),
-                      p.peak_rank, gib(static_cast<double>(p.worst_bytes)), gib(static_cast<double>(jc.hardware.hbm_bytes)));
+                      count(p.tokens_per_s / std::max(1, job.world)), format_bytes(static_cast<double>(p.peak_bytes)),
+                      p.peak_rank, format_bytes(static_cast<double>(p.worst_bytes)), format_bytes(static_cast<double>(jc.hardware.hbm_bytes)));
   for (const std::string& n : jc.notes) os << "  note: " << n << "\n";
   if (!job.unmodelled.empty()) {
     std::vector<std::string> keys;

@@ -104,10 +104,14 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
                                            m.layers));
     return false;
   }
+  // Output projection: 2·V·h FLOPs per token forward, the same for I and for W; its inputs and
+  // fp32 logits stay for the backward (Megatron compute_activation_memory).
+  const double rate = hw.peak_flops * jc.eff.compute;
+  const double head_s = tokens * 2.0 * static_cast<double>(m.vocab * m.dim) / lay.tp / rate;
+  const int64_t logits_bytes = static_cast<int64_t>(4 * tokens * static_cast<double>(m.dim + m.vocab) / lay.tp);
   std::vector<StageSum> sum(stages);
   jc.stage_layers.assign(stages, 0);
   int64_t layer = 0;
-  const double rate = hw.peak_flops * jc.eff.compute;
   for (int32_t s = 0; s < stages; ++s) {
     int64_t units = effective / stages + (s < effective % stages ? 1 : 0);
     if (s == 0) units -= first_less;
@@ -136,16 +140,12 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
     }
     if (s == 0) sum[s].params += m.embedding_params() / lay.tp;
     if (s == stages - 1) {
-      // Output projection: 2·V·h FLOPs per token forward, the same for I and for W; its inputs
-      // and fp32 logits stay for the backward (Megatron compute_activation_memory).
-      const double head = tokens * 2.0 * static_cast<double>(m.vocab * m.dim) / lay.tp / rate;
-      sum[s].f += head;
-      sum[s].i += head;
-      sum[s].w += head;
+      sum[s].f += head_s;
+      sum[s].i += head_s;
+      sum[s].w += head_s;
       sum[s].params += m.output_params() / lay.tp;
-      const int64_t logits = static_cast<int64_t>(4 * tokens * static_cast<double>(m.dim + m.vocab) / lay.tp);
-      sum[s].activation += logits;
-      sum[s].retained += logits;
+      sum[s].activation += logits_bytes;
+      sum[s].retained += logits_bytes;
     }
   }
   if (layer != m.layers) {
@@ -257,10 +257,9 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
     FsdpUnit outu;
     outu.name = "norm+output";
     outu.params_bytes = m.output_params() / lay.tp * pbytes;
-    const double head = tokens * 2.0 * static_cast<double>(m.vocab * m.dim) / lay.tp / rate;
-    outu.forward_s = head;
-    outu.backward_s = 2 * head;
-    outu.activation_bytes = static_cast<int64_t>(4 * tokens * static_cast<double>(m.dim + m.vocab) / lay.tp);
+    outu.forward_s = head_s;
+    outu.backward_s = 2 * head_s;
+    outu.activation_bytes = logits_bytes;
     outu.loc = job.loc("model");
     f.units.push_back(outu);
     int64_t params = 0;

@@ -241,6 +241,16 @@ class Shell {
 
   /// Reads one word from the cursor, expanding it; stops at a blank or an operator. `raw` gets
   /// the word's source text.
+  /// The text of a '...' quote, taken as written; the cursor is on the opening quote.
+  void single_quoted(Text& t) {
+    advance();
+    while (!eof() && peek() != '\'') {
+      t.push_back(Ch{peek(), here()});
+      advance();
+    }
+    advance();
+  }
+
   Text word(std::string* raw) {
     Text t;
     const size_t start = i_;
@@ -257,12 +267,7 @@ class Shell {
           advance();
         }
       } else if (c == '\'') {
-        advance();
-        while (!eof() && peek() != '\'') {
-          t.push_back(Ch{peek(), here()});
-          advance();
-        }
-        advance();
+        single_quoted(t);
       } else if (c == '"') {
         advance();
         double_quoted(t);
@@ -427,12 +432,7 @@ class Shell {
     while (!eof()) {
       char c = peek();
       if (c == '\'') {
-        advance();
-        while (!eof() && peek() != '\'') {
-          t.push_back(Ch{peek(), here()});
-          advance();
-        }
-        advance();
+        single_quoted(t);
       } else if (c == '"') {
         advance();
         double_quoted(t);
