@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <z3++.h>
 
+#include "solver/synth_bounds.h"
 #include "solver/watchdog.h"
 
 #include "pipeline/verify_pipeline.h"
@@ -132,6 +133,8 @@ class Encoder {
   void add_memory_constraints();
   void add_objective();
   int64_t structural_lower_bound() const;
+  std::optional<ChainShape> chain_shape() const;
+  std::vector<std::vector<Step>> zb_actions(const ZbOrder& z) const;
   std::vector<std::vector<Step>> extract(const z3::model& m, int64_t* value);
   std::optional<std::vector<std::vector<Step>>> greedy(int32_t max_live, bool forward_first, bool fit_w, int32_t max_pending_w);
   int64_t value_of(const std::vector<std::vector<Step>>& actions, bool* fits, double* value_s);
@@ -308,6 +311,46 @@ int64_t Encoder::structural_lower_bound() const {
     }
   }
   return lb;
+}
+
+// The spec as one chain of stages, each alone on its rank, in time units; nullopt for other
+// placements (interleaved, V, several pipelines), where the closed forms do not apply.
+std::optional<ChainShape> Encoder::chain_shape() const {
+  const int32_t S = spec_.stages;
+  if (S != spec_.ranks) return std::nullopt;
+  std::vector<bool> seen(spec_.ranks, false);
+  for (int32_t s = 0; s < S; ++s) {
+    int32_t r = spec_.stage_to_rank[s];
+    if (r < 0 || r >= spec_.ranks || seen[r]) return std::nullopt;
+    seen[r] = true;
+    if (spec_.is_first_stage(s) != (s == 0) || spec_.is_last_stage(s) != (s == S - 1)) return std::nullopt;
+  }
+  ChainShape sh;
+  sh.m = spec_.microbatches;
+  sh.comm = S > 1 ? comm_units(0, 1) : 0;
+  for (int32_t s = 0; s < S; ++s) {
+    sh.f.push_back(ops_[id(kF, s, 0)].dur);
+    sh.i.push_back(ops_[id(kBk, s, 0)].dur);
+    sh.w.push_back(split_ ? ops_[id(kW, s, 0)].dur : 0);
+    sh.act.push_back(spec_.memory.activation_bytes[s]);
+    sh.wgrad.push_back(split_ ? spec_.memory.weight_grad_bytes[s] : 0);
+    if (limit_ >= 0) sh.cap.push_back(limit_ - spec_.memory.params_bytes[s]);
+    else sh.cap.push_back(std::nullopt);
+  }
+  return sh;
+}
+
+std::vector<std::vector<Step>> Encoder::zb_actions(const ZbOrder& z) const {
+  std::vector<std::vector<Step>> actions(spec_.ranks);
+  for (size_t s = 0; s < z.stages.size(); ++s)
+    for (auto [kind, mb] : z.stages[s]) {
+      Step st;
+      ActionKind k = kind == 'F' ? ActionKind::kF : kind == 'I' ? ActionKind::kI : ActionKind::kW;
+      st.first = Action{k, static_cast<int32_t>(s), mb};
+      st.loc = spec_.locs.schedule;
+      actions[spec_.stage_to_rank[s]].push_back(st);
+    }
+  return actions;
 }
 
 std::string Encoder::build(SynthResult& out) {
@@ -547,6 +590,26 @@ SynthResult Encoder::run() {
   int64_t lb = structural_lower_bound();
   out.structural_lower_bound_s = static_cast<double>(lb) * unit_s_;
   int64_t ub = INT64_MAX;
+  const std::optional<ChainShape> chain = chain_shape();
+  if (chain && opt_.closed_form_bounds) {
+    ClosedFormBounds cf = closed_form_bounds(*chain);
+    if (!cf.feasible) {
+      // Proven by B1 or B2 alone (synth_bounds.cc): no order of any kind fits.
+      out.status = SynthStatus::kInfeasible;
+      out.core.push_back(fmt::format("memory.limit_bytes (rank {})", spec_.stage_to_rank[cf.infeasible_stage]));
+      out.message = cf.why;
+      out.closed_form_source = "B1/B2 memory";
+      out.constraints = constraints_;
+      return out;
+    }
+    out.closed_form_lower_bound_s = static_cast<double>(cf.value()) * unit_s_;
+    out.closed_form_source = cf.source();
+    lb = std::max(lb, cf.value());
+  }
+  auto progress = [&](const std::string& line) {
+    if (opt_.on_progress) opt_.on_progress(line);
+  };
+  const char* what = opt_.objective == SynthObjective::kSpan ? "span" : "makespan";
 
   // Warm start: the best named schedule of this shape that fits, and the spec's own actions.
   auto consider = [&](const std::vector<std::vector<Step>>& actions, const std::string& name) {
@@ -570,6 +633,7 @@ SynthResult Encoder::run() {
       out.source = name;
       out.warm_start = name;
       out.warm_start_s = v_s;
+      progress(fmt::format("warm start {}: {} {:.6g} s (bound {:.6g} s)", name, what, v_s, static_cast<double>(lb) * unit_s_));
     }
   };
   if (opt_.warm_start) {
@@ -582,6 +646,12 @@ SynthResult Encoder::run() {
         continue;
       consider(g->actions, name);
     }
+    // The Zero Bubble paper's heuristic, all eight switch settings (its grid search).
+    if (chain && split_)
+      for (bool bubble : {true, false})
+        for (bool prio : {true, false})
+          for (bool fill : {true, false})
+            if (auto z = zb_heuristic(*chain, bubble, prio, fill)) consider(zb_actions(*z), z->name);
     for (bool fit_w : {false, true})
       for (int32_t pending : {1, 2, 3, spec_.microbatches + 1})
         for (bool forward_first : {false, true})
@@ -624,6 +694,11 @@ SynthResult Encoder::run() {
     out.solver_seconds += dt;
     out.probes.push_back({bound ? static_cast<double>(*bound) * unit_s_ : -1.0,
                           res == z3::sat ? "sat" : res == z3::unsat ? "unsat" : "unknown", dt});
+    progress(fmt::format("{}? {} in {:.1f} s (best {}, bound {:.6g} s)",
+                         bound ? fmt::format("{} <= {:.6g} s", what, static_cast<double>(*bound) * unit_s_) : std::string("any schedule"),
+                         out.probes.back().answer, dt,
+                         ub == INT64_MAX ? std::string("none") : fmt::format("{:.6g} s", static_cast<double>(ub) * unit_s_),
+                         static_cast<double>(lb) * unit_s_));
     if (res == z3::unknown && out.message.empty())
       out.message = watchdog_.expired() ? fmt::format("the time limit of {} s ran out", opt_.time_limit_s)
                                         : "z3: " + solver_.reason_unknown();

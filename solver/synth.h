@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,12 @@ struct SynthOptions {
   bool warm_start = true;     ///< take the best named schedule that fits as the first upper bound
   /// Overrides spec.memory.limit_bytes when set.
   std::optional<int64_t> limit_bytes;
+  /// Use the closed-form memory-aware bounds B1-B3 (solver/synth_bounds.h) as the first lower
+  /// bound where they apply (one stage per rank); off only to test the solver's own proofs.
+  bool closed_form_bounds = true;
+  /// Called after each solver probe and when a warm start improves the best value, with a line
+  /// such as "span <= 1.150 s? (best 1.153 s, bound 1.148 s)"; may be empty.
+  std::function<void(const std::string&)> on_progress;
 };
 
 /// kOptimal: the best value found and the next better bound proven infeasible.
@@ -56,6 +63,10 @@ struct SynthResult {
   double best_s = 0;          ///< objective of `actions` as the encoding counts it
   double lower_bound_s = 0;   ///< proven: no schedule within the limit does better
   double structural_lower_bound_s = 0;  ///< work per rank and the first microbatch's critical path
+  /// The closed-form memory-aware bound (max of B1, B2, B3; 0 when they do not apply or are off).
+  double closed_form_lower_bound_s = 0;
+  /// Which closed-form bound gave it, e.g. "B3 (stage 7 seen from stage 0)"; "" when none applies.
+  std::string closed_form_source;
   std::string source;         ///< "solver", or the named schedule the best value came from
   std::string warm_start;     ///< the named schedule taken as the first upper bound ("" when none)
   double warm_start_s = 0;

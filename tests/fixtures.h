@@ -1,7 +1,13 @@
 // Test fixtures: the FACTS §1 per-stage op orders (one stage per rank) as PipelineSpecs.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "spec/pipeline_spec.h"
@@ -94,6 +100,39 @@ inline std::vector<std::vector<Step>> zb(int32_t p, int32_t m, bool h2) {
     while (w < m) a[s].push_back(step(ActionKind::kW, s, w++));
   }
   return a;
+}
+
+/// Exhaustive search helper: every combination of one order per stage (`per_stage[s]` lists
+/// stage s's candidate orders) is run by `run`, which returns (peak bytes, span) or nullopt on a
+/// deadlock. Returns the least span seen for each exact peak.
+template <class Order, class Run>
+std::map<int64_t, int64_t> least_span_by_peak(const std::vector<std::vector<Order>>& per_stage, Run run) {
+  const size_t p = per_stage.size();
+  std::map<int64_t, int64_t> best;
+  std::vector<const Order*> cur(p);
+  std::function<void(size_t)> rec = [&](size_t s) {
+    if (s == p) {
+      if (std::optional<std::pair<int64_t, int64_t>> r = run(cur)) {
+        auto it = best.find(r->first);
+        if (it == best.end() || r->second < it->second) best[r->first] = r->second;
+      }
+      return;
+    }
+    for (const auto& o : per_stage[s]) {
+      cur[s] = &o;
+      rec(s + 1);
+    }
+  };
+  rec(0);
+  return best;
+}
+
+/// The least span over every peak <= `limit` in a least_span_by_peak map; nullopt when none fits.
+inline std::optional<int64_t> optimum_at(const std::map<int64_t, int64_t>& by_peak, int64_t limit) {
+  std::optional<int64_t> v;
+  for (auto [peak, span] : by_peak)
+    if (peak <= limit) v = v ? std::min(*v, span) : span;
+  return v;
 }
 
 }  // namespace sc::test

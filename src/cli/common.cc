@@ -31,7 +31,7 @@ bool is_csv(const std::string& path) {
 }  // namespace
 
 std::optional<PipelineSpec> load_spec(const std::string& path, const std::optional<std::string>& placement,
-                                      Diagnostics& diags) {
+                                      Diagnostics& diags, bool schedule_optional) {
   std::optional<PipelineSpec> spec;
   const std::string ext = std::filesystem::path(path).extension().string();
   if (is_csv(path)) {
@@ -41,7 +41,7 @@ std::optional<PipelineSpec> load_spec(const std::string& path, const std::option
       diags.error(SourceLoc{register_source("--placement", ""), 0, 0},
                   fmt::format("--placement applies to a CSV schedule; a YAML spec such as {} gives its placement "
                               "with the 'placement' key", path));
-    spec = load_yaml_spec(path, diags);
+    spec = load_yaml_spec(path, diags, schedule_optional);
     if (spec && !diags.has_errors()) resolve_named_schedule(*spec, diags);
   }
   if (!spec || diags.has_errors()) return std::nullopt;

@@ -29,8 +29,9 @@ inline constexpr int64_t kMaxStageMicrobatchPairs = 10'000'000;
 /// Loads a YAML spec, or a bare CSV (by its ".csv" extension) with `placement` ("loop", "v" or
 /// "0,1,1,0"; only for CSV). A named schedule (`schedule: {name: ...}`) is generated here.
 /// Errors go to `diags` (nullopt returned); also rejects more than kMaxStageMicrobatchPairs.
+/// `schedule_optional`: a YAML spec may leave out `schedule:` (see load_yaml_spec).
 std::optional<PipelineSpec> load_spec(const std::string& path, const std::optional<std::string>& placement,
-                                      Diagnostics& diags);
+                                      Diagnostics& diags, bool schedule_optional = false);
 
 /// Prints `diags` to standard output as one JSON object: {"verdict": "error", "exit_code": 2,
 /// "diagnostics": [{severity, file, line, col, message}]} (for --format json).

@@ -7,6 +7,16 @@
 
 namespace sc::cli {
 
+namespace {
+std::mutex g_detail_mu;
+std::string g_detail;  // guarded by g_detail_mu
+}  // namespace
+
+void ProgressLine::set_detail(std::string detail) {
+  std::lock_guard<std::mutex> lock(g_detail_mu);
+  g_detail = std::move(detail);
+}
+
 ProgressLine::ProgressLine(std::string label) : label_(std::move(label)) {
   if (!::isatty(STDERR_FILENO)) return;
   if (const char* d = std::getenv("SCHEDCHECK_PROGRESS_DELAY_S")) {
@@ -38,7 +48,12 @@ void ProgressLine::loop() {
   auto next = start + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(delay_s_));
   while (!cv_.wait_until(lock, next, [this] { return stop_; })) {
     const double s = std::chrono::duration<double>(clock::now() - start).count();
-    std::fprintf(stderr, "\r\x1b[K%s: working, %.0f s", label_.c_str(), s);
+    std::string detail;
+    {
+      std::lock_guard<std::mutex> dl(g_detail_mu);
+      detail = g_detail;
+    }
+    std::fprintf(stderr, "\r\x1b[K%s: working, %.0f s%s%s", label_.c_str(), s, detail.empty() ? "" : ": ", detail.c_str());
     std::fflush(stderr);
     shown_ = true;
     next = clock::now() + std::chrono::milliseconds(500);

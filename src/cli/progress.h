@@ -18,6 +18,9 @@ class ProgressLine {
  public:
   explicit ProgressLine(std::string label);
   ~ProgressLine();
+  /// Sets the detail shown after the elapsed time ("…, 12 s: span <= 26 s? unsat"), for the
+  /// line of whatever command is running; thread-safe; empty clears it.
+  static void set_detail(std::string detail);
   ProgressLine(const ProgressLine&) = delete;
   ProgressLine& operator=(const ProgressLine&) = delete;
 

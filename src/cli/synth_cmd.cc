@@ -8,6 +8,7 @@
 
 #include "pipeline/verify_pipeline.h"
 #include "cli/common.h"
+#include "cli/progress.h"
 #include "report/report.h"
 #include "solver/synth.h"
 #include "spec/csv_schedule.h"
@@ -30,6 +31,7 @@ struct SynthArgs {
   std::optional<std::string> output;
   std::optional<std::string> csv;
   bool no_warm_start = false;
+  bool no_closed_form = false;   ///< testing: the solver proves bounds without B1-B3
   bool require_optimal = false;  ///< exit 5 unless the result is proven optimal
 };
 
@@ -68,7 +70,7 @@ std::string synth_yaml(const PipelineSpec& spec, const SynthResult& r, const std
 
 int run_synth(const SynthArgs& a) {
   Diagnostics diags;
-  auto spec = load_spec(a.file, std::nullopt, diags);
+  auto spec = load_spec(a.file, std::nullopt, diags, /*schedule_optional=*/true);
   if (!spec) return report_spec_errors(diags);
   // The outputs are checked before the search (which may take minutes): never the spec or a
   // file it references, never both the same file.
@@ -93,6 +95,8 @@ int run_synth(const SynthArgs& a) {
   opt.rlimit = a.rlimit;
   opt.seed = a.seed;
   opt.warm_start = !a.no_warm_start;
+  opt.closed_form_bounds = !a.no_closed_form;
+  opt.on_progress = [](const std::string& line) { ProgressLine::set_detail(line); };
   if (a.limit) {
     auto b = parse_bytes(*a.limit, &why);
     if (!b) {
@@ -104,6 +108,7 @@ int run_synth(const SynthArgs& a) {
   std::optional<int64_t> limit = opt.limit_bytes ? opt.limit_bytes : spec->memory.limit_bytes;
 
   SynthResult r = synthesize(*spec, opt);
+  ProgressLine::set_detail("");
   const char* what = opt.objective == SynthObjective::kSpan ? "span" : "makespan";
 
   // The schedule goes through the same verify as any other.
@@ -139,6 +144,8 @@ int run_synth(const SynthArgs& a) {
     else j["best"] = nullptr;
     j["lower_bound"] = r.lower_bound_s;
     j["structural_lower_bound"] = r.structural_lower_bound_s;
+    j["closed_form_lower_bound"] = r.closed_form_source.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.closed_form_lower_bound_s);
+    j["closed_form_source"] = r.closed_form_source;
     j["gap"] = r.has_schedule ? nlohmann::json(gap) : nlohmann::json(nullptr);
     j["source"] = r.source;
     j["warm_start"] = r.warm_start.empty() ? nlohmann::json(nullptr) : nlohmann::json({{"name", r.warm_start}, {"value", r.warm_start_s}});
@@ -196,6 +203,11 @@ int run_synth(const SynthArgs& a) {
     std::cout << fmt::format("  warm start: {} ({} {})\n", r.warm_start, what, format_duration(r.warm_start_s));
   std::cout << fmt::format("  structural lower bound: {} (work per rank, first microbatch's critical path)\n",
                            format_duration(r.structural_lower_bound_s));
+  if (!r.closed_form_source.empty() && r.status != SynthStatus::kInfeasible)
+    std::cout << fmt::format("  memory-aware lower bound: {} ({})\n", format_duration(r.closed_form_lower_bound_s),
+                             r.closed_form_source);
+  else if (r.status == SynthStatus::kInfeasible && !r.message.empty())
+    std::cout << fmt::format("  proof: {}\n", r.message);
   for (const auto& p : r.probes) {
     if (p.bound_s < 0) std::cout << fmt::format("  probe: any schedule within the limit? {} ({:.3f} s)\n", p.answer, p.seconds);
     else std::cout << fmt::format("  probe: {} <= {}? {} ({:.3f} s)\n", what, format_duration(p.bound_s), p.answer, p.seconds);
@@ -242,6 +254,8 @@ Command add_synth(CLI::App& parent) {
   cmd->add_option("-o,--output", a->output, "write the schedule as a spec (YAML, with the model) to FILE");
   cmd->add_option("--csv", a->csv, "write the schedule as a PyTorch compute-only CSV to FILE");
   cmd->add_flag("--no-warm-start", a->no_warm_start, "do not start from the best named schedule");
+  cmd->add_flag("--no-closed-form-bounds", a->no_closed_form,
+                "do not use the closed-form memory-aware bounds B1-B3 (the solver must prove optimality alone)");
   cmd->add_flag("--require-optimal", a->require_optimal,
                 "exit 5 unless the result is proven optimal (a feasible result with a gap fails, for CI)");
   return {cmd, [a] { return run_synth(*a); }};

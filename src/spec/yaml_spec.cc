@@ -116,6 +116,10 @@ class Loader : public yaml_util::Reader {
   std::vector<size_t> line_starts_;
   int32_t stages_ = 0;  // known stage count, 0 while unknown
   bool from_csv_ = false;      // the lists come from schedule.csv (whose reader warns about empty rows)
+ public:
+  bool schedule_optional = false;  // a model without a schedule: key is a spec (synthesis)
+ private:
+  bool no_schedule_ = false;       // schedule_optional and the key is absent
   bool check_lengths_ = true;  // false while a named schedule may still change the stage count
   std::vector<std::vector<SourceLoc>> seconds_;  // per rank, per step: second action's location
 };
@@ -552,7 +556,8 @@ void Loader::read_schedule(const Entry* s, int32_t ranks, PipelineSpec& spec) {
   spec.actions.assign(static_cast<size_t>(ranks), {});
   seconds_.assign(static_cast<size_t>(ranks), {});
   if (!s) {
-    error(file_start(), "missing required key 'schedule' (the per-rank action lists)");
+    if (schedule_optional) no_schedule_ = true;
+    else error(file_start(), "missing required key 'schedule' (the per-rank action lists)");
     return;
   }
   spec.locs.schedule = loc(s->key);
@@ -808,7 +813,7 @@ std::optional<PipelineSpec> Loader::load(const YAML::Node& root, const std::stri
         if (takes_microbatch(a->kind)) max_mb = std::max(max_mb, a->microbatch);
       }
     }
-  if (spec.ranks > 0 && total_actions == 0 && !spec.named && errors_ == 0 &&
+  if (spec.ranks > 0 && total_actions == 0 && !spec.named && !no_schedule_ && errors_ == 0 &&
       diags_.error_count() == errors_before)
     error(spec.locs.schedule.valid() ? spec.locs.schedule : file_start(),
           "the schedule has no actions");
@@ -828,6 +833,8 @@ std::optional<PipelineSpec> Loader::load(const YAML::Node& root, const std::stri
     error(spec.locs.schedule, fmt::format("schedule.name needs microbatches: the {} generator "
                                           "takes the count from the spec",
                                           spec.named->name));
+  } else if (no_schedule_) {
+    error(file_start(), "missing required key 'microbatches' (a spec without a schedule gives the count)");
   } else {
     spec.microbatches = std::max(1, max_mb + 1);
     spec.locs.microbatches = spec.locs.schedule;
@@ -846,7 +853,7 @@ std::optional<PipelineSpec> Loader::load(const YAML::Node& root, const std::stri
   note_unshown();
   if (diags_.error_count() != errors_before) return std::nullopt;
   // As for a CSV row: a rank without actions is allowed (it idles) but worth a warning.
-  if (!spec.named && !from_csv_)
+  if (!spec.named && !from_csv_ && !no_schedule_)
     for (size_t r = 0; r < spec.actions.size(); ++r)
       if (spec.actions[r].empty())
         diags_.warning(spec.locs.schedule.valid() ? spec.locs.schedule : file_start(),
@@ -855,9 +862,11 @@ std::optional<PipelineSpec> Loader::load(const YAML::Node& root, const std::stri
 }
 
 std::optional<PipelineSpec> parse_registered(int32_t file, const std::string& name,
-                                             const std::string& text, Diagnostics& diags) {
+                                             const std::string& text, Diagnostics& diags,
+                                             bool schedule_optional = false) {
   std::string dir = std::filesystem::path(name).parent_path().string();
   Loader loader(file, text, dir, diags);
+  loader.schedule_optional = schedule_optional;
   if (!loader.prescan(text)) return std::nullopt;
   std::optional<YAML::Node> parsed = loader.parse(text);
   if (!parsed) return std::nullopt;
@@ -884,10 +893,10 @@ std::optional<PipelineSpec> parse_registered(int32_t file, const std::string& na
 
 }  // namespace
 
-std::optional<PipelineSpec> load_yaml_spec(const std::string& path, Diagnostics& diags) {
+std::optional<PipelineSpec> load_yaml_spec(const std::string& path, Diagnostics& diags, bool schedule_optional) {
   std::optional<yaml_util::SpecFile> f = yaml_util::read_spec_file(path, diags);
   if (!f) return std::nullopt;
-  return parse_registered(f->file, path, f->text, diags);
+  return parse_registered(f->file, path, f->text, diags, schedule_optional);
 }
 
 std::optional<PipelineSpec> parse_yaml_spec(const std::string& name, const std::string& text,

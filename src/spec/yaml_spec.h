@@ -16,7 +16,11 @@ namespace sc {
 /// errors with file:line:col in `diags`; all are collected before returning nullopt.
 /// `schedule: {csv: FILE}` reads FILE relative to the spec's folder with read_csv_schedule.
 /// Costs and memory not given take the unit defaults (apply_unit_defaults).
-std::optional<PipelineSpec> load_yaml_spec(const std::string& path, Diagnostics& diags);
+///
+/// With `schedule_optional` (synthesis, which is asked to find the schedule), a spec without a
+/// `schedule:` key is a model: its actions are empty, its stages come from `placement` (or
+/// `stages`) and `microbatches:` is required.
+std::optional<PipelineSpec> load_yaml_spec(const std::string& path, Diagnostics& diags, bool schedule_optional = false);
 
 /// Same, from text already in memory; `name` is used in locations.
 std::optional<PipelineSpec> parse_yaml_spec(const std::string& name, const std::string& text,
