@@ -5,7 +5,8 @@
 //   synth_bench below [SECONDS]         less memory than 1F1B: p4 m8 @6, p4 m16 @6, p6 m12 @10, p8 m16 @14
 //   synth_bench interleaved [SECONDS]   v = 2 stages per rank, p = 4, m = 8, limits 8..16
 //   synth_bench shape P M LIMIT [SECONDS]  unit costs, M_B = 2, M_W = 1
-//   Any mode but differential takes --no-closed-form-bounds (the solver's own proofs only).
+//   Any mode but differential takes --no-closed-form-bounds (the solver's own proofs only) and
+//   --no-cuts (without the energetic and transitivity constraints).
 //   synth_bench differential N [SEED]   N mutated schedules through both verify engines
 #include <chrono>
 #include <cstdio>
@@ -22,6 +23,7 @@
 namespace {
 
 bool g_closed_forms = true;
+bool g_cuts = true;
 
 sc::PipelineSpec make(int32_t p, int32_t m, double f, double i, double w, double latency_s) {
   sc::PipelineSpec s;
@@ -49,6 +51,7 @@ void run(const sc::PipelineSpec& spec, int64_t limit, double seconds) {
   o.limit_bytes = limit;
   o.time_limit_s = seconds;
   o.closed_form_bounds = g_closed_forms;
+  o.cuts = g_cuts;
   auto t0 = std::chrono::steady_clock::now();
   sc::SynthResult r = sc::synthesize(spec, o);
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -77,6 +80,7 @@ int main(int argc_in, char** argv_in) {
   std::vector<char*> args;
   for (int k = 0; k < argc_in; ++k) {
     if (std::string(argv_in[k]) == "--no-closed-form-bounds") g_closed_forms = false;
+    else if (std::string(argv_in[k]) == "--no-cuts") g_cuts = false;
     else args.push_back(argv_in[k]);
   }
   const int argc = static_cast<int>(args.size());
@@ -128,7 +132,7 @@ int main(int argc_in, char** argv_in) {
     return t.disagreements == 0 ? 0 : 1;
   } else {
     std::fprintf(stderr, "usage: synth_bench targets | zb [SECONDS] | below [SECONDS] | interleaved [SECONDS] | shape P M LIMIT [SECONDS] "
-                 "[--no-closed-form-bounds] | differential N [SEED]\n");
+                 "[--no-closed-form-bounds] [--no-cuts] | differential N [SEED]\n");
     return 1;
   }
   return 0;

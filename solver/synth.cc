@@ -132,6 +132,7 @@ class Encoder {
   void compute_static_order();
   void add_memory_constraints();
   void add_objective();
+  void add_cuts();
   int64_t structural_lower_bound() const;
   std::optional<ChainShape> chain_shape() const;
   std::vector<std::vector<Step>> zb_actions(const ZbOrder& z) const;
@@ -292,6 +293,80 @@ void Encoder::add_objective() {
   }
 }
 
+// Redundant constraints that let the solver prove bounds the order booleans alone leave open
+// (each follows from the disjunctive constraints; none removes a schedule):
+//  - energetic cuts: an op x on rank r starts no earlier than the rank's start plus the work of
+//    every op ordered before it, and the rank's last end is no earlier than x's end plus the work
+//    of every op ordered after it. For a chain (one stage per rank), an I or W also has the
+//    warm-up idle time idle1_s before it (B1 in synth_bounds.cc: only K = floor(L / M_B) F's fit
+//    before the first I, which starts at least D_s after the rank's start);
+//  - transitivity: [a before b] implies [a before c] for each static successor c of b on the rank.
+void Encoder::add_cuts() {
+  const std::optional<ChainShape> chain = chain_shape();
+  std::vector<int64_t> idle1(spec_.stages, 0);
+  if (chain) {
+    const int32_t p = spec_.stages;
+    for (int32_t s = 0; s < p; ++s) {
+      int64_t d = 0;
+      for (int32_t t = s; t < p; ++t) d += chain->f[t];
+      for (int32_t t = s + 1; t < p; ++t) d += chain->i[t];
+      d += 2 * (p - 1 - s) * chain->comm;
+      int64_t k = chain->m;
+      if (chain->cap[s] && chain->act[s] > 0) k = std::min<int64_t>(k, std::max<int64_t>(0, *chain->cap[s]) / chain->act[s]);
+      idle1[s] = std::max<int64_t>(0, d - k * chain->f[s]);
+    }
+  }
+  int32_t rank_index = 0;
+  for (int32_t r = 0; r < spec_.ranks; ++r) {
+    const auto& ro = rank_ops_[r];
+    if (ro.empty()) continue;
+    const z3::expr& first = rank_start_[rank_index++];
+    for (int32_t x : ro) {
+      int64_t before_const = 0, after_const = 0;
+      z3::expr_vector before_terms(ctx_), after_terms(ctx_);
+      for (int32_t y : ro) {
+        if (y == x) continue;
+        const int64_t d = ops_[y].dur;
+        if (precedes(y, x)) before_const += d;
+        else if (precedes(x, y)) after_const += d;
+        else {
+          z3::expr v = before(y, x);
+          before_terms.push_back(z3::ite(v, ctx_.int_val(d), ctx_.int_val(0)));
+          after_terms.push_back(z3::ite(v, ctx_.int_val(0), ctx_.int_val(d)));
+        }
+      }
+      z3::expr lhs = before_terms.empty() ? ctx_.int_val(before_const) : z3::sum(before_terms) + ctx_.int_val(before_const);
+      add(start_[x] - first >= lhs);
+      // The idle time comes from the memory limit: under the rank's limit literal, so an
+      // infeasible limit still shows in the unsat core.
+      const int64_t idle = ops_[x].kind != kF ? idle1[ops_[x].stage] : 0;
+      if (idle > 0 && static_cast<size_t>(r) < memory_lits_.size())
+        add(z3::implies(memory_lits_[r], start_[x] - first >= lhs + ctx_.int_val(idle)));
+      else if (idle > 0)
+        add(start_[x] - first >= lhs + ctx_.int_val(idle));
+      z3::expr tail = after_terms.empty() ? ctx_.int_val(after_const) : z3::sum(after_terms) + ctx_.int_val(after_const);
+      if (opt_.objective == SynthObjective::kSpan) add(end(x) + tail - first <= objective_);
+      else add(end(x) + tail <= objective_);
+    }
+    // Immediate static successors on the rank.
+    for (int32_t b : ro) {
+      std::vector<int32_t> succ;
+      for (int32_t c : ro) {
+        if (c == b || !precedes(b, c)) continue;
+        bool immediate = true;
+        for (int32_t d : ro)
+          if (d != b && d != c && precedes(b, d) && precedes(d, c)) immediate = false;
+        if (immediate) succ.push_back(c);
+      }
+      for (int32_t a : ro) {
+        if (a == b || precedes(a, b) || precedes(b, a)) continue;
+        for (int32_t c : succ)
+          if (!precedes(a, c) && !precedes(c, a)) add(z3::implies(before(a, b), before(a, c)));
+      }
+    }
+  }
+}
+
 int64_t Encoder::structural_lower_bound() const {
   int64_t lb = 0;
   // Work per rank.
@@ -429,6 +504,7 @@ std::string Encoder::build(SynthResult& out) {
   }
   add_memory_constraints();
   add_objective();
+  if (opt_.cuts) add_cuts();
   out.order_booleans = static_cast<int64_t>(order_bools_.size());
   out.variables = static_cast<int64_t>(ops_.size() + order_bools_.size() + rank_start_.size() + 1);
   return "";

@@ -30,6 +30,9 @@ struct SynthOptions {
   /// Use the closed-form memory-aware bounds B1-B3 (solver/synth_bounds.h) as the first lower
   /// bound where they apply (one stage per rank); off only to test the solver's own proofs.
   bool closed_form_bounds = true;
+  /// Add the redundant energetic and transitivity constraints (Encoder::add_cuts in synth.cc);
+  /// off only to measure what they buy.
+  bool cuts = true;
   /// Called after each solver probe and when a warm start improves the best value, with a line
   /// such as "span <= 1.150 s? (best 1.153 s, bound 1.148 s)"; may be empty.
   std::function<void(const std::string&)> on_progress;

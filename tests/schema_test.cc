@@ -16,7 +16,7 @@ TEST_CASE("every example and valid reference spec validates against the JSON Sch
   size_t files = 0;
   for (const char* dir : {"examples", "specs/valid"}) {
     if (!std::filesystem::is_directory(test::source_path(dir))) continue;
-    for (const auto& e : std::filesystem::directory_iterator(test::source_path(dir)))
+    for (const auto& e : std::filesystem::recursive_directory_iterator(test::source_path(dir)))
       if (e.path().extension() == ".yaml") {
         cmd += " '" + e.path().string() + "'";
         ++files;

@@ -276,3 +276,20 @@ TEST_CASE("synth proves the Zero Bubble heuristic optimal at the paper's 1.5B ro
   CHECK(j["closed_form_source"] == "B3 (stage 7 seen from stage 0)");
   CHECK(j["verify"]["timing"]["bubble_rate"].get<double>() == Approx(0.0433).margin(5e-5));
 }
+
+TEST_CASE("synth needs no schedule key: the p = 8, m = 16 example is proven optimal by B1", "[solver][bounds]") {
+  // examples/synth/p8-m16.yaml has no `schedule:`. Limit 20, M_B = 2: K = 10 forwards before stage
+  // 0's first I, D_0 = 8 + 7 = 15, so idle1_0 = 5 and span >= 48 + 5 = 53.
+  sc::test::CliRun r = sc::test::run_schedcheck("synth examples/synth/p8-m16.yaml --format json", false);
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["status"] == "optimal");
+  CHECK(j["best"].get<double>() == 53);
+  CHECK(j["closed_form_lower_bound"].get<double>() == 53);
+  CHECK(j["closed_form_source"] == "B1 (stage 0)");
+  // verify, which checks a given schedule, says what is missing and which commands find one.
+  sc::test::CliRun v = sc::test::run_schedcheck("verify examples/synth/p8-m16.yaml");
+  CHECK(v.exit_code == 2);
+  CHECK(v.out.find("missing required key 'schedule'") != std::string::npos);
+  CHECK(v.out.find("schedcheck synth") != std::string::npos);
+}

@@ -557,7 +557,7 @@ void Loader::read_schedule(const Entry* s, int32_t ranks, PipelineSpec& spec) {
   seconds_.assign(static_cast<size_t>(ranks), {});
   if (!s) {
     if (schedule_optional) no_schedule_ = true;
-    else error(file_start(), "missing required key 'schedule' (the per-rank action lists)");
+    else error(file_start(), "missing required key 'schedule' (the per-rank action lists; `schedcheck synth` searches for one, `schedcheck compare` tries the named ones)");
     return;
   }
   spec.locs.schedule = loc(s->key);
