@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
-# Configures and builds schedcheck into build/ (Release with debug info).
+# Configures and builds schedcheck into build/ (Release with debug info). With ccache installed,
+# compiles go through it, with paths taken relative to the checkout so that any clone shares hits.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="$PWD"
+fi
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" >/dev/null
 cmake --build build -j "$(nproc)"
