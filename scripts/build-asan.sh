@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 launcher=()
 if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-  export CCACHE_BASEDIR="$PWD"
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 fi
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
       -DSCHEDCHECK_FUZZ=ON -DSCHEDCHECK_BENCH=OFF -DWITH_CUDA=OFF "${launcher[@]}" >/dev/null

@@ -3,14 +3,17 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "catch.h"
 #include "check/passes.h"
 #include "pipeline/fsdp_actions.h"
+#include "pipeline/moe_router.h"
 #include "pipeline/named_schedule.h"
 #include "pipeline/verify_pipeline.h"
+#include "solver/smt_differential.h"
 #include "spec/yaml_spec.h"
 #include "test_util.h"
 
@@ -335,4 +338,163 @@ TEST_CASE("lazy communicator creation: first uses that form a cycle deadlock; ea
   CHECK(inits == 6);
   spec.p2p.lazy_comm_init = false;
   CHECK(verify(spec, {}).findings.empty());
+}
+
+namespace {
+
+// One pipeline rank holding two stages (100 bytes of parameters each, 50 resident per shard),
+// sharded over two ranks, one active stage at a time: each stage is gathered for its forward
+// and again for its backward.
+std::string two_stage_fsdp(const std::string& options) {
+  return "schedcheck: 1\nmesh: {pp: 1, dp_shard: 2, link: {bandwidth: 1e9, latency: 0}}\n"
+         "stages: 2\nplacement: loop\nmicrobatches: 1\n"
+         "costs: {F: 1ms, B: 2ms}\n"
+         "fsdp: {implementation: fsdp2, options: {max_active_stages: 1" + options + "}}\n"
+         "memory: {limit_bytes: 300, params_bytes: 100, activation_bytes: 0}\n"
+         "schedule:\n  actions:\n    0: \"0F0 1F0 1B0 0B0\"\n";
+}
+
+std::string diag_text(const Diagnostics& d) {
+  std::ostringstream os;
+  d.print(os);
+  return os.str();
+}
+
+int count_named(const Program& p, const std::string& prefix) {
+  int n = 0;
+  for (const Op& o : p.ops) n += o.name >= 0 && p.names[o.name].rfind(prefix, 0) == 0;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("record_stream: a freed gather is released only after the collectives queued at the free", "[composed]") {
+  // unshard_async_op (FSDP2's _set_unshard_async_op; PyTorch pipelining's unshard(async_op=True)):
+  // each all-gather waits for the compute issued before it, so with events a stage's gather
+  // follows the previous RESHARD: one gathered stage at a time, 100 static + 100 = 200 B.
+  VerifyResult events =
+      verify(load_text("rs-events.yaml", two_stage_fsdp(", unshard_async_op: true, record_stream: false")), {});
+  INFO(events.findings.size());
+  CHECK(events.findings.empty());
+  CHECK(events.program.static_bytes_per_rank[0] == 100);
+  CHECK(events.timeline->peak_bytes_per_rank[0] == 200);
+  CHECK(events.worst_case->bytes_per_rank[0] == 200);
+  CHECK(count_named(events.program, "release stage") == 0);
+
+  // c10d's record_stream (the default with unshard_async_op): each free takes effect on the
+  // allocator lane once the shard communicator's queued work is done, and nothing waits for
+  // it. On the predicted timeline the releases come at once (200 B), but with the host ahead
+  // of the GPU all three gathered instances (stage 0 twice, stage 1 once: 1F0 and 1B0 are
+  // adjacent) can be held: 100 + 3 x 100 = 400 B > 300 B.
+  VerifyResult recorded = verify(load_text("rs-recorded.yaml", two_stage_fsdp(", unshard_async_op: true")), {});
+  CHECK(recorded.timeline->peak_bytes_per_rank[0] == 200);
+  CHECK(recorded.worst_case->bytes_per_rank[0] == 400);
+  CHECK(count_named(recorded.program, "release stage") == 2 * 3);  // 2 ranks x 3 RESHARDs
+  REQUIRE(recorded.exit_code == 13);
+  const Finding& f = recorded.findings.at(0);
+  CHECK(f.kind == FindingKind::kMemory);
+  CHECK(f.message.find("can exceed its memory limit") != std::string::npos);
+  CHECK(std::any_of(f.details.begin(), f.details.end(),
+                    [](const std::string& d) { return d.find("param stage 0 #1 (record_stream)") != std::string::npos; }));
+  // Each release waits for its RESHARD and for the last collective queued on the shard
+  // communicator when the free was issued.
+  const Program& p = recorded.program;
+  for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id) {
+    const Op& o = p.ops[id];
+    if (o.name < 0 || p.names[o.name].rfind("release stage", 0) != 0) continue;
+    CHECK(std::string(p.streams[o.stream].name) == "allocator");
+    bool after_reshard = false, after_collective = false;
+    for (const Dep* d = p.deps_begin(id); d != p.deps_end(id); ++d) {
+      const Op& s = p.ops[d->src];
+      after_reshard |= s.kind == OpKind::kMarker && s.actions[0].kind == ActionKind::kReshard;
+      after_collective |= s.kind == OpKind::kCollective;
+    }
+    CHECK(after_reshard);
+    CHECK(after_collective);
+  }
+  // The SMT engine finds the same worst case (400 B) with the releases unordered.
+  DifferentialTally tally;
+  SmtOptions smt;
+  smt.seed = 11;
+  differential_case(load_text("rs-smt.yaml", two_stage_fsdp(", unshard_async_op: true")), {}, smt, "rs-smt.yaml", tally,
+                    [](const std::string& m) { FAIL_CHECK(m); });
+  CHECK(tally.cases == 1);
+  CHECK(tally.disagreements == 0);
+}
+
+TEST_CASE("record_stream and unshard_async_op are FSDP2 options with located errors", "[composed]") {
+  Diagnostics d;
+  std::string text = two_stage_fsdp(", unshard_async_op: true");
+  text.replace(text.find("fsdp2"), 5, "fsdp1");
+  CHECK_FALSE(load_yaml_spec(test::write_temp("schedcheck-composed-test", "rs-fsdp1.yaml", text), d));
+  CHECK(diag_text(d).find("rs-fsdp1.yaml:7:") != std::string::npos);
+  CHECK(diag_text(d).find("unshard_async_op is an FSDP2 option") != std::string::npos);
+}
+
+TEST_CASE("MoE layers: dispatch and combine all-to-alls over the EP group, forward and backward", "[composed][moe]") {
+  // Two data-parallel ranks form one EP group; one MoE layer with 1 MB per all-to-all over a
+  // 1 GB/s link: each takes (2 - 1)/2 x 1 MB / 1 GB/s = 0.5 ms. F 1 ms + 2 x 0.5, B 2 ms + 2 x 0.5:
+  // a 5 ms step; the receive buffer of each pair is the only memory.
+  const std::string text =
+      "schedcheck: 1\nmesh: {pp: 1, dp_shard: 2, ep: 2, link: {bandwidth: 1e9, latency: 0}}\n"
+      "microbatches: 1\ncosts: {F: 1ms, B: 2ms}\n"
+      "memory: {activation_bytes: 0}\n"
+      "moe: {layers: 1, dispatch_bytes: 1000000}\n"
+      "schedule:\n  actions:\n    0: \"0F0 0B0\"\n";
+  VerifyResult r = verify(load_text("moe.yaml", text), {});
+  INFO(r.findings.size());
+  CHECK(r.findings.empty());
+  const Program& p = r.program;
+  std::vector<std::string> names;
+  for (const Op& o : p.ops)
+    if (o.kind == OpKind::kCollective && o.collective == CollectiveKind::kAllToAll && o.rank == 0) names.push_back(p.names[o.name]);
+  CHECK(names == std::vector<std::string>{"A2A dispatch L0 0F0", "A2A combine L0 0F0", "A2A grad combine L0 0B0",
+                                          "A2A grad dispatch L0 0B0"});
+  const auto ep = std::find_if(p.comms.begin(), p.comms.end(), [](const Communicator& c) { return c.name.rfind("ep", 0) == 0; });
+  REQUIRE(ep != p.comms.end());
+  CHECK(ep->ranks == std::vector<int32_t>{0, 1});
+  CHECK(r.timeline->makespan_s == Approx(0.005));
+  CHECK(r.timeline->peak_bytes_per_rank[0] == 1'000'000);
+  CHECK(r.worst_case->bytes_per_rank[0] == 1'000'000);
+  // The SMT engine encodes all-to-alls like the other collectives and agrees.
+  DifferentialTally tally;
+  SmtOptions smt;
+  smt.seed = 11;
+  differential_case(load_text("moe-smt.yaml", text), {}, smt, "moe-smt.yaml", tally,
+                    [](const std::string& m) { FAIL_CHECK(m); });
+  CHECK(tally.cases == 1);
+  CHECK(tally.disagreements == 0);
+
+  // mesh.ep must divide dp_shard; moe needs ep >= 2.
+  Diagnostics d;
+  std::string bad = text;
+  bad.replace(bad.find("ep: 2"), 5, "ep: 3");
+  CHECK_FALSE(load_yaml_spec(test::write_temp("schedcheck-composed-test", "moe-ep3.yaml", bad), d));
+  CHECK(diag_text(d).find("mesh.ep (3) must divide mesh.dp_shard (2)") != std::string::npos);
+}
+
+TEST_CASE("MoE all-to-alls sized by a router spec's dispatch worst case", "[composed][moe]") {
+  PipelineSpec spec = load_example("examples/composed-moe-ep.yaml");
+  Diagnostics d;
+  REQUIRE(resolve_moe_router(spec, d));
+  // router-mixtral-dropless.yaml: dropless top-2 of 8 experts over ep_size 8, one expert per
+  // rank, 1 x 4096 tokens per rank, hidden 4096, bf16: every rank's 4096 tokens can pick this
+  // rank's expert, 8 senders: 8 x 4096 tokens x 4096 x 2 B = 256 MiB (router/dispatch.h).
+  CHECK(spec.composition->moe->dispatch_bytes == 8LL * 4096 * 4096 * 2);
+  VerifyResult r = verify(spec, {});
+  CHECK(r.findings.empty());
+  int a2a = 0;
+  for (const Op& o : r.program.ops) a2a += o.kind == OpKind::kCollective && o.collective == CollectiveKind::kAllToAll;
+  CHECK(a2a == 16 * 8 * 4 * 4);  // ranks x microbatches x layers x (2 forward + 2 backward)
+
+  // The router's EP group must be the mesh's.
+  std::string text = test::read_file(test::source_path("examples/composed-moe-ep.yaml"));
+  text.replace(text.find("dp_shard: 8, ep: 8"), 18, "dp_shard: 8, ep: 4");
+  text.replace(text.find("router: router-mixtral"), 22, "router: " + test::source_path("examples/router-mixtral"));
+  Diagnostics d2;
+  auto bad = load_yaml_spec(test::write_temp("schedcheck-composed-test", "moe-ep4.yaml", text), d2);
+  REQUIRE(bad);
+  CHECK_FALSE(resolve_moe_router(*bad, d2));
+  CHECK(diag_text(d2).find("dispatches over ep_size 8 but mesh.ep is 4") != std::string::npos);
+  CHECK(diag_text(d2).find("moe-ep4.yaml:16:") != std::string::npos);
 }

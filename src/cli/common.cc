@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipeline/named_schedule.h"
+#include "pipeline/moe_router.h"
 #include "spec/csv_schedule.h"
 #include "spec/yaml_spec.h"
 #include "support/version.h"
@@ -43,6 +44,7 @@ std::optional<PipelineSpec> load_spec(const std::string& path, const std::option
                               "with the 'placement' key", path));
     spec = load_yaml_spec(path, diags, schedule_optional);
     if (spec && !diags.has_errors()) resolve_named_schedule(*spec, diags);
+    if (spec && !diags.has_errors()) resolve_moe_router(*spec, diags);
   }
   if (!spec || diags.has_errors()) return std::nullopt;
   // Memory and time are summed along the schedule: keep the sums exact and finite.
@@ -68,6 +70,12 @@ std::optional<PipelineSpec> load_spec(const std::string& path, const std::option
     seconds += c->optimizer_s + 4.0L * static_cast<long double>(spec->stages) * c->latency_s;
     if (c->bandwidth_bytes_per_s > 0 && c->bandwidth_bytes_per_s < 1e300)
       seconds += 4.0L * params * c->reduce_dtype_bytes / c->param_dtype_bytes / c->bandwidth_bytes_per_s;
+    if (c->moe && c->bandwidth_bytes_per_s > 0 && c->bandwidth_bytes_per_s < 1e300) {  // four all-to-alls per layer
+      long double layers = 0;
+      for (int32_t s = 0; s < spec->stages; ++s) layers += c->moe->layers_of(s);
+      const long double b = std::max(c->moe->dispatch_bytes, c->moe->combine_bytes);
+      seconds += 4.0L * spec->microbatches * layers * (c->latency_s + b / c->bandwidth_bytes_per_s);
+    }
     // Recompute reruns a forward in each backward.
     for (double r : spec->costs.r_s) seconds += spec->microbatches * static_cast<long double>(r);
   }

@@ -24,6 +24,11 @@ ProgressLine::ProgressLine(std::string label) : label_(std::move(label)) {
     double v = std::strtod(d, &end);
     if (end != d && v >= 0) delay_s_ = v;
   }
+  if (delay_s_ <= 0) {  // shown at once, however soon the work ends (the thread may start late)
+    std::fprintf(stderr, "\r\x1b[K%s: working, 0 s", label_.c_str());
+    std::fflush(stderr);
+    shown_ = true;
+  }
   thread_ = std::thread([this] { loop(); });
 }
 

@@ -20,6 +20,7 @@ const char* collective_name(CollectiveKind k) {
     case CollectiveKind::kReduceScatter: return "reduce-scatter";
     case CollectiveKind::kAllReduce: return "all-reduce";
     case CollectiveKind::kCommInit: return "communicator init";
+    case CollectiveKind::kAllToAll: return "all-to-all";
   }
   return "?";
 }

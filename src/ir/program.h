@@ -34,9 +34,9 @@ enum class DepKind : uint8_t { kLocal, kTransfer };
 /// gathered output, for kReduceScatter the unreduced input, for kAllReduce the buffer.
 /// kCommInit is the creation of its communicator (ncclCommInitRank: every member takes part,
 /// and the host thread of each blocks until all have joined); no bytes.
-enum class CollectiveKind : uint8_t { kAllGather, kReduceScatter, kAllReduce, kCommInit };
+enum class CollectiveKind : uint8_t { kAllGather, kReduceScatter, kAllReduce, kCommInit, kAllToAll };
 
-/// "all-gather", "reduce-scatter", "all-reduce", "communicator init".
+/// "all-gather", "reduce-scatter", "all-reduce", "communicator init", "all-to-all".
 const char* collective_name(CollectiveKind k);
 
 /// `dst` may start only after op `src` has completed.

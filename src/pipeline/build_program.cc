@@ -65,6 +65,9 @@ class Builder {
       comm_stream_[g] = (p.explicit_comms && own) ? p.add_stream(g, "comm") : compute_stream_[g];
       gather_stream_[g] = (sharded && own) ? p.add_stream(g, "all-gather") : compute_stream_[g];
       reduce_stream_[g] = (comp_ && own) ? p.add_stream(g, "reduce") : compute_stream_[g];
+      // record_stream: frees take effect on their own lane, when the collectives queued at the
+      // free have finished; nothing waits for them.
+      if (sharded && comp_->record_stream) alloc_stream_.push_back(p.add_stream(g, "allocator"));
     }
     if (comp_) add_communicators();
     size_t total = 0;
@@ -145,6 +148,8 @@ class Builder {
       if (a.kind == ActionKind::kB || a.kind == ActionKind::kW || a.kind == ActionKind::kI)
         last_backward_[a.stage] = id;
     }
+    if (op.kind == OpKind::kCompute && comp_ && comp_->moe) add_all_to_alls(id);
+    if (k == ActionKind::kReshard && comp_ && comp_->fsdp && comp_->record_stream) add_release(id, prank);
     // Batched P2P groups: runs of steps joined by batched_with_next.
     if (st.batched_with_next || !pending_group_.empty()) pending_group_.push_back(id);
     if (!st.batched_with_next && !pending_group_.empty()) {
@@ -300,8 +305,13 @@ class Builder {
     const int64_t params = s < spec_.memory.params_bytes.size() ? spec_.memory.params_bytes[s] : 0;
     if (a.kind == ActionKind::kUnshard) {
       op.stream = gather_stream_[op.rank];
+      // unshard_async_op: issued from the compute stream, so NCCL's stream first waits for the
+      // compute work issued before it (ProcessGroupNCCL syncs its stream with the current one).
+      const std::vector<OpId>& compute = p.streams[compute_stream_[op.rank]].ops;
+      const OpId before = comp_->unshard_async_op && !compute.empty() ? compute.back() : kNoOp;
       OpId id = add_collective(op, CollectiveKind::kAllGather, shard_comm_[prank * R + rep], params,
                                dtype_name(comp_->param_dtype), fmt::format("AG stage {}", a.stage));
+      if (before != kNoOp && op.stream != compute_stream_[op.rank]) defer_dep(id, before);
       index_[cur_].try_emplace(key_of(a.kind, a.stage, a.microbatch), id);
       return;
     }
@@ -355,6 +365,88 @@ class Builder {
       op.kind = OpKind::kMarker;
       op.stream = compute_stream_[op.rank];
       p.add_op(op);
+    }
+  }
+
+  /// record_stream (Composition::record_stream): the free of RESHARD `reshard` takes effect on
+  /// the rank's allocator lane, after the RESHARD and after the last collective this rank had
+  /// queued on the stage's shard communicator when it issued the free (its NCCL stream's work at
+  /// the time of the free: the caching allocator reuses a block recorded on a stream only once
+  /// an event recorded there at the free has completed; pytorch#147168). Created right after the
+  /// RESHARD, in the rank's block of ops, so replicas stay images of each other.
+  void add_release(OpId reshard, int32_t prank) {
+    Program& p = out_.program;
+    const Op& rs = p.ops[reshard];
+    const int32_t stage = rs.actions[0].stage;
+    if (stage < 0 || stage >= spec_.stages) return;
+    const int32_t R = comp_->dp_replicate;
+    const int32_t rep = (rs.rank % dp_) / comp_->dp_shard;
+    const Communicator& c = p.comms[shard_comm_[prank * R + rep]];
+    const int32_t member = c.member_index(rs.rank);
+    const OpId queued = member >= 0 && !c.ops[member].empty() ? c.ops[member].back() : kNoOp;
+    Op op;
+    op.kind = OpKind::kMarker;
+    op.rank = rs.rank;
+    op.step = rs.step;
+    op.loc = rs.loc;
+    op.stream = alloc_stream_[rs.rank];
+    op.name = p.add_name(fmt::format("release stage {} (record_stream)", stage));
+    const OpId id = p.add_op(op);
+    defer_dep(id, reshard);
+    if (queued != kNoOp) defer_dep(id, queued);
+    release_of_[reshard] = id;
+  }
+
+  /// MoE layers (Composition::moe): after compute op `compute`, per MoE layer of each of its
+  /// actions' stages, two all-to-alls over the rank's EP group on the compute stream (the
+  /// experts need their tokens): dispatch then combine after an F, the combine's gradient then
+  /// the dispatch's after an I or B. Each pair holds a receive buffer of dispatch_bytes from the
+  /// start of its first to the end of its second. The action's consumers read the last
+  /// all-to-all. Time: ring_s with f = 1, latency + (n-1)/n · bytes / bandwidth (a rank keeps
+  /// 1/n of its buffer; CONFIGS §4.6 AllToAll within a node).
+  void add_all_to_alls(OpId compute) {
+    Program& p = out_.program;
+    const Op c = p.ops[compute];
+    const MoeSpec& m = *comp_->moe;
+    const int64_t combine = m.combine_bytes >= 0 ? m.combine_bytes : m.dispatch_bytes;
+    const int32_t ep = comp_->ep, S = comp_->dp_shard;
+    const int32_t g = c.rank, shard = g % S, base = g - shard;  // base: shard 0 of this replica group
+    const int32_t group = shard / ep;
+    auto [it, created] = ep_comm_.try_emplace(base + group * ep, -1);
+    if (created) {
+      std::vector<int32_t> members;
+      for (int32_t j = 0; j < ep; ++j) members.push_back(base + group * ep + j);
+      it->second = p.add_communicator(fmt::format("ep pp{} ranks {}-{}", g / dp_, members.front(), members.back()), members);
+    }
+    const int32_t comm = it->second;
+    OpId last = kNoOp;
+    for (int part = 0; part < c.num_actions; ++part) {
+      const Action& a = c.actions[part];
+      if (a.kind != ActionKind::kF && a.kind != ActionKind::kI && a.kind != ActionKind::kB) continue;
+      const bool fwd = a.kind == ActionKind::kF;
+      const std::string what = format_action(a);
+      for (int32_t l = 0; l < m.layers_of(a.stage); ++l) {
+        OpId first = kNoOp;
+        for (int k = 0; k < 2; ++k) {
+          const bool dispatch = fwd == (k == 0);
+          Op op;
+          op.rank = g;
+          op.step = c.step;
+          op.loc = m.loc;
+          op.stream = compute_stream_[g];
+          last = add_collective(op, CollectiveKind::kAllToAll, comm, dispatch ? m.dispatch_bytes : combine,
+                                dtype_name(comp_->param_dtype),
+                                fmt::format("A2A {}{} L{} {}", fwd ? "" : "grad ", dispatch ? "dispatch" : "combine", l, what));
+          if (k == 0) first = last;
+          else a2a_pair_[last] = first;
+        }
+      }
+    }
+    if (last == kNoOp) return;
+    for (int part = 0; part < c.num_actions; ++part) {
+      const Action& a = c.actions[part];
+      if (a.kind == ActionKind::kF || a.kind == ActionKind::kI || a.kind == ActionKind::kB)
+        index_[cur_][key_of(a.kind, a.stage, a.microbatch)] = last;
     }
   }
 
@@ -479,11 +571,35 @@ class Builder {
         for (int part = 0; part < op.num_actions; ++part) use_params(id, op.actions[part]);
       } else if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) {
         wire_p2p(id, op.actions[0]);
+      } else if (op.kind == OpKind::kCollective && op.collective == CollectiveKind::kAllToAll) {
+        wire_all_to_all(id);
+      } else if (op.kind == OpKind::kMarker && op.num_actions == 0) {
+        if (auto it = pending_free_.find(id); it != pending_free_.end()) p.add_mem(id, it->second);
       } else if (op.kind == OpKind::kMarker || (op.kind == OpKind::kCollective && op.actions[0].kind == ActionKind::kUnshard &&
                                                  op.num_actions == 1)) {
         gather_or_free(id, op.actions[0]);
       }
     }
+  }
+
+  /// The receive buffer of an all-to-all pair: allocated at the start of the first, freed at
+  /// the end of the second (buffers are made while wiring, rank by rank, like the others).
+  void wire_all_to_all(OpId id) {
+    Program& p = out_.program;
+    const Op& op = p.ops[id];
+    if (auto it = a2a_pair_.find(id); it != a2a_pair_.end()) {
+      const auto b = a2a_buffer_.find(it->second);
+      if (b != a2a_buffer_.end()) p.add_mem(id, MemEffect{b->second, -p.buffers[b->second].bytes, true});
+      return;
+    }
+    const int64_t bytes = op.bytes;
+    if (bytes <= 0) return;
+    Buffer b{op.rank, -1, -1, "a2a", bytes};
+    b.name = p.add_name(fmt::format("receive of {}", p.names[op.name]));
+    const int32_t buf = static_cast<int32_t>(p.buffers.size());
+    p.buffers.push_back(b);
+    a2a_buffer_[id] = buf;
+    p.add_mem(id, MemEffect{buf, bytes, false});
   }
 
   void wire_compute(OpId id, const Action& a) {
@@ -620,11 +736,15 @@ class Builder {
     if (a.kind == ActionKind::kUnshard && live < 0) {
       live = static_cast<int32_t>(p.buffers.size());
       Buffer b{p.ops[id].rank, a.stage, -1, "param", bytes};
-      b.name = p.add_name(fmt::format("param stage {} #{}", a.stage, gathers_[slot]++));
+      b.name = p.add_name(fmt::format("param stage {} #{}{}", a.stage, gathers_[slot]++,
+                                      comp_ && comp_->record_stream ? " (record_stream)" : ""));
       p.buffers.push_back(b);
       p.add_mem(id, MemEffect{live, bytes, false});
     } else if (a.kind == ActionKind::kReshard && live >= 0) {
-      p.add_mem(id, MemEffect{live, -bytes, false});
+      if (auto r = release_of_.find(id); r != release_of_.end())
+        pending_free_[r->second] = MemEffect{live, -bytes, false};  // freed on the allocator lane
+      else
+        p.add_mem(id, MemEffect{live, -bytes, false});
       live = -1;
     }
   }
@@ -671,6 +791,12 @@ class Builder {
   int32_t dp_ = 1;                      ///< data-parallel replicas of every pipeline rank
   int32_t cur_ = 0;                     ///< the replica being built or wired
   std::vector<int32_t> compute_stream_, comm_stream_, gather_stream_, reduce_stream_;  ///< per global rank
+  std::vector<int32_t> alloc_stream_;   ///< per global rank, with record_stream only
+  std::unordered_map<OpId, OpId> release_of_;        ///< record_stream: RESHARD -> its release op
+  std::unordered_map<OpId, MemEffect> pending_free_; ///< record_stream: release op -> the free it applies
+  std::unordered_map<int32_t, int32_t> ep_comm_;     ///< MoE: first rank of an EP group -> its communicator
+  std::unordered_map<OpId, OpId> a2a_pair_;          ///< MoE: second all-to-all of a pair -> the first
+  std::unordered_map<OpId, int32_t> a2a_buffer_;     ///< MoE: first all-to-all of a pair -> its receive buffer
   std::vector<std::unordered_map<uint64_t, OpId>> index_;    ///< per replica: action -> op
   std::vector<std::unordered_map<uint64_t, int32_t>> buffers_;  ///< per replica: (kind, stage, mb) -> buffer
   std::vector<uint8_t> fsdp_stage_;     ///< per stage: 1 when some rank UNSHARDs it

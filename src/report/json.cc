@@ -47,7 +47,18 @@ std::string json_report(const VerifyResult& r) {
                  {"fsdp", m->fsdp},
                  {"param_dtype", m->param_dtype},
                  {"reduce_dtype", m->reduce_dtype},
-                 {"communicators", r.program.comms.size()}};
+                 {"communicators", r.program.comms.size()},
+                 {"ep", m->ep},
+                 {"unshard_async_op", m->unshard_async_op},
+                 {"record_stream", m->fsdp && m->record_stream}};
+    if (m->moe) {
+      std::vector<int32_t> layers;
+      for (int32_t st = 0; st < s.stages; ++st) layers.push_back(m->moe->layers_of(st));
+      j["mesh"]["moe"] = {{"layers_per_stage", layers},
+                          {"dispatch_bytes", m->moe->dispatch_bytes},
+                          {"combine_bytes", m->moe->combine_bytes >= 0 ? m->moe->combine_bytes : m->moe->dispatch_bytes},
+                          {"router", m->moe->router}};
+    }
   }
   json findings = json::array();
   for (const Finding& f : r.findings) {

@@ -138,11 +138,13 @@ void write_text_report(std::ostream& os, const VerifyResult& r, size_t timeline_
                     p.blocking == BlockingModel::kCommStream ? "in-order comm stream per rank" : "whole rank blocks");
   if (const auto& m = s.composition)
     os << fmt::format("  mesh: pp {} x dp_replicate {} x dp_shard {} = {} ranks (rank = (pp·dp_replicate + replicate)·dp_shard + "
-                      "shard); {}; {} communicators\n",
+                      "shard); {}{}{}; {}\n",
                       s.ranks, m->dp_replicate, m->dp_shard, p.num_ranks,
                       m->fsdp ? fmt::format("FSDP over each shard group ({} params, {} reduce)", m->param_dtype, m->reduce_dtype)
                               : std::string("data parallel without sharding"),
-                      p.comms.size());
+                      m->fsdp && m->record_stream ? ", frees after record_stream" : "",
+                      m->ep > 1 ? fmt::format("; EP {} over the shard ranks", m->ep) : std::string(),
+                      format_count(static_cast<int64_t>(p.comms.size()), "communicator"));
   if (s.forward_only) os << "  forward only: no backward; each activation is freed when its forward ends\n";
 
   write_findings(os, r.findings);

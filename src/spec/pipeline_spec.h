@@ -85,6 +85,23 @@ struct MemorySpec {
 /// gets UNSHARD/RESHARD and REDUCE_GRAD as PyTorch's pipelining runtime places them (FACTS §6).
 /// Collective times are ring times (Thakur et al. 2005): latency + (n-1)/n·bytes/bandwidth for
 /// all-gather and reduce-scatter over n ranks, latency + 2(n-1)/n·bytes/bandwidth for all-reduce.
+/// MoE layers with expert parallelism in a composed spec (`moe:`): every forward of a stage runs,
+/// per MoE layer, a dispatch all-to-all then a combine all-to-all over its EP group; every
+/// backward (I or B) runs the combine's gradient all-to-all then the dispatch's.
+struct MoeSpec {
+  int32_t layers = 0;                  ///< MoE layers of every stage (moe.layers as one number)
+  std::vector<int32_t> layers_per_stage;  ///< moe.layers as a list, one per stage (wins when given)
+  int64_t dispatch_bytes = 0;          ///< bytes one rank receives in one layer's dispatch, per microbatch
+  int64_t combine_bytes = -1;          ///< bytes of one layer's combine (default: dispatch_bytes)
+  std::string router;                  ///< router spec whose dispatch worst case gives dispatch_bytes ("" = none)
+  SourceLoc loc, router_loc;           ///< the `moe` key; the `router` value
+  /// MoE layers of `stage` (0 for a stage past a too-short list).
+  int32_t layers_of(int32_t stage) const {
+    if (layers_per_stage.empty()) return layers;
+    return stage >= 0 && static_cast<size_t>(stage) < layers_per_stage.size() ? layers_per_stage[stage] : 0;
+  }
+};
+
 struct Composition {
   int32_t dp_replicate = 1;
   int32_t dp_shard = 1;
@@ -94,6 +111,19 @@ struct Composition {
   double reduce_dtype_bytes = 4;           ///< bytes per gradient element in the reduction (fp32)
   std::string param_dtype = "bf16", reduce_dtype = "fp32";
   int32_t max_active_stages = 3;           ///< _add_unshard_reshard's window (FACTS §6)
+  /// fsdp.options.unshard_async_op (FSDP2's `_set_unshard_async_op(True)`, pytorch PR #135523):
+  /// each all-gather is issued from the compute stream with async_op=True, so NCCL's stream
+  /// waits for the compute work issued before it, and c10d records its output on NCCL's stream.
+  bool unshard_async_op = false;
+  /// fsdp.options.record_stream (default: unshard_async_op; false is the fix
+  /// TORCH_NCCL_AVOID_RECORD_STREAMS=1): a gathered buffer freed by RESHARD is released only
+  /// when the collectives queued on its communicator's NCCL stream at the time of the free have
+  /// finished (the caching allocator's record_stream rule; pytorch#147168, torchtitan#735).
+  bool record_stream = false;
+  /// Expert parallelism (mesh.ep; 1 = none): EP groups of `ep` consecutive shard ranks of one
+  /// pipeline rank and replica (torchtitan borrows EP from dp_shard).
+  int32_t ep = 1;
+  std::optional<MoeSpec> moe;              ///< `moe:` (needs ep >= 2)
   double bandwidth_bytes_per_s = std::numeric_limits<double>::infinity();  ///< collective link
   double latency_s = 0;                    ///< per collective
   double optimizer_s = 0;                  ///< the optimizer step on each rank, after its reductions

@@ -32,24 +32,25 @@ const std::vector<std::string> kTopKeys = {"schedcheck", "name",   "ranks", "sta
                                            "placement",  "pipelines", "microbatches", "costs",
                                            "p2p",        "memory", "schedule", "forward_only",
                                            "mesh",       "fsdp",   "tied_embedding_bytes", "optimizer",
-                                           "numerics",   "budget"};  // budget: read by spec/budget.cc
+                                           "numerics",   "budget",  "moe"};  // budget: read by spec/budget.cc
 const std::vector<std::string> kCostKeys = {"F", "I", "W", "B", "R"};
 const std::vector<std::string> kP2PKeys = {"latency", "bandwidth", "message_bytes", "semantics", "blocking",
                                            "comm_init"};
 const std::vector<std::string> kMemoryKeys = {"limit_bytes", "params_bytes", "activation_bytes",
                                               "weight_grad_bytes", "recompute", "recompute_retained_bytes", "state_bytes"};
-const std::vector<std::string> kMeshKeys = {"pp", "dp_replicate", "dp_shard", "link"};
+const std::vector<std::string> kMeshKeys = {"pp", "dp_replicate", "dp_shard", "ep", "link"};
 const std::vector<std::string> kComposedFsdpKeys = {"implementation", "dtypes", "options"};
 const std::vector<std::string> kDtypeKeys = {"param", "reduce"};
 const std::vector<std::string> kLinkKeys = {"bandwidth", "latency"};
-const std::vector<std::string> kComposedOptionKeys = {"max_active_stages"};
+const std::vector<std::string> kComposedOptionKeys = {"max_active_stages", "unshard_async_op", "record_stream"};
+const std::vector<std::string> kMoeKeys = {"layers", "dispatch_bytes", "combine_bytes", "router"};
 const std::vector<std::string> kScheduleKeys = {"actions", "csv", "format", "name", "chunks",
                                                 "megatron"};
 
 // The sections with their keys, for "it belongs in p2p" hints.
 const yaml_util::Sections kSections = {
     {"", &kTopKeys},       {"costs", &kCostKeys},   {"p2p", &kP2PKeys},
-    {"memory", &kMemoryKeys}, {"schedule", &kScheduleKeys}, {"mesh", &kMeshKeys}};
+    {"memory", &kMemoryKeys}, {"schedule", &kScheduleKeys}, {"mesh", &kMeshKeys}, {"moe", &kMoeKeys}};
 
 using yaml_util::Entry;
 using yaml_util::Fields;
@@ -109,6 +110,7 @@ class Loader : public yaml_util::Reader {
   void read_p2p(const Entry& e, PipelineSpec& spec);
   void read_memory(const Entry& e, PipelineSpec& spec);
   void read_mesh(const Entry& e, PipelineSpec& spec);
+  void read_moe(const Entry& e, Composition& c);
   void read_composed_fsdp(const Entry& e, Composition& c);
 
   const std::string& text_;
@@ -453,6 +455,11 @@ void Loader::read_mesh(const Entry& e, PipelineSpec& spec) {
   else error(loc(e), "mesh needs pp (the number of pipeline ranks)");
   get("dp_replicate", c.dp_replicate);
   get("dp_shard", c.dp_shard);
+  get("ep", c.ep);
+  if (auto it = f.find("ep"); it != f.end() && c.ep > 1 && c.dp_shard % c.ep != 0)
+    error(loc(it->second), fmt::format("mesh.ep ({}) must divide mesh.dp_shard ({}): expert-parallel groups are "
+                                       "formed from the shard ranks of one pipeline rank, as torchtitan borrows them",
+                                       c.ep, c.dp_shard));
   if (auto it = f.find("link"); it != f.end() && is_map(it->second, "mesh.link", "bandwidth and latency")) {
     Fields l = fields(it->second.value, "mesh.link", kLinkKeys);
     if (auto b = l.find("bandwidth"); b != l.end())
@@ -488,11 +495,63 @@ void Loader::read_composed_fsdp(const Entry& e, Composition& c) {
     if (auto r = d.find("reduce"); r != d.end() && (c.reduce_loc = loc(r->second), true))
       if (auto v = choice(r->second, "fsdp.dtypes.reduce", dtypes)) c.reduce_dtype = *v, c.reduce_dtype_bytes = dtype_bytes(*v);
   }
-  if (auto it = f.find("options"); it != f.end() && is_map(it->second, "fsdp.options", "max_active_stages")) {
+  if (auto it = f.find("options");
+      it != f.end() && is_map(it->second, "fsdp.options", "max_active_stages, unshard_async_op and record_stream")) {
     Fields o = fields(it->second.value, "fsdp.options", kComposedOptionKeys);
     if (auto m = o.find("max_active_stages"); m != o.end())
       if (auto n = whole(m->second, "fsdp.options.max_active_stages", 1, 1 << 20)) c.max_active_stages = static_cast<int32_t>(*n);
+    if (auto a = o.find("unshard_async_op"); a != o.end())
+      if (auto v = boolean(a->second, "fsdp.options.unshard_async_op")) {
+        c.unshard_async_op = *v;
+        if (*v && !c.fsdp2)
+          error(loc(a->second), "fsdp.options.unshard_async_op is an FSDP2 option (_set_unshard_async_op); "
+                                "fsdp.implementation is fsdp1");
+      }
+    c.record_stream = c.unshard_async_op;
+    if (auto r = o.find("record_stream"); r != o.end())
+      if (auto v = boolean(r->second, "fsdp.options.record_stream")) c.record_stream = *v;
   }
+}
+
+void Loader::read_moe(const Entry& e, Composition& c) {
+  if (!is_map(e, "moe", "layers, dispatch_bytes, combine_bytes and router")) return;
+  Fields f = fields(e.value, "moe", kMoeKeys);
+  MoeSpec m;
+  m.loc = loc(e);
+  if (c.ep < 2)
+    error(loc(e), "moe needs mesh.ep of 2 or more: with one expert-parallel rank every expert is local and no "
+                  "all-to-all runs");
+  if (auto it = f.find("layers"); it == f.end()) {
+    error(loc(e), "moe needs layers (the MoE layers of each stage: one number for every stage, or a list)");
+  } else if (it->second.value.IsSequence()) {
+    size_t i = 0;
+    for (const YAML::Node& item : it->second.value)
+      if (auto n = whole(Entry{item, item}, fmt::format("moe.layers[{}]", i++), 0, 1 << 16))
+        m.layers_per_stage.push_back(static_cast<int32_t>(*n));
+  } else if (auto n = whole(it->second, "moe.layers", 0, 1 << 16)) {
+    m.layers = static_cast<int32_t>(*n);
+  }
+  const bool router = f.count("router") > 0;
+  if (auto it = f.find("router"); it != f.end()) {
+    m.router_loc = loc(it->second);
+    if (!it->second.value.IsScalar() || it->second.value.Scalar().empty())
+      error(loc(it->second), fmt::format("moe.router must be the path of a router spec, got {}", describe(it->second.value)));
+    else
+      m.router = (dir_.empty() || it->second.value.Scalar().front() == '/' ? "" : dir_ + "/") + it->second.value.Scalar();
+  }
+  if (auto it = f.find("dispatch_bytes"); it != f.end()) {
+    if (router)
+      error(loc(it->second), "moe has both dispatch_bytes and router; give one (the router spec's dispatch worst "
+                             "case sets dispatch_bytes)");
+    else if (auto v = bytes(it->second.value, loc(it->second), "moe.dispatch_bytes"))
+      m.dispatch_bytes = *v;
+  } else if (!router) {
+    error(loc(e), "moe needs dispatch_bytes (what one rank receives per layer and microbatch) or router (a router "
+                  "spec whose dispatch worst case gives it)");
+  }
+  if (auto it = f.find("combine_bytes"); it != f.end())
+    if (auto v = bytes(it->second.value, loc(it->second), "moe.combine_bytes")) m.combine_bytes = *v;
+  c.moe = std::move(m);
 }
 
 void Loader::read_memory(const Entry& e, PipelineSpec& spec) {
@@ -775,6 +834,7 @@ std::optional<PipelineSpec> Loader::load(const YAML::Node& root, const std::stri
       if (auto v = duration(o->value, loc(*o), "optimizer")) spec.composition->optimizer_s = *v;
     if (const Entry* t = field("tied_embedding_bytes"))
       if (auto v = bytes(t->value, loc(*t), "tied_embedding_bytes")) spec.composition->tied_embedding_bytes = *v;
+    if (const Entry* m = field("moe")) read_moe(*m, *spec.composition);
   } else if (const Entry* r = field("ranks")) {
     spec.locs.ranks = loc(*r);
     if (auto n = whole(*r, "ranks", 1, kMaxRanks)) spec.ranks = static_cast<int32_t>(*n);
@@ -783,7 +843,7 @@ std::optional<PipelineSpec> Loader::load(const YAML::Node& root, const std::stri
   }
   if (const Entry* n = field("numerics")) numerics_tolerances(*n, spec.max_relative_error, spec.max_bias);
   if (!mesh)
-    for (const char* key : {"fsdp", "tied_embedding_bytes", "optimizer"})
+    for (const char* key : {"fsdp", "tied_embedding_bytes", "optimizer", "moe"})
       if (const Entry* e = field(key))
         error(loc(*e), fmt::format("{} belongs to a composed spec: add mesh: {{pp: ..., dp_shard: ...}} (a spec with "
                                    "fsdp: and no mesh: is an fsdp spec, which has no schedule)",
