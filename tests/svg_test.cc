@@ -194,3 +194,71 @@ TEST_CASE("compare --svg draws each schedule's timeline on one time scale", "[re
 }
 
 }  // namespace sc
+
+namespace sc {
+
+TEST_CASE("run --svg --dry-run draws the predicted timeline above the replayed one on one time scale", "[report][svg][gpu-plan]") {
+  std::string path = write_svg("run examples/gpu-zbh1-p4-m8.yaml --dry-run", "run.svg", 0);
+  std::string svg = test::read_file(path);
+  std::vector<size_t> starts;
+  for (size_t at = svg.find("<g class=\"timeline\""); at != std::string::npos; at = svg.find("<g class=\"timeline\"", at + 1))
+    starts.push_back(at);
+  REQUIRE(starts.size() == 2);
+  std::string predicted = svg.substr(starts[0], starts[1] - starts[0]);
+  std::string measured = svg.substr(starts[1]);
+  CHECK(predicted.find("gpu-zbh1-p4-m8 predicted: holds, 4 ranks") != std::string::npos);
+  CHECK(measured.find("gpu-zbh1-p4-m8 measured on replay (ideal in-memory GPU, no device): holds, 4 ranks") !=
+        std::string::npos);
+  // The ideal GPU reproduces the prediction: the same ops at the same places, one lane offset.
+  auto p_ops = boxes(predicted, "op"), m_ops = boxes(measured, "op");
+  REQUIRE(p_ops.size() == 96);  // 4 ranks x 8 microbatches x (F, I, W)
+  REQUIRE(m_ops.size() == p_ops.size());
+  for (size_t i = 0; i < p_ops.size(); ++i) {
+    CHECK(m_ops[i].x == Approx(p_ops[i].x).margin(0.01));
+    CHECK(m_ops[i].w == Approx(p_ops[i].w).margin(0.01));
+    CHECK(m_ops[i].fill == p_ops[i].fill);
+  }
+  std::smatch off;
+  REQUIRE(std::regex_search(measured, off, std::regex("translate\\(0,([0-9]+)\\)")));
+  double dy = std::stod(off[1]);
+  CHECK(dy > 300);
+  if (!have_rsvg()) {
+    WARN("rsvg-convert not found (Debian: librsvg2-bin); the rendering checks are skipped");
+    return;
+  }
+  // Each measured op renders in its kind's colour, below its predicted twin.
+  std::vector<std::pair<double, double>> points;
+  for (size_t i = 0; i < p_ops.size(); i += 7) {
+    points.push_back({p_ops[i].x + p_ops[i].w * 0.2, p_ops[i].y + p_ops[i].h / 2});
+    points.push_back({m_ops[i].x + m_ops[i].w * 0.2, dy + m_ops[i].y + m_ops[i].h / 2});
+  }
+  Picture pic = render(path, points);
+  CHECK(pic.height == static_cast<int>(std::lround(2 * dy)));
+  for (size_t k = 0; k < points.size(); k += 2) {
+    INFO("op " << (k / 2) * 7);
+    CHECK(near(pic.colours[k], hex(p_ops[(k / 2) * 7].fill)));
+    CHECK(near(pic.colours[k + 1], hex(p_ops[(k / 2) * 7].fill)));
+  }
+}
+
+}  // namespace sc
+
+namespace sc {
+
+TEST_CASE("compare --svg draws the spec's own schedule and a microbatch sweep one below the other", "[report][svg][compare]") {
+  std::string path = write_svg("compare examples/compare-p4-m8.yaml --schedules self,1f1b,zb-h1 --microbatches 8,16,32",
+                               "compare-sweep.svg", 0);
+  std::string svg = test::read_file(path);
+  size_t groups = 0;
+  for (size_t at = svg.find("class=\"timeline\""); at != std::string::npos; at = svg.find("class=\"timeline\"", at + 1)) ++groups;
+  CHECK(groups == 7);  // self at m = 8 only, 1f1b and zb-h1 at each m
+  CHECK(svg.find("self (p = 4, m = 8): p4-m8-reference: holds") != std::string::npos);
+  CHECK(svg.find("1f1b (p = 4, m = 32): holds, 4 ranks, 256 ops | makespan 105 s") != std::string::npos);
+  // One scale: the longest run, 1F1B at m = 32 ((32 + 3) x 3 s), sets it for every timeline.
+  CHECK(svg.find("time 0 to 105 s left to right") != std::string::npos);
+  if (!have_rsvg()) return;
+  Picture pic = render(path, {});
+  CHECK(pic.height > 7 * 150);
+}
+
+}  // namespace sc

@@ -337,4 +337,23 @@ std::string side_by_side_trace(const VerifyResult& r, const GpuPlan& plan, const
   return t.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
+VerifyResult measured_result(const VerifyResult& r, const GpuPlan& plan, const std::vector<ItemTime>& measured,
+                             const std::string& name) {
+  VerifyResult out = r;
+  out.spec.name = name;
+  std::vector<OpTime> ops(r.program.ops.size());
+  for (size_t i = 0; i < ops.size() && i < plan.num_ops && i < measured.size(); ++i)
+    ops[i] = {measured[i].start_s, measured[i].end_s};
+  out.timeline = timeline_of_times(r.program, r.execution.order, std::move(ops));
+  return out;
+}
+
+std::string side_by_side_svg(const VerifyResult& r, const GpuPlan& plan, const std::vector<ItemTime>& measured,
+                             const std::string& device) {
+  VerifyResult predicted = r;
+  predicted.spec.name = r.spec.name + " predicted";
+  VerifyResult m = measured_result(r, plan, measured, r.spec.name + " measured on " + device);
+  return svg_timelines({&predicted, &m});
+}
+
 }  // namespace sc::gpu

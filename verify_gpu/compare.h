@@ -131,4 +131,19 @@ std::string comparison_text(const GpuPlan& plan, const Comparison& c, const Meas
 /// two processes are sorted next to each other.
 std::string side_by_side_trace(const VerifyResult& r, const GpuPlan& plan, const std::vector<ItemTime>& measured);
 
+/// `r` (a verify result whose program ran to completion, the one `plan` was made from) with its
+/// timeline replaced by the measured op times: items [0, plan.num_ops) of `measured` (seconds,
+/// one per plan item) become the op times, and the figures and live-memory curve are those of
+/// timeline_of_times (the IR's allocations placed at the measured times; the pool's own peak is
+/// in the Measurement). Implicit transfer items are not ops: their arrows run between the
+/// measured producer and consumer. `name` replaces spec.name (the picture's title).
+VerifyResult measured_result(const VerifyResult& r, const GpuPlan& plan, const std::vector<ItemTime>& measured,
+                             const std::string& name);
+
+/// One SVG (svg_timelines): the predicted timeline of `r` on top, titled "NAME predicted", and
+/// below it the measured one (measured_result), titled "NAME measured on DEVICE", on one time
+/// scale, so the rows of a rank line up.
+std::string side_by_side_svg(const VerifyResult& r, const GpuPlan& plan, const std::vector<ItemTime>& measured,
+                             const std::string& device);
+
 }  // namespace sc::gpu

@@ -9,6 +9,7 @@
 
 #include "pipeline/verify_pipeline.h"
 #include "cli/common.h"
+#include "cli/frontends.h"
 #include "fsdp/fsdp_yaml.h"
 #include "fsdp/verify_fsdp.h"
 #include "report/report.h"
@@ -31,6 +32,7 @@ struct RunArgs {
   int32_t warmup = 2;
   std::string tolerance = "5%";
   std::optional<std::string> trace;
+  std::optional<std::string> svg;
   std::string format = "text";
   bool force = false;
   std::string kernels = "spin";
@@ -68,18 +70,31 @@ int run_run(const RunArgs& a) {
     std::cerr << "schedcheck: error: --tolerance: expected a fraction or a percentage (5%), got '" << a.tolerance << "'\n";
     return kExitUsage;
   }
-  if (a.trace) {
-    std::string problem = check_output_path("--trace", *a.trace, {a.file});
+  for (const auto& [option, path] : {std::pair{"--trace", a.trace}, std::pair{"--svg", a.svg}}) {
+    if (!path) continue;
+    std::string problem = check_output_path(option, *path, {a.file});
     if (!problem.empty()) {
       std::cerr << "schedcheck: error: " << problem << "\n";
       return kExitUsage;
     }
   }
-  // FSDP specs (a top-level `fsdp:` key) are verified by their own front-end; pipelines by verify.
+  if (a.trace && a.svg && *a.trace == *a.svg) {
+    std::cerr << "schedcheck: error: --trace and --svg name the same file '" << *a.trace << "'\n";
+    return kExitUsage;
+  }
+  // The front-end table decides: fsdp specs have their own verify; pipeline and composed specs
+  // (and PyTorch CSVs) go through the pipeline's; the others have no program to run.
+  const FrontEnd& fe = front_end_for(a.file);
+  const std::string fe_name = fe.name;
+  if (fe_name != "fsdp" && fe_name != "pipeline" && fe_name != "composed") {
+    std::cerr << "schedcheck: error: " << a.file << ": schedcheck run executes pipeline, composed and fsdp specs; this is "
+              << "one of the " << fe.what << " (front-end '" << fe.name << "'), which it does not run\n";
+    return kExitSpec;
+  }
   std::optional<FsdpVerifyResult> fsdp;
   VerifyResult r;
   Diagnostics diags;
-  if (is_fsdp_spec(a.file)) {
+  if (fe_name == "fsdp") {
     if (a.semantics || a.lower) {
       std::cerr << "schedcheck: error: --semantics and --lower apply to pipeline specs, not to fsdp specs\n";
       return kExitUsage;
@@ -193,8 +208,10 @@ int run_run(const RunArgs& a) {
     verify_text(std::cout);
     std::cout << "\n" << gpu::comparison_text(*plan, c, m, tol);
   }
-  if (a.trace && !write_outputs({{"--trace", *a.trace, gpu::side_by_side_trace(r, *plan, m.items)}}, {a.file}))
-    return exit != 0 ? exit : kExitUsage;
+  std::vector<OutputFile> outputs;  // all or none
+  if (a.trace) outputs.push_back({"--trace", *a.trace, gpu::side_by_side_trace(r, *plan, m.items)});
+  if (a.svg) outputs.push_back({"--svg", *a.svg, gpu::side_by_side_svg(r, *plan, m.items, m.calibration.device_name)});
+  if (!outputs.empty() && !write_outputs(outputs, {a.file})) return exit != 0 ? exit : kExitUsage;
   return exit;
 }
 
@@ -209,6 +226,7 @@ Command add_run(CLI::App& parent) {
       "  schedcheck run examples/gpu-1f1b-p4-m8.yaml --repeat 5 --trace side-by-side.json\n"
       "  schedcheck run examples/gpu-zbh1-p4-m8.yaml --format json --tolerance 5%\n"
       "  schedcheck run SPEC --dry-run      # plan and replay on the CPU, no GPU needed\n"
+      "  schedcheck run SPEC --dry-run --svg both.svg   # predicted above measured (here: replayed) lanes\n"
       "SPEC is a pipeline spec (YAML or CSV) or an fsdp spec (collectives run as copies between ranks on the GPU).\n"
       "Exit codes: 0 the measurement agrees; 20 a figure differs beyond tolerance (or the correctness pass failed);\n"
       "a schedule verify does not prove deadlock-free is refused with verify's exit code (11 deadlock, 10 when\n"
@@ -224,6 +242,9 @@ Command add_run(CLI::App& parent) {
                   "allowed relative error of makespan and span (and of idle and overlap, relative to the makespan): "
                   "5% or 0.05; peak memory is allowed 1% plus the pool's rounding")->capture_default_str();
   cmd->add_option("--trace", a->trace, "write predicted and measured timelines side by side as Chrome trace JSON (Perfetto)");
+  cmd->add_option("--svg", a->svg,
+                  "write the predicted timeline and below it the measured one as one SVG picture, on one time scale "
+                  "(with --dry-run the measured lanes are the replay's)");
   cmd->add_option("--format", a->format, "text or json (the verify report with a `measured` object)")
       ->check(CLI::IsMember({"text", "json"}))->capture_default_str();
   cmd->add_flag("--force", a->force,

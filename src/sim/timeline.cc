@@ -4,6 +4,9 @@
 #include <limits>
 
 namespace sc {
+namespace {
+void summarize(const Program& p, const std::vector<OpId>& order, bool busy_from_times, Timeline& t);
+}  // namespace
 
 Timeline simulate(const Program& p, const std::vector<OpId>& order) {
   Timeline t;
@@ -109,7 +112,23 @@ Timeline simulate(const Program& p, const std::vector<OpId>& order) {
       }
     }
   }
+  summarize(p, order, /*busy_from_times=*/false, t);
+  return t;
+}
 
+Timeline timeline_of_times(const Program& p, const std::vector<OpId>& order, std::vector<OpTime> ops) {
+  Timeline t;
+  t.ops = std::move(ops);
+  t.ops.resize(p.ops.size());
+  summarize(p, order, /*busy_from_times=*/true, t);
+  return t;
+}
+
+namespace {
+
+// The figures and the memory curve of the op times in `t.ops` (see Timeline). Busy time of a
+// compute op: its duration_s (the prediction) or, with `busy_from_times`, end - start.
+void summarize(const Program& p, const std::vector<OpId>& order, bool busy_from_times, Timeline& t) {
   int32_t R = p.num_ranks;
   t.busy_per_rank_s.assign(R, 0.0);
   t.idle_per_rank_s.assign(R, 0.0);
@@ -121,7 +140,7 @@ Timeline simulate(const Program& p, const std::vector<OpId>& order) {
     first = std::min(first, t.ops[id].start_s);
     last = std::max(last, t.ops[id].end_s);
     if (op.kind != OpKind::kCompute) continue;
-    t.busy_per_rank_s[op.rank] += op.duration_s;
+    t.busy_per_rank_s[op.rank] += busy_from_times ? t.ops[id].end_s - t.ops[id].start_s : op.duration_s;
     t.first_start_per_rank_s[op.rank] = std::min(t.first_start_per_rank_s[op.rank], t.ops[id].start_s);
     t.last_end_per_rank_s[op.rank] = std::max(t.last_end_per_rank_s[op.rank], t.ops[id].end_s);
   }
@@ -187,7 +206,8 @@ Timeline simulate(const Program& p, const std::vector<OpId>& order) {
       }
     }
   }
-  return t;
 }
+
+}  // namespace
 
 }  // namespace sc

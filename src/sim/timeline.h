@@ -49,4 +49,11 @@ struct Timeline {
 /// front-end from its cost model); all members end together.
 Timeline simulate(const Program& program, const std::vector<OpId>& order);
 
+/// The figures and memory curve (as simulate defines them) of op times given from elsewhere,
+/// e.g. measured on a GPU: `ops` holds one time per op of `program` in seconds (resized to
+/// program.ops.size(), missing ops at 0, 0), `order` is a completion order of every op (as for
+/// simulate; it orders memory events at an instant where only zero-time ops act). Busy time
+/// of a compute op is its end - start here, not its duration_s. Never fails.
+Timeline timeline_of_times(const Program& program, const std::vector<OpId>& order, std::vector<OpTime> ops);
+
 }  // namespace sc
