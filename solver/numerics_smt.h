@@ -46,8 +46,8 @@ struct NumericsSmtOptions {
 /// is an induction over the fold instead (numerics_smt.cc, prove_ring_by_induction): 6 (N - 1)
 /// unsat checks, each about one bf16 addition, run on every core; `checks` counts them. It covers
 /// every input of the bound (indeed every nonnegative one whose prefix sums stay normal). When a
-/// check is not unsat in time, the search above decides. Measured (README): N = 8 in about
-/// 30 s of wall time on 2 loaded cores.
+/// check is not unsat in time, the search above decides. Measured (README): N = 8 took 77 s of
+/// wall time on 2 cores shared with other builds.
 numerics::ProofResult smt_worst_case(const numerics::ReductionConfig& c, const NumericsSmtOptions& opt = {});
 
 }  // namespace sc

@@ -103,7 +103,7 @@ TEST_CASE("Z3 proves the worst case of a two-rank bf16 sum and replays the witne
   CHECK(sc::numerics::reduce_element(c, r.witness) == r.computed);
 }
 
-// Slow: about 30 s of CPU (bench/numerics_bench.cc measures it); the checks run on every core.
+// Slow: 77 s wall inside `ctest -j2` on a loaded 2-core machine (README); the checks run on every core.
 TEST_CASE("Z3 proves that nothing is worse than the tie family for an eight-rank bf16 ring sum", "[numerics][solver]") {
   sc::numerics::ReductionConfig c;
   c.dtype = sc::numerics::DType::kBf16;
