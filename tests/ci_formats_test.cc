@@ -241,6 +241,18 @@ TEST_CASE("every JSON report carries schema_version and validates against schema
   CHECK(json::parse(config.out)["job"]["framework"] == "torchtitan");
   sc::test::write_file(temp("config.json"), config.out);
   files.push_back(temp("config.json"));
+  // A numerics finding's report carries the usual fixes (numerics_fixes).
+  const std::string numerics = sc::test::write_temp(
+      "schedcheck_ci", "numerics.yaml",
+      "schedcheck: 1\nranks: 64\nnumerics: {max_relative_error: 1e-3, max_bias: 1e-3}\n"
+      "fsdp:\n  implementation: fsdp2\n  shard_size: 64\n  dtypes: {param: bf16, reduce: bf16}\n"
+      "  link: {bandwidth: 450GB/s, latency: 10us}\n  iterations: 1\n"
+      "  units:\n    - {name: layer, params: 218M, forward: 3.6ms, backward: 7.2ms, activation_bytes: 432MiB}\n");
+  auto num = run_schedcheck("verify '" + numerics + "' --format json", false);
+  CHECK(num.exit_code == 17);
+  CHECK(json::parse(num.out)["numerics_fixes"].size() == 1);
+  sc::test::write_file(temp("numerics.json"), num.out);
+  files.push_back(temp("numerics.json"));
   validate_json("schema/report.schema.json", files);
 }
 

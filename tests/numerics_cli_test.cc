@@ -103,6 +103,30 @@ TEST_CASE("Z3 proves the worst case of a two-rank bf16 sum and replays the witne
   CHECK(sc::numerics::reduce_element(c, r.witness) == r.computed);
 }
 
+// Slow: 77 s wall inside `ctest -j2` on a loaded 2-core machine (README); the checks run on every core.
+TEST_CASE("Z3 proves that nothing is worse than the tie family for an eight-rank bf16 ring sum", "[numerics][solver]") {
+  sc::numerics::ReductionConfig c;
+  c.dtype = sc::numerics::DType::kBf16;
+  c.ranks = 8;
+  sc::NumericsSmtOptions opt;
+  opt.timeout_ms = 1'200'000;
+  opt.rlimit = 0;  // bounded by the time limit instead: the step checks vary with load, and an exhausted rlimit
+                   // would only make the answer inconclusive, never wrong
+  auto r = sc::smt_worst_case(c, opt);
+  INFO(r.detail);
+  REQUIRE(r.status == sc::numerics::SmtStatus::kProven);
+  CHECK(r.checks == 6 * 7);  // six step checks per addition, the search not needed
+  // FACTS §5: bf16 1 + 2^-8 = 1 (a tie that rounds to even), so 1 followed by seven 2^-8 sums to 1
+  // while the exact sum is 263/256: relative error 7/263 = (N - 1) / (2^8 + N - 1).
+  CHECK(r.relative_error == 7.0 / 263);
+  REQUIRE(r.witness.size() == 8);
+  CHECK(r.witness.front() == 1);
+  CHECK(r.computed == 1);
+  CHECK(r.exact == 263.0 / 256);
+  CHECK(sc::numerics::reduce_element(c, r.witness) == 1);
+  CHECK(r.detail.find("induction") != std::string::npos);
+}
+
 TEST_CASE("Z3 on an eight-rank bf16 ring sum never claims a proof it did not finish", "[numerics][solver]") {
   sc::numerics::ReductionConfig c;
   c.dtype = sc::numerics::DType::kBf16;

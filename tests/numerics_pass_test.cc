@@ -2,11 +2,15 @@
 // front-end, and a spec's tolerances decide the verdict.
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "catch.h"
 #include "fsdp/fsdp_yaml.h"
 #include "fsdp/verify_fsdp.h"
+#include "report/numerics_report.h"
 #include "test_util.h"
 
 using namespace sc;
@@ -63,4 +67,53 @@ TEST_CASE("a reduction carries the framework's arithmetic into the IR", "[numeri
       ++reducing;
     }
   CHECK(reducing == 1024 * 2);
+}
+
+TEST_CASE("the verify report shows the usual fixes next to a numerics finding, with bytes and time", "[numerics][report]") {
+  FsdpVerifyResult bf16 = verify_text("fixes.yaml", fsdp2_spec("bf16"));
+  REQUIRE(bf16.base.exit_code == 17);
+  REQUIRE(bf16.base.numerics_fixes.size() == 1);  // one configuration: bf16 avg reduce_scatter over 1024
+  const NumericsFixes& fx = bf16.base.numerics_fixes[0];
+  CHECK(fx.ops.size() == 1024 * 2);  // every rank's reduce-scatter of both units
+  // As configured: FACTS §5's stagnation witness (one large value, the rest half an ulp) loses 0.7998.
+  CHECK(fx.analysis.figures.worst.relative_error == Approx(0.7998).epsilon(1e-3));
+  const numerics::Fix* fp32 = nullptr;
+  for (const auto& f : fx.analysis.fixes)
+    if (f.name == "fp32 reduction") fp32 = &f;
+  REQUIRE(fp32 != nullptr);
+  CHECK(fp32->bytes_ratio == 2);  // 4-byte elements instead of 2
+  CHECK(fp32->figures.worst.relative_error < 1e-3);  // within the spec's tolerance
+  std::optional<double> t = numerics_collective_time_s(fx, bf16.base);
+  REQUIRE(t);
+  CHECK(*t > 0);
+
+  std::ostringstream text;
+  write_fsdp_text_report(text, bf16);
+  INFO(text.str());
+  CHECK(text.str().find("\nnumerics fixes:\n  bf16 avg reduce_scatter over 1024 ranks") != std::string::npos);
+  CHECK(text.str().find("2048 collective ops") != std::string::npos);
+  CHECK(text.str().find("    fp32 reduction ") != std::string::npos);
+  CHECK(text.str().find("(x2)") != std::string::npos);
+
+  nlohmann::json j = nlohmann::json::parse(fsdp_json_report(bf16));
+  REQUIRE(j["numerics_fixes"].size() == 1);
+  const auto& row = j["numerics_fixes"][0];
+  CHECK(row["config"]["dtype"] == "bf16");
+  CHECK(row["config"]["collective"] == "reduce_scatter");
+  CHECK(row["collective_ops"] == 2048);
+  CHECK(row["collective_time_s"].get<double>() == Approx(*t));
+  bool seen = false;
+  for (const auto& f : row["fixes"])
+    if (f["name"] == "fp32 reduction") {
+      seen = true;
+      CHECK(f["bytes_ratio"] == 2);
+      CHECK(f["time_s"].get<double>() == Approx(2 * *t));
+      CHECK(f["config"]["dtype"] == "fp32");
+    }
+  CHECK(seen);
+
+  // A configuration that holds has no fixes to show.
+  FsdpVerifyResult fp32r = verify_text("fixes-fp32.yaml", fsdp2_spec("fp32"));
+  CHECK(fp32r.base.numerics_fixes.empty());
+  CHECK_FALSE(nlohmann::json::parse(fsdp_json_report(fp32r)).contains("numerics_fixes"));
 }

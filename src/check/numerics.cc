@@ -1,4 +1,5 @@
 // Numerics pass: the rounding error and bias of every reducing collective's arithmetic.
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -9,13 +10,14 @@
 
 namespace sc {
 
-std::vector<Finding> check_numerics(const Program& p) {
+NumericsPassResult check_numerics(const Program& p) {
   namespace nm = numerics;
   // One entry per distinct (arithmetic, dtype, kind, communicator size): every member of every
   // instance of a collective shares it, so a million collectives are a handful of analyses.
   using Key = std::tuple<int32_t, std::string, int, size_t>;
   std::map<Key, size_t> seen;
   std::vector<nm::LocatedReduction> located;
+  std::vector<std::vector<OpId>> located_ops;  // per entry of `located`: every op with its key
   std::vector<std::string> problems;
   for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id) {
     const Op& o = p.ops[id];
@@ -24,7 +26,11 @@ std::vector<Finding> check_numerics(const Program& p) {
     const size_t n = p.comms[o.comm].ranks.size();
     if (n < 2) continue;
     Key key{o.arith, o.dtype ? o.dtype : "", static_cast<int>(o.collective), n};
-    if (!seen.emplace(key, located.size()).second) continue;
+    if (auto it = seen.find(key); it != seen.end()) {
+      if (it->second < located_ops.size()) located_ops[it->second].push_back(id);
+      continue;
+    }
+    seen.emplace(key, located.size());
     const CollectiveArithmetic& a = p.arithmetic[o.arith];
     nm::ReductionConfig c;
     auto dtype = nm::parse_dtype(o.dtype ? o.dtype : "");
@@ -43,6 +49,7 @@ std::vector<Finding> check_numerics(const Program& p) {
     c.post_divide = a.post_divide;
     if (!nm::validate(c).empty()) continue;
     located.push_back({c, a.where.valid() ? a.where : o.loc, p.label(id)});
+    located_ops.push_back({id});
   }
   if (located.empty()) return {};
   nm::Tolerances tol;
@@ -52,7 +59,15 @@ std::vector<Finding> check_numerics(const Program& p) {
   opt.samples = 256;
   opt.fixes = true;  // computed only for configurations with findings
   nm::ReductionCheck r = nm::check_reductions(located, tol, opt);
-  std::vector<Finding> out;
+  NumericsPassResult result;
+  std::vector<Finding>& out = result.findings;
+  for (size_t i = 0; i < r.analyses.size(); ++i) {
+    if (r.analyses[i].fixes.empty()) continue;  // fixes are computed only where there is a finding
+    NumericsFixes fx{std::move(r.analyses[i]), {}};
+    for (size_t m : r.members[i]) fx.ops.insert(fx.ops.end(), located_ops[m].begin(), located_ops[m].end());
+    std::sort(fx.ops.begin(), fx.ops.end());
+    result.fixes.push_back(std::move(fx));
+  }
   for (const nm::NumericsFinding& nf : r.findings) {
     Finding f;
     f.kind = FindingKind::kNumerics;
@@ -71,7 +86,7 @@ std::vector<Finding> check_numerics(const Program& p) {
                                                    tol.max_relative_error, tol.max_bias));
     out.push_back(std::move(f));
   }
-  return out;
+  return result;
 }
 
 }  // namespace sc

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "check/finding.h"
+#include "check/numerics_fixes.h"
 #include "graph/worst_case_memory.h"
 #include "ir/program.h"
 #include "sim/timeline.h"
@@ -45,6 +46,12 @@ std::vector<Finding> check_collectives(const Program& program);
 /// against Program::max_relative_error / max_bias or the documented defaults
 /// (numerics::Tolerances). One finding per violated rule, located at the key that chose the
 /// arithmetic, with the figures and a witness input.
-std::vector<Finding> check_numerics(const Program& program);
+/// Each configuration with a finding also comes back with the usual fixes (numerics::Analysis::
+/// fixes) and the collectives that use it, for the report to show side by side.
+struct NumericsPassResult {
+  std::vector<Finding> findings;
+  std::vector<NumericsFixes> fixes;   ///< one per configuration with a finding, in finding order
+};
+NumericsPassResult check_numerics(const Program& program);
 
 }  // namespace sc

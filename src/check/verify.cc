@@ -96,7 +96,11 @@ ProgramResult verify_program(Program program, std::vector<Finding> front_end, co
   append(r.findings, std::move(hangs));
   append(r.findings, std::move(divergence));
   if (!p.channels.empty()) append(r.findings, timer.run("channel", [&] { return check_channels(p); }));
-  if (!p.arithmetic.empty()) append(r.findings, timer.run("numerics", [&] { return check_numerics(p); }));
+  if (!p.arithmetic.empty()) {
+    NumericsPassResult numerics = timer.run("numerics", [&] { return check_numerics(p); });
+    append(r.findings, std::move(numerics.findings));
+    r.numerics_fixes = std::move(numerics.fixes);
+  }
 
   for (const auto& s : p.streams) r.edges += s.ops.empty() ? 0 : s.ops.size() - 1;
   r.edges += p.deps.size();

@@ -7,6 +7,7 @@
 
 #include "check/execution.h"
 #include "check/finding.h"
+#include "check/numerics_fixes.h"
 #include "graph/worst_case_memory.h"
 #include "ir/program.h"
 #include "sim/timeline.h"
@@ -42,6 +43,8 @@ struct ProgramResult {
   std::optional<WorstCaseMemory> worst_case;
   std::vector<WorstCaseMemory> extra_worst_case;  ///< per ProgramVerifyOptions::extra_views
   std::vector<PassTime> pass_times;
+  /// One per configuration with a numerics finding: its usual fixes and collectives.
+  std::vector<NumericsFixes> numerics_fixes;
   size_t edges = 0;                ///< stream-order edges + deps + matched messages
   int exit_code = 0;               ///< exit_code_for(findings)
   std::string verdict() const { return findings.empty() ? "holds" : "violated"; }

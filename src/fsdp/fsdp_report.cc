@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fsdp/verify_fsdp.h"
+#include "report/numerics_report.h"
 #include "report/report.h"
 #include "support/units.h"
 
@@ -35,6 +36,7 @@ void write_fsdp_text_report(std::ostream& os, const FsdpVerifyResult& r) {
                     s.units.size(), s.units.size() == 1 ? "" : "s", s.microbatches, s.microbatches == 1 ? "" : "es",
                     s.programs.empty() ? fmt::format("{} step{}", s.iterations, s.iterations == 1 ? "" : "s") : std::string("explicit programs"), p.ops.size());
   write_findings(os, v.findings);
+  write_numerics_fixes(os, v);
   if (!r.figures || !v.timeline || !v.worst_case) {
     os << "\n  no timeline: the program does not run to completion\n";
     return;

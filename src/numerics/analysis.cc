@@ -560,12 +560,14 @@ ReductionCheck check_reductions(const std::vector<LocatedReduction>& collectives
   };
   std::map<Key, size_t> index;                 // configuration -> position in `groups`
   std::vector<std::vector<const LocatedReduction*>> groups;
-  for (const LocatedReduction& r : collectives) {
-    auto [it, fresh] = index.emplace(key(r.config), groups.size());
-    if (fresh) groups.emplace_back();
-    groups[it->second].push_back(&r);
-  }
   ReductionCheck out;
+  for (size_t i = 0; i < collectives.size(); ++i) {
+    const LocatedReduction& r = collectives[i];
+    auto [it, fresh] = index.emplace(key(r.config), groups.size());
+    if (fresh) groups.emplace_back(), out.members.emplace_back();
+    groups[it->second].push_back(&r);
+    out.members[it->second].push_back(i);
+  }
   const bool want_fixes = opt.fixes;
   for (const auto& group : groups) {
     opt.fixes = false;

@@ -202,6 +202,8 @@ struct LocatedReduction {
 struct ReductionCheck {
   std::vector<Analysis> analyses;
   std::vector<NumericsFinding> findings;
+  /// members[i]: the positions in `collectives` of the collectives analyses[i] stands for.
+  std::vector<std::vector<size_t>> members;
 };
 ReductionCheck check_reductions(const std::vector<LocatedReduction>& collectives, const Tolerances& tol,
                                 AnalysisOptions opt = {});

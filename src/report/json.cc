@@ -1,5 +1,6 @@
 #include <nlohmann/json.hpp>
 
+#include "report/numerics_report.h"
 #include "report/report.h"
 #include "support/version.h"
 
@@ -72,6 +73,7 @@ std::string json_report(const VerifyResult& r) {
                         {"details", f.details}});
   }
   j["findings"] = findings;
+  if (!r.numerics_fixes.empty()) j["numerics_fixes"] = numerics_fixes_json(r);  // the usual fixes per numerics finding
   if (!r.omitted_findings.empty()) {  // findings beyond kMaxFindingsPerKind of a kind: counted, not listed
     json omitted = json::object();
     for (const auto& [kind, n] : r.omitted_findings) omitted[kind_name(kind)] = n;

@@ -1,9 +1,12 @@
 #include "report/numerics_report.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "support/units.h"
 
 namespace sc {
 
@@ -61,6 +64,48 @@ std::string threshold(const OverflowMode& o) { return o.found ? g(o.input) : "no
 
 }  // namespace
 
+std::string numerics_fixes_text(const Analysis& a, const std::string& indent, std::optional<double> collective_time_s) {
+  if (a.fixes.empty()) return "";
+  std::string out = indent + "fixes (the same figures; cost in bytes sent per element and rank";
+  out += collective_time_s ? ", and in the collectives' time on the busiest rank):\n" : "):\n";
+  const std::string time_head = collective_time_s ? fmt::format(" {:>10}", "time") : "";
+  out += fmt::format("{}  {:<18} {:>12} {:>12} {:>12} {:>12} {:>10}{}\n", indent, "", "worst error", "worst bias",
+                     "underflow <=", "overflow >=", "bytes", time_head);
+  auto row = [&](const std::string& name, const Figures& f, double bytes, double ratio) {
+    const std::string time = collective_time_s ? fmt::format(" {:>10}", format_duration(*collective_time_s * ratio)) : "";
+    out += fmt::format("{}  {:<18} {:>12} {:>12} {:>12} {:>12} {:>10}{}\n", indent, name, g(f.worst.relative_error),
+                       signed_g(f.worst_bias().bias), threshold(f.underflow), threshold(f.overflow),
+                       fmt::format("{} (x{})", g(bytes), g(ratio)), time);
+  };
+  row("as configured", a.figures, a.sent_bytes_per_element, 1);
+  for (const Fix& fix : a.fixes) row(fix.name, fix.figures, fix.sent_bytes_per_element, fix.bytes_ratio);
+  for (const Fix& fix : a.fixes) out += fmt::format("{}  {}: {}\n", indent, fix.name, fix.note);
+  return out;
+}
+
+std::optional<double> numerics_collective_time_s(const NumericsFixes& fx, const ProgramResult& r) {
+  if (!r.timeline) return std::nullopt;
+  std::vector<double> per_rank(static_cast<size_t>(std::max(r.program.num_ranks, 0)), 0.0);
+  for (OpId id : fx.ops) {
+    const OpTime& t = r.timeline->ops.at(static_cast<size_t>(id));
+    const auto rank = static_cast<size_t>(r.program.ops[static_cast<size_t>(id)].rank);
+    if (rank < per_rank.size()) per_rank[rank] += t.end_s - t.start_s;
+  }
+  return per_rank.empty() ? 0.0 : *std::max_element(per_rank.begin(), per_rank.end());
+}
+
+void write_numerics_fixes(std::ostream& os, const ProgramResult& r) {
+  if (r.numerics_fixes.empty()) return;
+  os << "\nnumerics fixes:\n";
+  for (const NumericsFixes& fx : r.numerics_fixes) {
+    std::optional<double> t = numerics_collective_time_s(fx, r);
+    os << fmt::format("  {} ({} collective op{}{})\n", describe(fx.analysis.config), fx.ops.size(),
+                      fx.ops.size() == 1 ? "" : "s",
+                      t ? fmt::format(", {} on the busiest rank", format_duration(*t)) : std::string());
+    os << numerics_fixes_text(fx.analysis, "    ", t);
+  }
+}
+
 std::string numerics_text(const NumericsReport& r) {
   const Analysis& a = r.analysis;
   const ReductionConfig& c = a.config;
@@ -70,19 +115,7 @@ std::string numerics_text(const NumericsReport& r) {
                        c.op == ReduceOp::kAvg ? fmt::format("{}(1/{})", dtype_name(c.dtype), c.ranks) : "premul_sum factor");
   out += fmt::format("  sent per element and rank: {} bytes\n", g(a.sent_bytes_per_element));
   figures_text(out, a.figures, c);
-  if (!a.fixes.empty()) {
-    out += "fixes (the same figures; cost in bytes sent per element and rank):\n";
-    out += fmt::format("  {:<18} {:>12} {:>12} {:>12} {:>12} {:>10}\n", "", "worst error", "worst bias", "underflow <=",
-                       "overflow >=", "bytes");
-    auto row = [&](const std::string& name, const Figures& f, double bytes, double ratio) {
-      out += fmt::format("  {:<18} {:>12} {:>12} {:>12} {:>12} {:>10}\n", name, g(f.worst.relative_error),
-                         signed_g(f.worst_bias().bias), threshold(f.underflow), threshold(f.overflow),
-                         fmt::format("{} (x{})", g(bytes), g(ratio)));
-    };
-    row("as configured", a.figures, a.sent_bytes_per_element, 1);
-    for (const Fix& fix : a.fixes) row(fix.name, fix.figures, fix.sent_bytes_per_element, fix.bytes_ratio);
-    for (const Fix& fix : a.fixes) out += fmt::format("  {}: {}\n", fix.name, fix.note);
-  }
+  out += numerics_fixes_text(a, "");
   if (r.proof) {
     const ProofResult& p = *r.proof;
     out += fmt::format("Z3 worst case: {}", smt_status_name(p.status));
@@ -200,6 +233,23 @@ std::string numerics_json(const NumericsReport& r) {
             {"findings", findings},
             {"stats", {{"reduced_elements", a.reduced_elements}, {"analysis_seconds", num(r.analysis_seconds)}}}};
   return j.dump(2) + "\n";
+}
+
+json numerics_fixes_json(const ProgramResult& r) {
+  json out = json::array();
+  for (const NumericsFixes& fx : r.numerics_fixes) {
+    const Analysis& a = fx.analysis;
+    std::optional<double> t = numerics_collective_time_s(fx, r);
+    json fixes = json::array();
+    for (const Fix& fix : a.fixes)
+      fixes.push_back({{"name", fix.name}, {"note", fix.note}, {"config", config_json(fix.config)},
+                       {"figures", figures_json(fix.figures)}, {"sent_bytes_per_element", num(fix.sent_bytes_per_element)},
+                       {"bytes_ratio", num(fix.bytes_ratio)}, {"time_s", t ? num(*t * fix.bytes_ratio) : json(nullptr)}});
+    out.push_back({{"config", config_json(a.config)}, {"figures", figures_json(a.figures)},
+                   {"sent_bytes_per_element", num(a.sent_bytes_per_element)}, {"collective_ops", fx.ops.size()},
+                   {"collective_time_s", t ? num(*t) : json(nullptr)}, {"fixes", fixes}});
+  }
+  return out;
 }
 
 }  // namespace sc

@@ -2,8 +2,13 @@
 #pragma once
 
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "check/verify.h"
 
 #include "numerics/analysis.h"
 #include "numerics/proof_result.h"
@@ -34,5 +39,26 @@ std::string numerics_text(const NumericsReport& r);
 /// findings (each with kind "numerics", check, message, data, witness), stats. Keys are stable
 /// (specs/numerics.md lists them). Non-finite numbers are written as the strings "inf", "-inf", "nan".
 std::string numerics_json(const NumericsReport& r);
+
+/// The usual fixes of `a` side by side with the configuration as analysed: a header line (the
+/// line "fixes (...)" at `indent`), one row per configuration (worst relative error, worst bias,
+/// underflow and overflow thresholds, bytes sent per element and rank with their ratio, and, when
+/// `collective_time_s` is given, that time scaled by the byte ratio: bandwidth-bound collectives),
+/// then one note per fix. Empty when `a` has no fixes.
+std::string numerics_fixes_text(const numerics::Analysis& a, const std::string& indent,
+                                std::optional<double> collective_time_s = std::nullopt);
+
+/// The busiest rank's simulated time in the collectives of `fx`, in seconds; absent without a
+/// timeline.
+std::optional<double> numerics_collective_time_s(const NumericsFixes& fx, const ProgramResult& r);
+
+/// The "numerics fixes" section of a verify text report: for each configuration with a numerics
+/// finding, its description, the collectives' time and numerics_fixes_text. Nothing when none.
+void write_numerics_fixes(std::ostream& os, const ProgramResult& r);
+
+/// The same as a JSON array, one object per configuration: config, figures, sent_bytes_per_element,
+/// collective_time_s (null without a timeline) and fixes (each with name, note, config, figures,
+/// sent_bytes_per_element, bytes_ratio, time_s).
+nlohmann::json numerics_fixes_json(const ProgramResult& r);
 
 }  // namespace sc

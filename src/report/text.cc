@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "report/numerics_report.h"
 #include "report/report.h"
 #include "support/units.h"
 
@@ -148,6 +149,7 @@ void write_text_report(std::ostream& os, const VerifyResult& r, size_t timeline_
   if (s.forward_only) os << "  forward only: no backward; each activation is freed when its forward ends\n";
 
   write_findings(os, r.findings);
+  write_numerics_fixes(os, r);
   for (const auto& [kind, n] : r.omitted_findings)
     os << fmt::format("  ... and {} more {} finding{} not shown (at most {} of a kind are kept)\n", n, kind_name(kind),
                       n == 1 ? "" : "s", kMaxFindingsPerKind);
