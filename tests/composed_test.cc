@@ -15,6 +15,7 @@
 #include "pipeline/verify_pipeline.h"
 #include "solver/smt_differential.h"
 #include "spec/yaml_spec.h"
+#include "cli_util.h"
 #include "test_util.h"
 
 using namespace sc;
@@ -497,4 +498,31 @@ TEST_CASE("MoE all-to-alls sized by a router spec's dispatch worst case", "[comp
   CHECK_FALSE(resolve_moe_router(*bad, d2));
   CHECK(diag_text(d2).find("dispatches over ep_size 8 but mesh.ep is 4") != std::string::npos);
   CHECK(diag_text(d2).find("moe-ep4.yaml:16:") != std::string::npos);
+}
+
+TEST_CASE("composed specs: a moe.layers list needs one entry per stage; a program above 10^7 ops is refused", "[composed][moe]") {
+  const std::string head = "schedcheck: 1\nmicrobatches: 8\ncosts: {F: 1ms, B: 2ms}\nschedule: {name: 1f1b}\n";
+  const std::string list = test::write_temp("schedcheck-composed-test", "moe-list.yaml",
+                                            head + "mesh: {pp: 2, dp_shard: 2, ep: 2}\nmoe: {layers: [1, 2, 3], dispatch_bytes: 1MiB}\n");
+  auto r = test::run_schedcheck("verify '" + list + "'");
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("moe-list.yaml:6:6: error: moe.layers lists 3 values but the schedule has 2 stages") != std::string::npos);
+  // 256 x 256 ranks, 256 microbatches of 1F1B: 256 x 1,024 actions x 256 replicas = 6.7e7 ops.
+  const std::string huge = test::write_temp(
+      "schedcheck-composed-test", "huge-mesh.yaml",
+      "schedcheck: 1\nmicrobatches: 256\ncosts: {F: 1ms, B: 2ms}\nschedule: {name: 1f1b}\nmesh: {pp: 256, dp_shard: 256}\n");
+  r = test::run_schedcheck("verify '" + huge + "'");
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("huge-mesh.yaml:5:7: error: the composed program would have about") != std::string::npos);
+  CHECK(r.out.find("more than the 10^7 schedcheck checks at once") != std::string::npos);
+}
+
+TEST_CASE("composed FSDP: an UNSHARD's all-gather waits for the RESHARDs listed before it", "[composed]") {
+  // Without unshard_async_op the all-gather stream still cannot run ahead of a free it follows
+  // in the list (the host issues them in order, FSDP2's gather reuses the freed memory): one
+  // stage gathered at a time, 100 static + 100 B, as with unshard_async_op.
+  VerifyResult r = verify(load_text("rs-default.yaml", two_stage_fsdp("")), {});
+  CHECK(r.findings.empty());
+  CHECK(r.timeline->peak_bytes_per_rank[0] == 200);
+  CHECK(r.worst_case->bytes_per_rank[0] == 200);
 }

@@ -79,6 +79,27 @@ std::optional<PipelineSpec> load_spec(const std::string& path, const std::option
     // Recompute reruns a forward in each backward.
     for (double r : spec->costs.r_s) seconds += spec->microbatches * static_cast<long double>(r);
   }
+  if (const auto& c = spec->composition) {
+    // A composed program has every action once per data-parallel replica, and four all-to-alls
+    // per MoE layer after each F, I and B: cap it as the FSDP front-end caps its programs
+    // (about 470 bytes per op: 10^7 ops take some 4.7 GB).
+    long double ops = 0;
+    for (const auto& row : spec->actions)
+      for (const Step& st : row) {
+        ops += 1;
+        if (c->moe && (st.first.kind == ActionKind::kF || st.first.kind == ActionKind::kI || st.first.kind == ActionKind::kB))
+          ops += 2.0L * c->moe->layers_of(st.first.stage);
+      }
+    ops *= c->data_parallel();
+    if (ops > 1e7L) {
+      diags.error(c->loc, fmt::format("the composed program would have about {:.3g} ops ({} data-parallel replica{} of "
+                                      "each pipeline rank's actions{}), more than the 10^7 schedcheck checks at once "
+                                      "(about 470 bytes per op); check a smaller mesh or fewer microbatches",
+                                      static_cast<double>(ops), c->data_parallel(), c->data_parallel() == 1 ? "" : "s",
+                                      c->moe ? " and their all-to-alls" : ""));
+      return std::nullopt;
+    }
+  }
   if (*std::max_element(bytes.begin(), bytes.end()) > static_cast<long double>(int64_t{1} << 62)) {
     diags.error(spec->locs.file, "the memory values add up to more than 2^62 bytes on one rank; schedcheck's sums "
                                  "would overflow");

@@ -227,14 +227,14 @@ Command add_run(CLI::App& parent) {
       "  schedcheck run examples/gpu-zbh1-p4-m8.yaml --format json --tolerance 5%\n"
       "  schedcheck run SPEC --dry-run      # plan and replay on the CPU, no GPU needed\n"
       "  schedcheck run SPEC --dry-run --svg both.svg   # predicted above measured (here: replayed) lanes\n"
-      "SPEC is a pipeline spec (YAML or CSV) or an fsdp spec (collectives run as copies between ranks on the GPU).\n"
+      "SPEC is a pipeline spec (YAML or CSV), a composed spec (mesh:) or an fsdp spec (collectives run as copies between ranks on the GPU).\n"
       "Exit codes: 0 the measurement agrees; 20 a figure differs beyond tolerance (or the correctness pass failed);\n"
       "a schedule verify does not prove deadlock-free is refused with verify's exit code (11 deadlock, 10 when\n"
       "findings of several kinds come with it); 11 also when the run hung; 12-14: verify's other findings\n"
       "(refused without --force; with --force they are returned when the measurement agrees); 2 spec error;\n"
       "1 usage error; 69 no GPU: schedcheck was built without CUDA, no CUDA driver or device, or too little free\n"
       "device memory for every rank's planned peak; 70 internal or CUDA error.");
-  cmd->add_option("file", a->file, "pipeline YAML spec (.yaml), PyTorch schedule CSV (.csv), or fsdp spec")->required();
+  cmd->add_option("file", a->file, "pipeline or composed YAML spec (.yaml), PyTorch schedule CSV (.csv), or fsdp spec")->required();
   cmd->add_option("--device", a->device, "CUDA device index all ranks run on")->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--repeat", a->repeat, "timed runs; the median by makespan is reported")->check(CLI::Range(1, 1000))->capture_default_str();
   cmd->add_option("--warmup", a->warmup, "untimed runs before the timed ones")->check(CLI::Range(0, 100))->capture_default_str();

@@ -83,6 +83,7 @@ class Builder {
       cur_ = g % dp_;
       const int32_t r = g / dp_;
       last_backward_.clear();
+      last_reshard_ = kNoOp;
       pending_init_ = kNoOp;
       for (size_t i = 0; i < spec_.actions[r].size(); ++i) create_op(g, r, static_cast<int32_t>(i));
       if (comp_) add_optimizer(g);
@@ -149,7 +150,10 @@ class Builder {
         last_backward_[a.stage] = id;
     }
     if (op.kind == OpKind::kCompute && comp_ && comp_->moe) add_all_to_alls(id);
-    if (k == ActionKind::kReshard && comp_ && comp_->fsdp && comp_->record_stream) add_release(id, prank);
+    if (k == ActionKind::kReshard && comp_ && comp_->fsdp) {
+      last_reshard_ = id;
+      if (comp_->record_stream) add_release(id, prank);
+    }
     // Batched P2P groups: runs of steps joined by batched_with_next.
     if (st.batched_with_next || !pending_group_.empty()) pending_group_.push_back(id);
     if (!st.batched_with_next && !pending_group_.empty()) {
@@ -312,6 +316,11 @@ class Builder {
       OpId id = add_collective(op, CollectiveKind::kAllGather, shard_comm_[prank * R + rep], params,
                                dtype_name(comp_->param_dtype), fmt::format("AG stage {}", a.stage));
       if (before != kNoOp && op.stream != compute_stream_[op.rank]) defer_dep(id, before);
+      // The host issues an UNSHARD only after the RESHARDs listed before it, and FSDP2's
+      // all-gather stream waits for the free it reuses: a gather never runs ahead of them, so
+      // max_active_stages bounds the gathered stages.
+      if (last_reshard_ != kNoOp && last_reshard_ != before && op.stream != p.ops[last_reshard_].stream)
+        defer_dep(id, last_reshard_);
       index_[cur_].try_emplace(key_of(a.kind, a.stage, a.microbatch), id);
       return;
     }
@@ -792,6 +801,7 @@ class Builder {
   int32_t cur_ = 0;                     ///< the replica being built or wired
   std::vector<int32_t> compute_stream_, comm_stream_, gather_stream_, reduce_stream_;  ///< per global rank
   std::vector<int32_t> alloc_stream_;   ///< per global rank, with record_stream only
+  OpId last_reshard_ = kNoOp;           ///< the latest RESHARD of the rank being created
   std::unordered_map<OpId, OpId> release_of_;        ///< record_stream: RESHARD -> its release op
   std::unordered_map<OpId, MemEffect> pending_free_; ///< record_stream: release op -> the free it applies
   std::unordered_map<int32_t, int32_t> ep_comm_;     ///< MoE: first rank of an EP group -> its communicator

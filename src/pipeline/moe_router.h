@@ -12,7 +12,8 @@ namespace sc {
 /// spec's `dispatch:` must be given and its `ep_size` must equal the mesh's `ep`; otherwise, or
 /// when the router spec does not load, errors go to `diags` located at the `moe.router` value
 /// (and the router spec's own errors at their lines). Returns false on any error; a spec
-/// without `moe.router` is left as it is.
+/// without `moe.router` is left as it is. Also checks that a `moe.layers` list has one entry
+/// per stage of the (resolved) schedule, with the error at the `moe` key.
 bool resolve_moe_router(PipelineSpec& spec, Diagnostics& diags);
 
 }  // namespace sc
