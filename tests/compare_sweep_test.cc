@@ -1,6 +1,8 @@
 // `schedcheck compare` over sweeps, several files and the spec's own schedule: row counts and
 // values against the closed forms, the CSV output parsed back, the self row against verify.
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -217,3 +219,16 @@ TEST_CASE("compare and run refuse inputs of another front-end, naming the file a
 }
 
 }  // namespace
+
+TEST_CASE("compare --svg refuses a picture of more than 64 timelines and writes nothing", "[compare]") {
+  const std::string out = sc::test::write_temp("schedcheck-compare-sweep", "too-many.svg", "");
+  std::remove(out.c_str());
+  std::string mbs;
+  for (int m = 4; m < 4 + 70; ++m) mbs += (mbs.empty() ? "" : ",") + std::to_string(m);
+  auto r = sc::test::run_schedcheck("compare examples/compare-p4-m8.yaml --schedules 1f1b --microbatches " + mbs +
+                                    " --svg '" + out + "'");
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("--svg: 70 timelines holding") != std::string::npos);
+  CHECK(r.out.find("at most 64 timelines") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(out));
+}

@@ -297,8 +297,12 @@ class Table {
       csv_ << csv_start << fmt::format(",,,,,,{},{}\n", messages_of(r), csv_field(kinds));
     }
     if (a_.svg) {
-      r.spec.name = label;
-      drawn_.push_back(std::move(r));
+      drawn_ops_ += static_cast<int64_t>(r.program.ops.size());
+      ++drawn_rows_;
+      if (drawn_ops_ <= kMaxDrawnOps && drawn_rows_ <= kMaxDrawnRows) {
+        r.spec.name = label;
+        drawn_.push_back(std::move(r));
+      }
     }
   }
 
@@ -310,6 +314,13 @@ class Table {
 
   int exit_code() const { return exit_; }
   const std::vector<VerifyResult>& drawn() const { return drawn_; }
+  /// Ops of every row --svg would draw (rows past kMaxDrawnOps are counted, not kept).
+  int64_t drawn_ops() const { return drawn_ops_; }
+  int64_t drawn_rows() const { return drawn_rows_; }
+  /// One picture holds at most this many ops (each kept row holds its whole program) and
+  /// timelines (each is drawn at full width).
+  static constexpr int64_t kMaxDrawnOps = 2'000'000;
+  static constexpr int64_t kMaxDrawnRows = 64;
 
   void print(std::ostream& out, std::ostream& err) const {
     for (const auto& n : notes_) err << "schedcheck: note: " << n << "\n";
@@ -334,6 +345,7 @@ class Table {
   std::ostringstream text_, csv_;
   std::vector<std::string> notes_;
   std::vector<VerifyResult> drawn_;
+  int64_t drawn_ops_ = 0, drawn_rows_ = 0;
   int exit_ = 0;
 };
 
@@ -437,6 +449,13 @@ int run_compare(const CompareArgs& a) {
                                            : fmt::format("left out at the {} other point(s)", self_skipped)));
   }
   int exit = table.exit_code();
+  if (a.svg && (table.drawn_ops() > Table::kMaxDrawnOps || table.drawn_rows() > Table::kMaxDrawnRows)) {
+    table.print(std::cout, std::cerr);
+    std::cerr << fmt::format("schedcheck: error: --svg: {} timelines holding {} ops in all; one picture draws at most {} "
+                             "timelines and {} ops; sweep fewer points or schedules for the picture (nothing was written)\n",
+                             table.drawn_rows(), table.drawn_ops(), Table::kMaxDrawnRows, Table::kMaxDrawnOps);
+    return kExitSpec;
+  }
   if (a.svg) {
     std::vector<const VerifyResult*> pictures;
     for (const auto& r : table.drawn()) pictures.push_back(&r);
@@ -481,7 +500,7 @@ Command add_compare(CLI::App& parent) {
                   "one row per result; seconds and bytes)")
       ->check(CLI::IsMember({"text", "json", "csv"}));
   add_semantics_option(cmd, a->semantics);
-  cmd->add_option("--svg", a->svg, "write every row's timeline as one SVG picture, one below the other on one time scale");
+  cmd->add_option("--svg", a->svg, "write every row's timeline as one SVG picture, one below the other on one time scale (at most 64 timelines and 2,000,000 ops)");
   cmd->add_option("--lower", a->lower, "add SEND/RECV to every schedule first: pytorch or deferred")
       ->check(CLI::IsMember({"pytorch", "deferred"}));
   return {cmd, [a] { return run_compare(*a); }};

@@ -457,13 +457,13 @@ std::optional<Generated> generate(const GenOptions& o, std::string* why) {
     return reject(why, fmt::format("the megatron variant exists for interleaved-1f1b only, not {}", name));
   // Bound the shape before anything is allocated (the same bound verify applies to specs).
   constexpr int64_t kMaxPairs = 10'000'000;
-  const int64_t v_req = o.chunks ? *o.chunks : (o.stages ? *o.stages / std::max(p, 1) : 2);
-  if (p > 65536 || static_cast<int64_t>(p) * std::max<int64_t>(v_req, 1) * m > kMaxPairs)
-    return reject(why, fmt::format("{} ranks x {} stages per rank x {} microbatches is more than the {} (stage, "
-                                   "microbatch) pairs schedcheck supports", p, v_req, m, kMaxPairs));
-  auto v_opt = resolve_chunks(o, *entry, why);
+  auto v_opt = resolve_chunks(o, *entry, why);  // allocates nothing
   if (!v_opt) return std::nullopt;
-  const int32_t v = *v_opt, S = v * p;
+  const int32_t v = *v_opt;
+  if (p > 65536 || static_cast<int64_t>(p) * std::max<int64_t>(v, 1) * m > kMaxPairs)
+    return reject(why, fmt::format("{} ranks x {} stage{} per rank x {} microbatches is more than the {} (stage, "
+                                   "microbatch) pairs schedcheck supports", p, v, v == 1 ? "" : "s", m, kMaxPairs));
+  const int32_t S = v * p;  // below kMaxPairs
 
   Generated g;
   g.name = name;
