@@ -45,6 +45,18 @@ unsigned sum_bits(const numerics::FormatInfo& f, Window w, int ranks) {
 // bit-vectors in units of u (each input scaled by 1/u in a sort with the element's precision and
 // fp32's exponent range, which is exact, then converted by fp.to_ubv, also exact). Products with
 // the candidate's constants are taken in twice the width, so nothing wraps.
+// A QF_FPBV solver with a time limit (ms, at least 1), a random seed and, when rlimit > 0, a
+// resource limit (clamped to what Z3's unsigned parameter holds).
+z3::solver fp_solver(z3::context& ctx, unsigned timeout_ms, unsigned seed, uint64_t rlimit) {
+  z3::solver solver(ctx, "QF_FPBV");
+  z3::params p(ctx);
+  p.set("timeout", std::max(1u, timeout_ms));
+  p.set("random_seed", seed);
+  if (rlimit) p.set("rlimit", static_cast<unsigned>(std::min<uint64_t>(rlimit, UINT32_MAX)));
+  solver.set(p);
+  return solver;
+}
+
 class Encoder {
  public:
   Encoder(const numerics::ReductionConfig& c, const NumericsSmtOptions& opt)
@@ -60,12 +72,7 @@ class Encoder {
   // A fresh QF_FPBV solver per check: Z3 then bit-blasts the whole query, which is orders of
   // magnitude faster here than the incremental solver that push/pop would select.
   z3::check_result worse_than(double err, double exact, unsigned timeout_ms) {
-    z3::solver solver(ctx_, "QF_FPBV");
-    z3::params p(ctx_);
-    p.set("timeout", std::max(1u, timeout_ms));
-    p.set("random_seed", opt_.seed);
-    if (opt_.rlimit) p.set("rlimit", static_cast<unsigned>(std::min<uint64_t>(opt_.rlimit, UINT32_MAX)));
-    solver.set(p);
+    z3::solver solver = fp_solver(ctx_, timeout_ms, opt_.seed, opt_.rlimit);
     solver.add(base_);
     if (err == 0) {
       solver.add(z3::ugt(abs_err_, ctx_.bv_val(0, width_)));
@@ -210,12 +217,7 @@ class StepEncoder {
     z3::expr tb = ctx_.bv_const("t", bits), xb = ctx_.bv_const("x", bits);
     z3::expr t(ctx_, Z3_mk_fpa_to_fp_bv(ctx_, tb, fs)), x(ctx_, Z3_mk_fpa_to_fp_bv(ctx_, xb, fs));
     z3::expr rb(ctx_, Z3_mk_fpa_to_ieee_bv(ctx_, z3::expr(ctx_, Z3_mk_fpa_add(ctx_, ctx_.fpa_rounding_mode(), t, x))));
-    z3::solver solver(ctx_, "QF_FPBV");
-    z3::params prm(ctx_);
-    prm.set("timeout", std::max(1u, timeout_ms));
-    prm.set("random_seed", opt.seed);
-    if (opt.rlimit) prm.set("rlimit", static_cast<unsigned>(std::min<uint64_t>(opt.rlimit, UINT32_MAX)));
-    solver.set(prm);
+    z3::solver solver = fp_solver(ctx_, timeout_ms, opt.seed, opt.rlimit);
     solver.add(in_range(tb) && in_range(xb));
     solver.add(exponent(tb) == ctx_.bv_val(bias_, eb_) || exponent(xb) == ctx_.bv_val(bias_, eb_));
     const int64_t U = int64_t{1} << p_, k = k_, k1 = k_ + 1;
