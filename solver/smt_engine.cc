@@ -243,6 +243,8 @@ bool SmtEncoder::worst_case(SmtVerdict& v) {
 SmtVerdict smt_check(const Program& program, const SmtOptions& options) {
   SmtVerdict v;
   auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  bool out_of_time = false;
   try {
     SmtEncoder enc(program, options);
     if (!enc.deadlock(v)) {
@@ -251,13 +253,17 @@ SmtVerdict smt_check(const Program& program, const SmtOptions& options) {
       v.inconclusive = true;
       v.deadlock_established = true;
     }
-    if (v.inconclusive && enc.out_of_time())
-      v.message = fmt::format("the time limit of {} s ran out ({})", options.time_limit_s, v.message);
+    out_of_time = enc.out_of_time();
   } catch (const z3::exception& e) {
+    // An interrupt from the watchdog can surface as an exception ("canceled") from any Z3 call,
+    // not only as an unknown answer: the deadline is then the reason, whatever Z3 says.
     v.inconclusive = true;
     v.message = fmt::format("z3: {}", e.msg());
+    out_of_time = options.time_limit_s > 0 && elapsed() >= options.time_limit_s;
   }
-  v.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (v.inconclusive && out_of_time)
+    v.message = fmt::format("the time limit of {} s ran out ({})", options.time_limit_s, v.message);
+  v.seconds = elapsed();
   return v;
 }
 

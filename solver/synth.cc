@@ -763,7 +763,8 @@ SynthResult Encoder::run() {
     try {
       res = solver_.check(assumptions);
     } catch (const z3::exception& e) {
-      out.message = fmt::format("z3: {}", e.msg());
+      // The watchdog's interrupt can surface as an exception: then the deadline is the reason.
+      if (!watchdog_.expired()) out.message = fmt::format("z3: {}", e.msg());
       res = z3::unknown;
     }
     double dt = seconds_since(c0);
