@@ -8,15 +8,17 @@
 // Series: m x4 at fixed p (growth in ops at fixed ranks) and p x2 at fixed m (ranks doubling at
 // a fixed number of ops per rank). The exponent between two rows is
 // log(t2 / t1) / log(ops2 / ops1); 1 is linear.
-// Usage: pipeline_scaling_bench [--quick | --big]
+// Usage: pipeline_scaling_bench [--quick | --big | --one NAME comms|lower P M]
 //   --quick: small shapes (seconds); default: p = 64 up to m = 8192 (about a minute);
-//   --big: also interleaved-zb p = 64 m = 8192 (7.3 M ops).
+//   --big: also interleaved-zb p = 64 m = 8192 (7.3 M ops);
+//   --one: a single shape (schedule NAME, comms CSV or compute-only + --lower pytorch).
 // Prints wall seconds per pass, peak RSS and bytes per op (peak RSS / ops). Figures: README.
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -91,7 +93,7 @@ Row measure(const Shape& s) {
   sc::VerifyOptions options;
   if (!s.comms) options.lower = sc::LowerPolicy::kPyTorch;
   t0 = Clock::now();
-  sc::VerifyResult r = sc::verify(*spec, options);
+  sc::VerifyResult r = sc::verify(std::move(*spec), options);
   row.seconds[kNumColumns - 1] = std::chrono::duration<double>(Clock::now() - t0).count();
   for (const sc::PassTime& pt : r.pass_times)
     for (int c = 1; c + 1 < kNumColumns; ++c)
@@ -131,6 +133,11 @@ void run_series(const char* title, const std::vector<Shape>& shapes) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 6 && std::strcmp(argv[1], "--one") == 0) {
+    const Shape one{argv[2], std::strcmp(argv[3], "comms") == 0, std::atoi(argv[4]), std::atoi(argv[5])};
+    run_series("one shape", {one});
+    return 0;
+  }
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const bool big = argc > 1 && std::strcmp(argv[1], "--big") == 0;
   const int p = quick ? 16 : 64;

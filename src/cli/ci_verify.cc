@@ -35,7 +35,8 @@ class Capture {
 
 bool declares_budget(const std::string& path) {
   std::string text, why;
-  return read_input_file(path, &text, &why) && yaml_util::declares_key(text, "budget");
+  return yaml_util::has_yaml_extension(path) && read_input_file(path, &text, &why) &&
+         yaml_util::declares_key(text, "budget");
 }
 
 }  // namespace

@@ -11,14 +11,9 @@
 namespace sc::cli {
 namespace {
 
-bool is_yaml(const std::string& path) {
-  const std::string ext = std::filesystem::path(path).extension().string();
-  return ext == ".yaml" || ext == ".yml";
-}
-
 bool declares(const std::string& path, const char* key) {
   std::string text, why;
-  return is_yaml(path) && read_input_file(path, &text, &why) && yaml_util::declares_key(text, key);
+  return yaml_util::has_yaml_extension(path) && read_input_file(path, &text, &why) && yaml_util::declares_key(text, key);
 }
 
 bool composed(const std::string& path) { return declares(path, "mesh"); }

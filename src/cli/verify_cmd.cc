@@ -228,7 +228,7 @@ int run_verify(const VerifyArgs& a) {
   int exit = 0;
   nlohmann::json all = nlohmann::json::array();
   for (size_t i = 0; i < specs.size(); ++i) {
-    VerifyResult r = verify(specs[i], opt);
+    VerifyResult r = verify(std::move(specs[i]), opt);  // not used after this
     if (a.engine == "smt") {
       std::string note;
       SmtOptions smt;

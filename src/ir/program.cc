@@ -7,6 +7,11 @@
 
 namespace sc {
 
+// The IR's bytes per op (README, scaling): keep these from growing unnoticed.
+static_assert(sizeof(MemEffect) == 16);
+static_assert(sizeof(Dep) == 8);
+static_assert(sizeof(Op) <= 136);
+
 double LinkModel::transfer_s(int64_t n) const {
   double t = latency_s;
   if (n > 0 && std::isfinite(bandwidth_bytes_per_s) && bandwidth_bytes_per_s > 0)

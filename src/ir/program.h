@@ -47,9 +47,13 @@ struct Dep {
 
 /// A change of live bytes on the op's rank: `bytes` > 0 allocates, < 0 frees. Applied at the
 /// op's start (`at_end` false) or end. `buffer` indexes Program::buffers.
+/// 16 bytes (bytes first, so the flag packs beside the buffer index); built as
+/// MemEffect{buffer, bytes, at_end}.
 struct MemEffect {
-  int32_t buffer = -1;
+  MemEffect() = default;
+  MemEffect(int32_t buffer_, int64_t bytes_, bool at_end_) : bytes(bytes_), buffer(buffer_), at_end(at_end_) {}
   int64_t bytes = 0;
+  int32_t buffer = -1;
   bool at_end = false;
 };
 
@@ -69,9 +73,11 @@ struct Buffer {
 /// overlapped F;B pair (kCompute), the local SEND/RECV action (kSend/kRecv), or the marker
 /// action. Its deps are Program::deps[dep_begin, dep_end), its memory effects
 /// Program::mem[mem_begin, mem_end). `step` is its index in the rank's action list.
+/// Fields are ordered so that no padding falls between them (136 bytes).
 struct Op {
   OpKind kind = OpKind::kCompute;
   uint8_t num_actions = 0;
+  CollectiveKind collective = CollectiveKind::kAllGather;  ///< collective only
   int32_t rank = 0;
   int32_t stream = 0;     ///< global stream index (Program::streams)
   int32_t step = -1;
@@ -80,16 +86,15 @@ struct Op {
   // P2P only
   int32_t peer = -1;      ///< the other rank
   int32_t channel = -1;   ///< Program::channels index
-  int64_t bytes = 0;      ///< message size
   OpId match = kNoOp;     ///< the matched send/recv (FIFO per channel), kNoOp if unmatched
   int32_t group = -1;     ///< Program::groups index of its batched P2P group, or -1
   // Collective only
   int32_t comm = -1;      ///< Program::comms index
   int32_t seq = -1;       ///< position in its rank's sequence on `comm` (set by add_op)
-  CollectiveKind collective = CollectiveKind::kAllGather;
-  const char* dtype = ""; ///< static string: "bf16", "fp32", ... (the element type sent)
   int32_t arith = -1;     ///< Program::arithmetic index for a reducing collective, or -1
   int32_t name = -1;      ///< Program::names index: the label of a non-pipeline op ("AG layer.7")
+  int64_t bytes = 0;      ///< message size (P2P), bytes per rank (collective)
+  const char* dtype = ""; ///< static string: "bf16", "fp32", ... (the element type sent)
   uint32_t dep_begin = 0, dep_end = 0;
   uint32_t mem_begin = 0, mem_end = 0;
   uint32_t use_begin = 0, use_end = 0;  ///< Program::uses: buffers the op reads or writes

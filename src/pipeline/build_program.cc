@@ -9,15 +9,12 @@
 #include <fmt/format.h>
 
 #include "numerics/analysis.h"
+#include "pipeline/action_key_map.h"
 
 namespace sc {
 namespace {
 
-uint64_t key_of(ActionKind k, int32_t stage, int32_t mb) {
-  // stage and microbatch ids are below 2^29 (check_spec_size bounds stages x microbatches).
-  return (static_cast<uint64_t>(k) << 58) | (static_cast<uint64_t>(static_cast<uint32_t>(stage)) << 29) |
-         static_cast<uint64_t>(static_cast<uint32_t>(mb + 1));
-}
+ActionKey key_of(ActionKind k, int32_t stage, int32_t mb) { return {k, stage, mb}; }
 
 class Builder {
  public:
@@ -73,11 +70,9 @@ class Builder {
     size_t total = 0;
     for (const auto& row : spec_.actions) total += row.size();
     p.ops.reserve(total * dp_ + world);
-    index_.assign(dp_, {});
-    buffers_.assign(dp_, {});
     // Each replica's maps hold every pipeline rank's actions and buffers of that replica.
-    for (auto& ix : index_) ix.reserve(total + 16);
-    for (auto& bx : buffers_) bx.reserve(total + 16);
+    index_.assign(dp_, ActionKeyMap<OpId>(spec_.stages, spec_.microbatches, total + 16));
+    buffers_.assign(dp_, ActionKeyMap<int32_t>(spec_.stages, spec_.microbatches, total + 16));
     // Pass 1: create ops (so lookups see every action, including later ones), rank by rank.
     for (int32_t g = 0; g < world; ++g) {
       cur_ = g % dp_;
@@ -88,8 +83,13 @@ class Builder {
       for (size_t i = 0; i < spec_.actions[r].size(); ++i) create_op(g, r, static_cast<int32_t>(i));
       if (comp_) add_optimizer(g);
     }
-    p.deps.reserve(total * 2);
-    p.mem.reserve(total * 2);
+    // About two deps per op, and memory effects on compute ops only (SEND/RECV are most ops
+    // of a comms CSV and have none): reserving for every op cost 48 bytes an op.
+    size_t computes = 0;
+    for (const auto& row : spec_.actions)
+      for (const Step& st : row) computes += is_compute(st.first.kind);
+    p.deps.reserve(total * dp_ * 2);
+    p.mem.reserve(computes * dp_ * 2 + 16);
     // Pass 2: wire inputs and memory effects, op by op (deps of an op must be added together).
     wire_all();
     p.match_channels();
@@ -455,7 +455,7 @@ class Builder {
     for (int part = 0; part < c.num_actions; ++part) {
       const Action& a = c.actions[part];
       if (a.kind == ActionKind::kF || a.kind == ActionKind::kI || a.kind == ActionKind::kB)
-        index_[cur_][key_of(a.kind, a.stage, a.microbatch)] = last;
+        index_[cur_].assign(key_of(a.kind, a.stage, a.microbatch), last);
     }
   }
 
@@ -478,8 +478,7 @@ class Builder {
 
   /// Records a dependency of `dst` (already created) on `src`, added when `dst` is wired.
   void defer_dep(OpId dst, OpId src) {
-    if (extra_deps_.size() <= static_cast<size_t>(dst)) extra_deps_.resize(dst + 1);
-    extra_deps_[dst].push_back(src);
+    deferred_.emplace_back(dst, src);
   }
 
   double cost(const Action& a) const {
@@ -498,8 +497,8 @@ class Builder {
   }
 
   OpId find(ActionKind k, int32_t stage, int32_t mb) const {
-    auto it = index_[cur_].find(key_of(k, stage, mb));
-    return it == index_[cur_].end() ? kNoOp : it->second;
+    const OpId* at = index_[cur_].find(key_of(k, stage, mb));
+    return at ? *at : kNoOp;
   }
 
   int32_t rank_of_stage(int32_t stage) const {
@@ -565,6 +564,16 @@ class Builder {
 
   void wire_all() {
     Program& p = out_.program;
+    // The deferred deps grouped by op (compressed rows, each op's in the order recorded).
+    std::vector<uint32_t> first(p.ops.size() + 1, 0);
+    for (const auto& [dst, src] : deferred_) ++first[dst + 1];
+    for (size_t i = 0; i + 1 < first.size(); ++i) first[i + 1] += first[i];
+    std::vector<OpId> extra(deferred_.size());
+    {
+      std::vector<uint32_t> fill(first.begin(), first.end() - 1);
+      for (const auto& [dst, src] : deferred_) extra[fill[dst]++] = src;
+      std::vector<std::pair<OpId, OpId>>().swap(deferred_);
+    }
     for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id) {
       // Deps must be appended while `id` is the op whose range ends the deps array.
       p.ops[id].dep_begin = p.ops[id].dep_end = static_cast<uint32_t>(p.deps.size());
@@ -572,8 +581,7 @@ class Builder {
       p.ops[id].use_begin = p.ops[id].use_end = static_cast<uint32_t>(p.uses.size());
       const Op op = p.ops[id];
       cur_ = op.rank % dp_;
-      if (static_cast<size_t>(id) < extra_deps_.size())
-        for (OpId src : extra_deps_[id]) p.add_dep(id, Dep{src, DepKind::kLocal});
+      for (uint32_t k = first[id]; k < first[id + 1]; ++k) p.add_dep(id, Dep{extra[k], DepKind::kLocal});
       if (op.kind == OpKind::kCompute) {
         for (int part = 0; part < op.num_actions; ++part) wire_compute(id, op.actions[part]);
         for (int part = 0; part < op.num_actions; ++part) add_memory(id, op.actions[part]);
@@ -780,10 +788,11 @@ class Builder {
     const std::string_view kv = kind;
     const ActionKind slot = kv == "act" ? ActionKind::kF : kv == "act-tmp" ? ActionKind::kI
                             : kv == "recomputed" ? ActionKind::kB : ActionKind::kW;
-    uint64_t k = key_of(slot, a.stage, a.microbatch);
-    auto [it, inserted] = buffers_[cur_].try_emplace(k, static_cast<int32_t>(out_.program.buffers.size()));
-    if (inserted) out_.program.buffers.push_back(Buffer{rank, a.stage, a.microbatch, kind, bytes});
-    return it->second;
+    const ActionKey k = key_of(slot, a.stage, a.microbatch);
+    const auto next = static_cast<int32_t>(out_.program.buffers.size());
+    if (!buffers_[cur_].try_emplace(k, next)) return *buffers_[cur_].find(k);
+    out_.program.buffers.push_back(Buffer{rank, a.stage, a.microbatch, kind, bytes});
+    return next;
   }
 
   bool has_dep(OpId id, OpId src) const {
@@ -807,15 +816,15 @@ class Builder {
   std::unordered_map<int32_t, int32_t> ep_comm_;     ///< MoE: first rank of an EP group -> its communicator
   std::unordered_map<OpId, OpId> a2a_pair_;          ///< MoE: second all-to-all of a pair -> the first
   std::unordered_map<OpId, int32_t> a2a_buffer_;     ///< MoE: first all-to-all of a pair -> its receive buffer
-  std::vector<std::unordered_map<uint64_t, OpId>> index_;    ///< per replica: action -> op
-  std::vector<std::unordered_map<uint64_t, int32_t>> buffers_;  ///< per replica: (kind, stage, mb) -> buffer
+  std::vector<ActionKeyMap<OpId>> index_;       ///< per replica: action -> op
+  std::vector<ActionKeyMap<int32_t>> buffers_;  ///< per replica: (kind slot, stage, mb) -> buffer
   std::vector<uint8_t> fsdp_stage_;     ///< per stage: 1 when some rank UNSHARDs it
   std::vector<int32_t> live_params_;    ///< per (replica, stage): its live "param" buffer, or -1
   std::vector<OpId> live_gather_;       ///< per (replica, stage): its last UNSHARD op
   std::unordered_map<size_t, int> gathers_;  ///< per (replica, stage): UNSHARDs so far
   std::unordered_map<int32_t, OpId> last_backward_;  ///< per stage: its latest I/B/W op on the rank being created
   std::vector<OpId> pending_group_;     ///< a batched group being created
-  std::vector<std::vector<OpId>> extra_deps_;  ///< per op: deps recorded at creation, added when wired
+  std::vector<std::pair<OpId, OpId>> deferred_;  ///< (dst, src): deps recorded at creation, added when wired
   std::vector<int32_t> shard_comm_, replicate_comm_, tied_comm_;
   std::map<std::string, int32_t> arith_index_;  ///< Program::arithmetic per (reduction, group size)
   std::unordered_map<uint64_t, int32_t> pair_comm_;  ///< lazy init: the communicator of a rank pair

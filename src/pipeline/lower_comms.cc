@@ -1,6 +1,8 @@
 // Lowering compute-only pipeline schedules to explicit SEND/RECV lists (PyTorch's and deferred).
 #include "pipeline/lower_comms.h"
 
+#include "pipeline/action_key_map.h"
+
 #include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
@@ -11,68 +13,10 @@ namespace sc {
 
 namespace {
 
-// An action as a hashable key (kind, stage, microbatch), for sets of placed actions and for
-// message identities.
-struct Key {
-  ActionKind kind;
-  int32_t stage;
-  int32_t microbatch;
-  bool operator==(const Key&) const = default;
-};
-struct KeyHash {
-  size_t operator()(const Key& k) const {
-    uint64_t h = static_cast<uint64_t>(k.kind);
-    h = h * 0x9E3779B97F4A7C15ull + static_cast<uint32_t>(k.stage);
-    h = h * 0x9E3779B97F4A7C15ull + static_cast<uint32_t>(k.microbatch);
-    return static_cast<size_t>(h ^ (h >> 29));
-  }
-};
-Key key_of(const Action& a) { return {a.kind, a.stage, a.microbatch}; }
-
-// A map from action keys to T with first-insert-wins semantics. Dense (a table indexed by kind,
-// stage and microbatch: O(1) without hashing, which kept lowering's growth above linear as the
-// tables outgrew the caches) when the ids are compact, as in generated and real schedules;
-// keys outside the table, or every key when ids are sparse, go to a hash map.
+using Key = ActionKey;
+using KeyHash = ActionKeyHash;
 template <typename T>
-class KeyMap {
- public:
-  // `stages` and `microbatches` bound the ids of most keys; `entries` is about how many keys come.
-  KeyMap(int32_t stages, int32_t microbatches, size_t entries) : stages_(stages), microbatches_(microbatches) {
-    const uint64_t cells = static_cast<uint64_t>(kNumActionKinds) * std::max(stages, 0) * std::max(microbatches, 0);
-    if (cells > 0 && cells <= 4 * static_cast<uint64_t>(entries) + 4096) {
-      dense_.resize(cells);
-      used_.assign(cells, 0);
-    }
-  }
-  // Inserts unless present; false when `k` was present.
-  bool try_emplace(const Key& k, const T& v) {
-    const int64_t i = slot(k);
-    if (i < 0) return sparse_.try_emplace(k, v).second;
-    if (used_[i]) return false;
-    used_[i] = 1;
-    dense_[i] = v;
-    return true;
-  }
-  // The value of `k`, or null.
-  const T* find(const Key& k) const {
-    const int64_t i = slot(k);
-    if (i >= 0) return used_[i] ? &dense_[i] : nullptr;
-    auto it = sparse_.find(k);
-    return it == sparse_.end() ? nullptr : &it->second;
-  }
-
- private:
-  int64_t slot(const Key& k) const {
-    if (dense_.empty() || k.stage < 0 || k.stage >= stages_ || k.microbatch < 0 || k.microbatch >= microbatches_)
-      return -1;
-    return (static_cast<int64_t>(k.kind) * stages_ + k.stage) * microbatches_ + k.microbatch;
-  }
-  int32_t stages_, microbatches_;
-  std::vector<T> dense_;
-  std::vector<uint8_t> used_;
-  std::unordered_map<Key, T, KeyHash> sparse_;
-};
-
+using KeyMap = ActionKeyMap<T>;
 
 // The communication a compute action causes, given the placement.
 struct Comms {

@@ -1,5 +1,7 @@
 #include "pipeline/verify_pipeline.h"
 
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "check/pass_timer.h"
@@ -16,10 +18,14 @@ void append(std::vector<Finding>& to, std::vector<Finding>&& from) {
 
 }  // namespace
 
-VerifyResult verify(const PipelineSpec& spec_in, const VerifyOptions& options) {
+VerifyResult verify(const PipelineSpec& spec, const VerifyOptions& options) {
+  return verify(PipelineSpec(spec), options);
+}
+
+VerifyResult verify(PipelineSpec&& spec_in, const VerifyOptions& options) {
   VerifyResult r;
   PassTimer timer(r.pass_times);
-  r.spec = spec_in;
+  r.spec = std::move(spec_in);
   if (options.semantics) r.spec.p2p.semantics = *options.semantics;
 
   // Composed specs: FSDP and gradient reductions as PyTorch's pipelining runtime places them

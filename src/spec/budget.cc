@@ -84,6 +84,7 @@ std::string format_budget_value(BudgetUnit unit, double value) {
 std::vector<Budget> load_budgets(const std::string& path, Diagnostics& diags) {
   using namespace yaml_util;
   std::vector<Budget> out;
+  if (!has_yaml_extension(path)) return out;  // only YAML specs have a budget: key
   Diagnostics d;
   auto file = read_spec_file(path, d);
   if (!file) return out;  // the spec's loader reports an unreadable file

@@ -36,6 +36,11 @@ std::string default_name(const std::string& path) {
   return s.empty() ? path : s;
 }
 
+bool has_yaml_extension(const std::string& path) {
+  const std::string ext = std::filesystem::path(path).extension().string();
+  return ext == ".yaml" || ext == ".yml";
+}
+
 bool declares_key(const std::string& text, const std::string& key) {
   if (text.find('\0') != std::string::npos) return false;
   try {

@@ -67,6 +67,11 @@ std::string default_name(const std::string& path);
 /// NUL byte and for any other document. Never throws.
 bool declares_key(const std::string& text, const std::string& key);
 
+/// True when `path` ends in .yaml or .yml: only such files are specs with YAML keys (a CSV,
+/// TOML, JSON or launch script never declares `budget:` or a front-end key, and parsing a
+/// 34 MB schedule CSV as YAML to find out took longer than verifying it).
+bool has_yaml_extension(const std::string& path);
+
 /// A spec file read with read_input_file() and registered with register_source().
 struct SpecFile {
   int32_t file = -1;
