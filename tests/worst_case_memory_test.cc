@@ -626,6 +626,17 @@ TEST_CASE("the per-rank projection gives the same clocks as whole-program vector
             INFO("program:\n" << describe(p) << "rank " << r << " event " << order.events()[i] << " stream " << k);
             REQUIRE(order.prefix(i, k) == clocks.prefix(order.events()[i], k));
           }
+        // One event's clock without the projection (the worst case's one-stream path).
+        if (budget > 0)
+          for (int32_t i = 0; i < order.size(); ++i) {
+            const int32_t e = order.events()[i];
+            const std::vector<int32_t> one = projector.clock_of(r, e);
+            REQUIRE(static_cast<int>(one.size()) == order.width());
+            for (int k = 0; k < order.width(); ++k) {
+              INFO("program:\n" << describe(p) << "rank " << r << " event " << e << " stream " << k);
+              REQUIRE(one[k] == clocks.prefix(e, k));
+            }
+          }
       }
       CHECK(projector.fallbacks() == (budget > 0 ? 0 : p.num_ranks));
       joins_only += projector.joins_only();

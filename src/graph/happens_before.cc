@@ -296,15 +296,20 @@ RankOrder RankProjector::project(int32_t rank) {
   return order;
 }
 
-void RankProjector::search(const RankOrder& order, const std::vector<int32_t>& sources, int32_t* mine) {
+template <typename Found>
+void RankProjector::search_down(const std::vector<int32_t>& streams, const int32_t* clock,
+                                const std::vector<int32_t>& sources, Found&& found) {
   const Program& p = hb_.program();
-  const int width = order.width();
-  const int32_t ops2 = 2 * static_cast<int32_t>(p.ops.size());
-  // T: below it no event can lie above an event of the rank not yet in `mine`.
+  // T: below it no event can lie above an event of the rank not yet in `clock`.
   auto threshold = [&] {
     int32_t t = std::numeric_limits<int32_t>::max();
-    for (int k = 0; k < width; ++k)
-      if (mine[k] < order.stream_length(k)) t = std::min(t, topo_pos_[order.stream_event(k, mine[k])]);
+    for (size_t k = 0; k < streams.size(); ++k) {
+      const std::vector<OpId>& ops = p.streams[streams[k]].ops;
+      if (clock[k] < static_cast<int32_t>(2 * ops.size())) {
+        const OpId op = ops[clock[k] / 2];
+        t = std::min(t, topo_pos_[(clock[k] & 1) == 0 ? start_event(op) : end_event(op)]);
+      }
+    }
     return t;
   };
   int32_t t = threshold();
@@ -327,14 +332,47 @@ void RankProjector::search(const RankOrder& order, const std::vector<int32_t>& s
     heap_.pop_back();
     if (pos < t) break;
     ++searched_;
-    if (e < ops2 && p.ops[e >> 1].rank == order.rank()) {
-      const int32_t* theirs = order.clocks_.data() + static_cast<size_t>(order.local(e)) * width;
-      for (int k = 0; k < width; ++k) mine[k] = std::max(mine[k], theirs[k]);
-      t = threshold();
-      continue;
-    }
-    hb_.for_each_pred(e, visit);
+    const int verdict = found(e);
+    if (verdict >= 0) t = threshold();
+    if (verdict != 0) hb_.for_each_pred(e, visit);
   }
+}
+
+std::vector<int32_t> RankProjector::clock_of(int32_t rank, int32_t event) {
+  const Program& p = hb_.program();
+  std::vector<int32_t> streams;
+  if (rank >= 0 && rank < static_cast<int32_t>(p.rank_streams.size())) streams = p.rank_streams[rank];
+  std::vector<int32_t> clock(streams.size(), 0);
+  const int32_t ops2 = 2 * static_cast<int32_t>(p.ops.size());
+  // Raises the clock with an event of the rank (then 1: search on through it, its clock is not
+  // known here); -1 for events of other ranks and joins.
+  auto note = [&](int32_t e) {
+    if (e >= ops2 || p.ops[e >> 1].rank != rank) return -1;
+    const auto k = std::find(streams.begin(), streams.end(), p.ops[e >> 1].stream) - streams.begin();
+    if (k == static_cast<std::ptrdiff_t>(streams.size())) return -1;
+    clock[k] = std::max(clock[k], 2 * hb_.position(e >> 1) + (e & 1) + 1);
+    return 1;
+  };
+  if (note(event) < 0) return clock;
+  // Every event of the rank below `event` lies at or above T while unknown, and so does every
+  // path from it up to `event` (positions grow along paths): the search finds them all.
+  std::vector<int32_t> preds;
+  hb_.for_each_pred(event, [&](int32_t q) { preds.push_back(q); });
+  search_down(streams, clock.data(), preds, note);
+  return clock;
+}
+
+void RankProjector::search(const RankOrder& order, const std::vector<int32_t>& sources, int32_t* mine) {
+  const Program& p = hb_.program();
+  const int width = order.width();
+  const int32_t ops2 = 2 * static_cast<int32_t>(p.ops.size());
+  // An event of the rank: its clock covers what lies below it, so the search stops there.
+  search_down(order.streams(), mine, sources, [&](int32_t e) {
+    if (e >= ops2 || p.ops[e >> 1].rank != order.rank()) return -1;
+    const int32_t* theirs = order.clocks_.data() + static_cast<size_t>(order.local(e)) * width;
+    for (int k = 0; k < width; ++k) mine[k] = std::max(mine[k], theirs[k]);
+    return 0;
+  });
 }
 
 }  // namespace sc

@@ -155,6 +155,14 @@ class RankProjector {
   explicit RankProjector(const HappensBefore& hb, double budget_per_event = 0.5);
   /// The order on `rank`'s events.
   RankOrder project(int32_t rank);
+  /// The clock of one event of `rank` without projecting the rank: for each of the rank's
+  /// streams k (Program::rank_streams order), the prefix length of k's events (start0, end0,
+  /// start1, ...) below or at `event`, as RankOrder::prefix gives it. One backward search from
+  /// `event` with the class's pruning (every event of any rank at or above the topological
+  /// position of the first event of the rank not yet known to be below), so it costs the events
+  /// between that position and `event`, not the rank's events: the worst case calls it once per
+  /// rank whose memory effects lie on one stream (the witness moment), instead of projecting.
+  std::vector<int32_t> clock_of(int32_t rank, int32_t event);
   /// Events visited by the cross-rank searches so far (for benchmarks).
   int64_t searched() const { return searched_; }
   /// Ranks that fell back to the whole-program pass so far.
@@ -165,6 +173,14 @@ class RankProjector {
  private:
   /// Raises `mine` (the rank's clock of one event) with the rank's events below `sources`.
   void search(const RankOrder& order, const std::vector<int32_t>& sources, int32_t* mine);
+  /// The backward search of search() and clock_of(): from `sources` in decreasing topological
+  /// position, pruned below T = min over the rank's `streams` of the position of the first event
+  /// not yet in `clock` (recomputed after each event of the rank). `found(e)` returns -1 for an
+  /// event of another rank or a join (searched through), else raises `clock` and returns 0 to
+  /// stop there or 1 to search on through it.
+  template <typename Found>
+  void search_down(const std::vector<int32_t>& streams, const int32_t* clock, const std::vector<int32_t>& sources,
+                   Found&& found);
   /// When only collectives connect ranks: the order between joins (see the class comment).
   void build_join_order();
   /// The clocks of `order` (events and streams set) from the joins' clocks, without searches.

@@ -81,6 +81,37 @@ bool scan_chain(const Program& p, const RankOrder& order, const std::vector<int3
   return true;
 }
 
+/// The one-stream case of scan_chain without the rank's projection: when every effect of the
+/// rank lies on stream `stream`, they are totally ordered by it, so the maximum prefix sum along
+/// the stream is the answer; only the witness moment (the down-closure of the last event of the
+/// earliest maximum prefix) needs the order across streams, and RankProjector::clock_of finds
+/// that one clock. The same result as scan_chain on the projection, at the cost of one pass over
+/// the stream and one search instead of the rank's projection.
+void scan_stream(const Program& p, RankProjector& projector, int32_t rank, int32_t stream,
+                 const std::vector<int64_t>& weight, Moment& best) {
+  int64_t sum = 0;
+  int32_t last = -1;  // the event ending the best prefix
+  for (OpId op : p.streams[stream].ops)
+    for (int32_t e : {start_event(op), end_event(op)}) {
+      if (weight[e] == 0) continue;
+      sum += weight[e];
+      if (sum > best.bytes) {
+        best.bytes = sum;
+        last = e;
+      }
+    }
+  if (last < 0) return;
+  const std::vector<int32_t> clock = projector.clock_of(rank, last);
+  const std::vector<int32_t>& streams = p.rank_streams[rank];
+  for (size_t k = 0; k < streams.size(); ++k) {
+    const std::vector<OpId>& ops = p.streams[streams[k]].ops;
+    for (int32_t j = 0; j < clock[k]; ++j) best.events.push_back((j & 1) == 0 ? start_event(ops[j / 2]) : end_event(ops[j / 2]));
+    if (clock[k] % 2 == 1) best.running.push_back(ops[clock[k] / 2]);
+  }
+  std::sort(best.events.begin(), best.events.end());
+  std::sort(best.running.begin(), best.running.end());
+}
+
 /// Maximum-weight closure on one rank's projected order by minimum cut.
 /// Picard (1976): source -> v with capacity w(v) for w(v) > 0, v -> sink with -w(v) for
 /// w(v) < 0, an infinite edge from each event to each required predecessor; the maximum
@@ -287,7 +318,12 @@ std::vector<WorstCaseMemory> worst_case_memory_views(const Program& program, con
     for (size_t v = 0; v < views.size(); ++v) {
       Moment m;
       const int32_t stream = effect_stream[v][r];
-      if (stream != -1) {
+      if (stream >= 0 && !force_min_cut) {
+        // One stream holds every effect: the prefix scan along it, no projection.
+        if (!hb) hb = std::make_unique<HappensBefore>(program);
+        if (!projector) projector = std::make_unique<RankProjector>(*hb);
+        scan_stream(program, *projector, r, stream, weight[v], m);
+      } else if (stream != -1) {
         if (!order) {
           if (!hb) hb = std::make_unique<HappensBefore>(program);
           if (!projector) projector = std::make_unique<RankProjector>(*hb);

@@ -38,9 +38,12 @@ struct WorstCaseMemory {
 /// (Picard 1976, "Maximal closure of a graph and applications to combinatorial problems";
 /// Boost.Graph boykov_kolmogorov_max_flow) on the rank's events. `force_min_cut` disables the
 /// fast path (tests compare the two). Both return the smallest maximum closure as witness.
-/// Cost: O(events) for the order, plus per rank O(its events x its streams) and the events
-/// its cross-rank searches visit (RankProjector), plus the cut where one is needed; memory per
-/// rank is sized by the rank's own events.
+/// Cost: O(events) for the order; a rank whose effects all lie on one stream (every rank of a
+/// PyTorch comms CSV: effects on compute, SEND/RECV on comm) costs one pass over that stream
+/// and one search for the witness's clock (RankProjector::clock_of), without its projection;
+/// any other rank O(its events x its streams) and the events its cross-rank searches visit
+/// (RankProjector), plus the cut where one is needed; memory per rank is sized by the rank's
+/// own events.
 /// Precondition: the order is acyclic (run it only on programs that execute to completion).
 WorstCaseMemory worst_case_memory(const Program& program, bool force_min_cut = false);
 
