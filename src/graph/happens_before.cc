@@ -38,8 +38,11 @@ HappensBefore::HappensBefore(const Program& p) : p_(p), num_ops_(static_cast<int
     });
   for (int32_t e = 0; e < num_events_; ++e) first[e + 1] += first[e];
   std::vector<int32_t> succ(first.back());
-  std::vector<uint32_t> fill(first.begin(), first.end() - 1);
-  for (int32_t e = 0; e < num_events_; ++e) for_each_pred(e, [&](int32_t pred) { succ[fill[pred]++] = e; });
+  // Filled through first[pred] itself (each row's start moves to the next row's), then shifted
+  // back: no second array of events + 1 entries.
+  for (int32_t e = 0; e < num_events_; ++e) for_each_pred(e, [&](int32_t pred) { succ[first[pred]++] = e; });
+  for (int32_t e = num_events_; e > 0; --e) first[e] = first[e - 1];
+  first[0] = 0;
   topo_.reserve(num_events_);
   for (int32_t e = 0; e < num_events_; ++e)
     if (indegree[e] == 0) topo_.push_back(e);

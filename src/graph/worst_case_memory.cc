@@ -55,7 +55,8 @@ struct Moment {
 /// moment meets the chain in a prefix, so the maximum is the maximum prefix sum. The moment
 /// returned is the down-closure of the earliest maximum prefix, the smallest maximum closure
 /// (any maximum closure contains that prefix, hence its down-closure). `chain` lists the
-/// rank's events of nonzero weight in topological order. Returns false, computing nothing,
+/// rank's events of nonzero weight in topological order; `weight` is indexed by local index
+/// (position in order.events()). Returns false, computing nothing,
 /// when two consecutive ones are unordered (then no total order exists).
 bool scan_chain(const Program& p, const RankOrder& order, const std::vector<int32_t>& chain,
                 const std::vector<int64_t>& weight, Moment& best) {
@@ -64,7 +65,7 @@ bool scan_chain(const Program& p, const RankOrder& order, const std::vector<int3
   int64_t sum = 0;
   int32_t last = -1;  // local index of the last event of the best prefix
   for (int32_t i : chain) {
-    sum += weight[order.events()[i]];
+    sum += weight[i];
     if (sum > best.bytes) {
       best.bytes = sum;
       last = i;
@@ -87,14 +88,17 @@ bool scan_chain(const Program& p, const RankOrder& order, const std::vector<int3
 /// earliest maximum prefix) needs the order across streams, and RankProjector::clock_of finds
 /// that one clock. The same result as scan_chain on the projection, at the cost of one pass over
 /// the stream and one search instead of the rank's projection.
-void scan_stream(const Program& p, RankProjector& projector, int32_t rank, int32_t stream,
-                 const std::vector<int64_t>& weight, Moment& best) {
+/// `weight_of(event)`: the bytes the view counts at an event.
+template <typename WeightOf>
+void scan_stream(const Program& p, RankProjector& projector, int32_t rank, int32_t stream, WeightOf&& weight_of,
+                 Moment& best) {
   int64_t sum = 0;
   int32_t last = -1;  // the event ending the best prefix
   for (OpId op : p.streams[stream].ops)
     for (int32_t e : {start_event(op), end_event(op)}) {
-      if (weight[e] == 0) continue;
-      sum += weight[e];
+      const int64_t w = p.ops[op].mem_begin == p.ops[op].mem_end ? 0 : weight_of(e);
+      if (w == 0) continue;
+      sum += w;
       if (sum > best.bytes) {
         best.bytes = sum;
         last = e;
@@ -122,6 +126,7 @@ void scan_stream(const Program& p, RankProjector& projector, int32_t rank, int32
 /// clock), so its size is O(the rank's events x its streams).
 class ClosureSolver {
  public:
+  /// `weight`: per local index of `order`, the bytes counted at that event.
   ClosureSolver(const Program& p, const RankOrder& order, const std::vector<int64_t>& weight)
       : p_(p), order_(order), weight_(weight) {}
 
@@ -148,7 +153,7 @@ class ClosureSolver {
   using Vertex = boost::graph_traits<Graph>::vertex_descriptor;
   using Edge = boost::graph_traits<Graph>::edge_descriptor;
 
-  int64_t weight_of(int32_t local) const { return weight_[order_.events()[local]]; }
+  int64_t weight_of(int32_t local) const { return weight_[local]; }
 
   /// Calls f(local index) for each required predecessor of local event i in the projection:
   /// on each stream, the latest event strictly below i.
@@ -278,22 +283,26 @@ class ClosureSolver {
 std::vector<WorstCaseMemory> worst_case_memory_views(const Program& program, const std::vector<MemoryView>& views,
                                                      bool force_min_cut, const std::vector<int32_t>* only_ranks) {
   const int32_t ranks = program.num_ranks;
-  const size_t events = 2 * program.ops.size();
   auto counted = [&](const MemoryView& v, int32_t buffer) {
     return v.buffers.empty() || (buffer >= 0 && static_cast<size_t>(buffer) < v.buffers.size() && v.buffers[buffer]);
   };
-  // Per view: event weights, and per rank the one stream holding its effects (-1 none, -2 several).
-  std::vector<std::vector<int64_t>> weight(views.size(), std::vector<int64_t>(events, 0));
+  // The bytes a view counts at an event, from its op's effects: computed per rank where needed,
+  // not stored for every event of the program (16 bytes an op at the peak of verify).
+  auto event_weight = [&](const MemoryView& view, int32_t e) {
+    const OpId op = event_op(e);
+    int64_t w = 0;
+    for (const MemEffect* m = program.mem_begin(op); m != program.mem_end(op); ++m)
+      if (m->at_end == is_end_event(e) && counted(view, m->buffer)) w += m->bytes;
+    return w;
+  };
+  // Per view and rank: the one stream holding its effects (-1 none, -2 several).
   std::vector<std::vector<int32_t>> effect_stream(views.size(), std::vector<int32_t>(ranks, -1));
   for (size_t v = 0; v < views.size(); ++v)
     for (OpId op = 0; op < static_cast<OpId>(program.ops.size()); ++op) {
       const Op& o = program.ops[op];
       bool any = false;
-      for (const MemEffect* m = program.mem_begin(op); m != program.mem_end(op); ++m) {
-        if (!counted(views[v], m->buffer)) continue;
-        weight[v][m->at_end ? end_event(op) : start_event(op)] += m->bytes;
-        any |= m->bytes != 0;
-      }
+      for (const MemEffect* m = program.mem_begin(op); m != program.mem_end(op); ++m)
+        any |= m->bytes != 0 && counted(views[v], m->buffer);
       if (!any || o.rank < 0 || o.rank >= ranks) continue;
       int32_t& s = effect_stream[v][o.rank];
       s = s == -1 ? o.stream : (s == o.stream ? s : -2);
@@ -311,6 +320,7 @@ std::vector<WorstCaseMemory> worst_case_memory_views(const Program& program, con
   std::unique_ptr<RankProjector> projector;
   std::vector<int64_t> net(program.buffers.size(), 0);
   std::vector<int32_t> chain;
+  std::vector<int64_t> local_weight;  // per local index of the rank's order
   for (int32_t r = 0; r < ranks; ++r) {
     if (only_ranks && std::find(only_ranks->begin(), only_ranks->end(), r) == only_ranks->end()) continue;
     // The rank's projected order, built at most once and shared by the views.
@@ -322,7 +332,7 @@ std::vector<WorstCaseMemory> worst_case_memory_views(const Program& program, con
         // One stream holds every effect: the prefix scan along it, no projection.
         if (!hb) hb = std::make_unique<HappensBefore>(program);
         if (!projector) projector = std::make_unique<RankProjector>(*hb);
-        scan_stream(program, *projector, r, stream, weight[v], m);
+        scan_stream(program, *projector, r, stream, [&](int32_t e) { return event_weight(views[v], e); }, m);
       } else if (stream != -1) {
         if (!order) {
           if (!hb) hb = std::make_unique<HappensBefore>(program);
@@ -330,10 +340,13 @@ std::vector<WorstCaseMemory> worst_case_memory_views(const Program& program, con
           order = std::make_unique<RankOrder>(projector->project(r));
         }
         chain.clear();
-        for (int32_t i = 0; i < order->size(); ++i)
-          if (weight[v][order->events()[i]] != 0) chain.push_back(i);
-        if (force_min_cut || !scan_chain(program, *order, chain, weight[v], m)) {
-          m = ClosureSolver(program, *order, weight[v]).solve();
+        local_weight.resize(order->size());
+        for (int32_t i = 0; i < order->size(); ++i) {
+          local_weight[i] = event_weight(views[v], order->events()[i]);
+          if (local_weight[i] != 0) chain.push_back(i);
+        }
+        if (force_min_cut || !scan_chain(program, *order, chain, local_weight, m)) {
+          m = ClosureSolver(program, *order, local_weight).solve();
           out[v].ran_min_cut[r] = 1;
         }
         out[v].used_min_cut[r] = force_min_cut || stream == -2;
