@@ -196,6 +196,7 @@ int run_verify(const VerifyArgs& a) {
   if (a.blocking) opt.blocking = *a.blocking == "whole-rank" ? BlockingModel::kWholeRank : BlockingModel::kCommStream;
   if (a.lower) opt.lower = *a.lower == "deferred" ? LowerPolicy::kDeferred : LowerPolicy::kPyTorch;
   opt.force_min_cut = a.min_cut;
+  opt.keep_actions = false;  // only reported from here on
   if (!a.files.empty() && is_fsdp_spec_file(a.files.front()))
     return run_fsdp_verify(a.files, a.format, a.trace.value_or(""), a.dot.value_or(""), a.min_cut, a.svg.value_or(""));
   // Load everything first: a spec error stops the run before any report is written.

@@ -64,6 +64,7 @@ VerifyResult verify(PipelineSpec&& spec_in, const VerifyOptions& options) {
   append(front_end, timer.run("residency", [&] { return check_residency(r.spec); }));
   PipelineProgram built = timer.run("build", [&] { return build_program(r.spec, options.blocking.value_or(r.spec.p2p.blocking)); });
   append(front_end, std::move(built.causality));
+  if (!options.keep_actions) std::vector<std::vector<Step>>().swap(r.spec.actions);
   built.program.memory_limit_bytes = r.spec.memory.limit_bytes;
   ProgramVerifyOptions popt;
   popt.force_min_cut = options.force_min_cut;
