@@ -121,10 +121,17 @@ bool RankOrder::ordered(int32_t a, int32_t b) const {
 
 RankProjector::RankProjector(const HappensBefore& hb, double budget_per_event)
     : hb_(hb), budget_per_event_(budget_per_event) {
-  const Program& p = hb.program();
   const std::vector<int32_t>& topo = hb.topological_order();
   topo_pos_.assign(hb.num_events(), 0);
   for (size_t i = 0; i < topo.size(); ++i) topo_pos_[topo[i]] = static_cast<int32_t>(i);
+  seen_.assign(hb.num_events(), 0);
+}
+
+void RankProjector::prepare_projection() {
+  if (prepared_) return;
+  prepared_ = true;
+  const Program& p = hb_.program();
+  const std::vector<int32_t>& topo = hb_.topological_order();
   const int32_t ops2 = 2 * static_cast<int32_t>(p.ops.size());
   const int32_t ranks = std::max<int32_t>(p.num_ranks, static_cast<int32_t>(p.rank_streams.size()));
   rank_first_.assign(static_cast<size_t>(ranks) + 1, 0);
@@ -135,7 +142,6 @@ RankProjector::RankProjector(const HappensBefore& hb, double budget_per_event)
   std::vector<uint32_t> fill(rank_first_.begin(), rank_first_.end() - 1);
   for (int32_t e : topo)
     if (e < ops2 && p.ops[e >> 1].rank >= 0 && p.ops[e >> 1].rank < ranks) rank_events_[fill[p.ops[e >> 1].rank]++] = e;
-  seen_.assign(hb.num_events(), 0);
   build_join_order();
 }
 
@@ -242,6 +248,7 @@ void RankProjector::project_with_joins(RankOrder& order) {
 }
 
 RankOrder RankProjector::project(int32_t rank) {
+  prepare_projection();
   const Program& p = hb_.program();
   RankOrder order;
   order.hb_ = &hb_;

@@ -149,7 +149,8 @@ class RankOrder {
 /// O(the rank's events x its streams + joins x their predecessors x its streams) per rank.
 class RankProjector {
  public:
-  /// O(events). Precondition: hb.acyclic(). `budget_per_event`: a rank falls back to the
+  /// O(events); what only project() needs (events grouped by rank, the join order) is built on
+  /// its first call. Precondition: hb.acyclic(). `budget_per_event`: a rank falls back to the
   /// whole-program pass once its searches have visited budget_per_event x events x its streams
   /// (plus 4096 when positive); 0 makes every rank take the fallback (tests compare the two).
   explicit RankProjector(const HappensBefore& hb, double budget_per_event = 0.5);
@@ -167,7 +168,8 @@ class RankProjector {
   int64_t searched() const { return searched_; }
   /// Ranks that fell back to the whole-program pass so far.
   int32_t fallbacks() const { return fallbacks_; }
-  /// True when only collectives connect ranks, so projections use the join order.
+  /// True when only collectives connect ranks, so projections use the join order (known once
+  /// project() has been called).
   bool joins_only() const { return joins_only_; }
 
  private:
@@ -181,6 +183,8 @@ class RankProjector {
   template <typename Found>
   void search_down(const std::vector<int32_t>& streams, const int32_t* clock, const std::vector<int32_t>& sources,
                    Found&& found);
+  /// Groups the events by rank and builds the join order, once (project()'s first call).
+  void prepare_projection();
   /// When only collectives connect ranks: the order between joins (see the class comment).
   void build_join_order();
   /// The clocks of `order` (events and streams set) from the joins' clocks, without searches.
@@ -196,6 +200,7 @@ class RankProjector {
   std::vector<std::pair<int32_t, int32_t>> heap_;  ///< (topological position, event)
   std::vector<int32_t> cross_;
   int64_t searched_ = 0;
+  bool prepared_ = false;
   int32_t fallbacks_ = 0;
   // Programs whose ranks meet only in collectives (joins_only_):
   bool joins_only_ = false;
