@@ -89,7 +89,7 @@ std::vector<Finding> check_buffer_residency(const Program& p, size_t max_finding
     if (only_ranks && std::find(only_ranks->begin(), only_ranks->end(), r) == only_ranks->end()) continue;
     bool any = false;
     for (int32_t s : p.rank_streams[r])
-      for (OpId id : p.streams[s].ops) any |= p.ops[id].use_end > p.ops[id].use_begin;
+      for (OpId id : p.streams[s].ops) any |= p.uses_end(id) > p.uses_begin(id);
     if (!any) continue;
     Clocks clocks(hb, projector, r);
     for (int32_t s : p.rank_streams[r])

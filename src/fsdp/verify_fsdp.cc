@@ -50,8 +50,8 @@ std::optional<std::pair<int32_t, int32_t>> rank_blocks(const FsdpSpec& spec, con
     const Op& o = p.ops[id];
     const Op& base = p.ops[id % K];
     if (o.rank != id / K || o.kind != base.kind || o.duration_s != base.duration_s || o.bytes != base.bytes ||
-        o.seq != base.seq || o.dep_end - o.dep_begin != base.dep_end - base.dep_begin ||
-        o.mem_end - o.mem_begin != base.mem_end - base.mem_begin)
+        o.seq != base.seq || p.deps_end(id) - p.deps_begin(id) != p.deps_end(id % K) - p.deps_begin(id % K) ||
+        p.mem_end(id) - p.mem_begin(id) != p.mem_end(id % K) - p.mem_begin(id % K))
       return std::nullopt;
   }
   for (size_t b = 0; b < p.buffers.size(); ++b)

@@ -96,7 +96,7 @@ void scan_stream(const Program& p, RankProjector& projector, int32_t rank, int32
   int32_t last = -1;  // the event ending the best prefix
   for (OpId op : p.streams[stream].ops)
     for (int32_t e : {start_event(op), end_event(op)}) {
-      const int64_t w = p.ops[op].mem_begin == p.ops[op].mem_end ? 0 : weight_of(e);
+      const int64_t w = p.mem_begin(op) == p.mem_end(op) ? 0 : weight_of(e);
       if (w == 0) continue;
       sum += w;
       if (sum > best.bytes) {

@@ -10,7 +10,7 @@ namespace sc {
 // The IR's bytes per op (README, scaling): keep these from growing unnoticed.
 static_assert(sizeof(MemEffect) == 16);
 static_assert(sizeof(Dep) == 8);
-static_assert(sizeof(Op) <= 136);
+static_assert(sizeof(Op) <= 120);
 
 double LinkModel::transfer_s(int64_t n) const {
   double t = latency_s;
@@ -38,9 +38,9 @@ int32_t Communicator::member_index(int32_t rank) const {
 OpId Program::add_op(const Op& op) {
   OpId id = static_cast<OpId>(ops.size());
   Op o = op;
-  o.dep_begin = o.dep_end = static_cast<uint32_t>(deps.size());
-  o.mem_begin = o.mem_end = static_cast<uint32_t>(mem.size());
-  o.use_begin = o.use_end = static_cast<uint32_t>(uses.size());
+  o.dep_end = static_cast<uint32_t>(deps.size());
+  o.mem_end = static_cast<uint32_t>(mem.size());
+  o.use_end = static_cast<uint32_t>(uses.size());
   if (o.kind == OpKind::kCollective && o.comm >= 0) {
     Communicator& c = comms[o.comm];
     int32_t m = c.member_index(o.rank);
@@ -154,6 +154,12 @@ std::string Program::validate() const {
     }
   for (size_t i = 0; i < ops.size(); ++i) {
     if (seen[i] != 1) return fmt::format("op {} is on {} streams", i, seen[i]);
+    // Each op's ranges start where the previous op's end.
+    const Op* before = i > 0 ? &ops[i - 1] : nullptr;
+    if (ops[i].dep_end < (before ? before->dep_end : 0) || ops[i].dep_end > deps.size() ||
+        ops[i].mem_end < (before ? before->mem_end : 0) || ops[i].mem_end > mem.size() ||
+        ops[i].use_end < (before ? before->use_end : 0) || ops[i].use_end > uses.size())
+      return fmt::format("op {} has its deps, memory effects or uses out of op order", i);
     for (const Dep* d = deps_begin(i); d != deps_end(i); ++d)
       if (d->src < 0 || d->src >= static_cast<OpId>(ops.size())) return fmt::format("op {} has a bad dep", i);
     const Op& o = ops[i];

@@ -71,9 +71,10 @@ struct Buffer {
 
 /// One operation. `actions` holds the pipeline actions it stands for: one, or two for an
 /// overlapped F;B pair (kCompute), the local SEND/RECV action (kSend/kRecv), or the marker
-/// action. Its deps are Program::deps[dep_begin, dep_end), its memory effects
-/// Program::mem[mem_begin, mem_end). `step` is its index in the rank's action list.
-/// Fields are ordered so that no padding falls between them (136 bytes).
+/// action. Its deps are Program::deps[the previous op's dep_end, dep_end) (deps_begin/deps_end),
+/// its memory effects and uses likewise: each op's ranges follow the previous op's, so only
+/// their ends are stored. `step` is its index in the rank's action list.
+/// Fields are ordered so that no padding falls between them (120 bytes).
 struct Op {
   OpKind kind = OpKind::kCompute;
   uint8_t num_actions = 0;
@@ -95,9 +96,9 @@ struct Op {
   int32_t name = -1;      ///< Program::names index: the label of a non-pipeline op ("AG layer.7")
   int64_t bytes = 0;      ///< message size (P2P), bytes per rank (collective)
   const char* dtype = ""; ///< static string: "bf16", "fp32", ... (the element type sent)
-  uint32_t dep_begin = 0, dep_end = 0;
-  uint32_t mem_begin = 0, mem_end = 0;
-  uint32_t use_begin = 0, use_end = 0;  ///< Program::uses: buffers the op reads or writes
+  uint32_t dep_end = 0;  ///< end of its range in Program::deps
+  uint32_t mem_end = 0;  ///< end of its range in Program::mem
+  uint32_t use_end = 0;  ///< end of its range in Program::uses: buffers the op reads or writes
   SourceLoc loc;
 };
 
@@ -198,7 +199,8 @@ struct Program {
   std::vector<RankImage> rank_images;         ///< per rank (or empty): set only by a front-end that guarantees it
 
   /// Appends an op (deps, memory effects and uses are added with add_dep / add_mem / add_use
-  /// right after, in order) and puts it at the end of `stream`. A kCollective op with `comm`
+  /// right after, in order: an op's ranges start where the previous op's end) and puts it at
+  /// the end of `stream`. A kCollective op with `comm`
   /// set is appended to its rank's sequence on that communicator and gets its `seq` (so the
   /// order of add_op calls per rank is the issue order). Returns its id.
   OpId add_op(const Op& op);
@@ -226,11 +228,11 @@ struct Program {
   /// Sets Op::match for every channel (k-th send with k-th recv).
   void match_channels();
 
-  const Dep* deps_begin(OpId id) const { return deps.data() + ops[id].dep_begin; }
+  const Dep* deps_begin(OpId id) const { return deps.data() + (id > 0 ? ops[id - 1].dep_end : 0); }
   const Dep* deps_end(OpId id) const { return deps.data() + ops[id].dep_end; }
-  const MemEffect* mem_begin(OpId id) const { return mem.data() + ops[id].mem_begin; }
+  const MemEffect* mem_begin(OpId id) const { return mem.data() + (id > 0 ? ops[id - 1].mem_end : 0); }
   const MemEffect* mem_end(OpId id) const { return mem.data() + ops[id].mem_end; }
-  const int32_t* uses_begin(OpId id) const { return uses.data() + ops[id].use_begin; }
+  const int32_t* uses_begin(OpId id) const { return uses.data() + (id > 0 ? ops[id - 1].use_end : 0); }
   const int32_t* uses_end(OpId id) const { return uses.data() + ops[id].use_end; }
 
   /// "0F3", "(0F7;7B3)OVERLAP_F_B", "2SEND_B1" — the op as the user wrote it.

@@ -575,10 +575,11 @@ class Builder {
       std::vector<std::pair<OpId, OpId>>().swap(deferred_);
     }
     for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id) {
-      // Deps must be appended while `id` is the op whose range ends the deps array.
-      p.ops[id].dep_begin = p.ops[id].dep_end = static_cast<uint32_t>(p.deps.size());
-      p.ops[id].mem_begin = p.ops[id].mem_end = static_cast<uint32_t>(p.mem.size());
-      p.ops[id].use_begin = p.ops[id].use_end = static_cast<uint32_t>(p.uses.size());
+      // Deps must be appended while `id` is the op whose range ends the deps array (its range
+      // starts where op id - 1's, wired just before, ends).
+      p.ops[id].dep_end = static_cast<uint32_t>(p.deps.size());
+      p.ops[id].mem_end = static_cast<uint32_t>(p.mem.size());
+      p.ops[id].use_end = static_cast<uint32_t>(p.uses.size());
       const Op op = p.ops[id];
       cur_ = op.rank % dp_;
       for (uint32_t k = first[id]; k < first[id + 1]; ++k) p.add_dep(id, Dep{extra[k], DepKind::kLocal});
