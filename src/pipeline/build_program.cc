@@ -18,7 +18,8 @@ ActionKey key_of(ActionKind k, int32_t stage, int32_t mb) { return {k, stage, mb
 
 class Builder {
  public:
-  Builder(const PipelineSpec& spec, BlockingModel blocking) : spec_(spec), blocking_(blocking) {}
+  Builder(const PipelineSpec& spec, BlockingModel blocking, std::vector<std::vector<Step>>* release)
+      : spec_(spec), blocking_(blocking), release_(release) {}
 
   PipelineProgram run() {
     Program& p = out_.program;
@@ -88,6 +89,8 @@ class Builder {
     size_t computes = 0;
     for (const auto& row : spec_.actions)
       for (const Step& st : row) computes += is_compute(st.first.kind);
+    // Every op is created: the wiring reads the ops, never the action lists.
+    if (release_) std::vector<std::vector<Step>>().swap(*release_);
     p.deps.reserve(total * dp_ * 2);
     p.mem.reserve(computes * dp_ * 2 + 16);
     // Pass 2: wire inputs and memory effects, op by op (deps of an op must be added together).
@@ -805,6 +808,7 @@ class Builder {
 
   const PipelineSpec& spec_;
   BlockingModel blocking_;
+  std::vector<std::vector<Step>>* release_ = nullptr;  ///< &spec_.actions to empty after pass 1, or null
   PipelineProgram out_;
   const Composition* comp_ = nullptr;   ///< composed specs only
   int32_t dp_ = 1;                      ///< data-parallel replicas of every pipeline rank
@@ -836,7 +840,11 @@ class Builder {
 }  // namespace
 
 PipelineProgram build_program(const PipelineSpec& spec, BlockingModel blocking) {
-  return Builder(spec, blocking).run();
+  return Builder(spec, blocking, nullptr).run();
+}
+
+PipelineProgram build_program_releasing_actions(PipelineSpec& spec, BlockingModel blocking) {
+  return Builder(spec, blocking, &spec.actions).run();
 }
 
 }  // namespace sc

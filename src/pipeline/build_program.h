@@ -40,5 +40,9 @@ struct PipelineProgram {
 /// allocates weight_grad_bytes[s] at its end; W(s,j) frees that at its end; B(s,j) frees the
 /// activation at its end. Static bytes per rank = the params_bytes of its stages.
 PipelineProgram build_program(const PipelineSpec& spec, BlockingModel blocking);
+/// The same, emptying spec.actions as soon as every op is created (before the wiring, which
+/// reads only the ops): the action lists (44 bytes a step) and the wired program's deps and
+/// memory effects are then never held at once, the peak of verify on large schedules.
+PipelineProgram build_program_releasing_actions(PipelineSpec& spec, BlockingModel blocking);
 
 }  // namespace sc

@@ -62,9 +62,11 @@ VerifyResult verify(PipelineSpec&& spec_in, const VerifyOptions& options) {
   append(front_end, std::move(r.findings));
   append(front_end, timer.run("structure", [&] { return check_structure(r.spec); }));
   append(front_end, timer.run("residency", [&] { return check_residency(r.spec); }));
-  PipelineProgram built = timer.run("build", [&] { return build_program(r.spec, options.blocking.value_or(r.spec.p2p.blocking)); });
+  const BlockingModel blocking = options.blocking.value_or(r.spec.p2p.blocking);
+  PipelineProgram built = timer.run("build", [&] {
+    return options.keep_actions ? build_program(r.spec, blocking) : build_program_releasing_actions(r.spec, blocking);
+  });
   append(front_end, std::move(built.causality));
-  if (!options.keep_actions) std::vector<std::vector<Step>>().swap(r.spec.actions);
   built.program.memory_limit_bytes = r.spec.memory.limit_bytes;
   ProgramVerifyOptions popt;
   popt.force_min_cut = options.force_min_cut;

@@ -18,9 +18,9 @@ struct VerifyOptions {
   std::optional<BlockingModel> blocking;     ///< overrides the spec's p2p.blocking
   std::optional<LowerPolicy> lower;          ///< lower a compute-only schedule first
   bool force_min_cut = false;                ///< worst-case memory without the fast path
-  /// false: VerifyResult::spec.actions is emptied once the Program is built, before the
-  /// program's passes run (the ops carry their actions, and no report reads the lists): 44
-  /// bytes a step less at the peak. For callers that only report, such as `schedcheck verify`.
+  /// false: VerifyResult::spec.actions is emptied while the Program is built, once every op
+  /// is created (the ops carry their actions, and no report reads the lists): 44 bytes a step
+  /// less at the peak. For callers that only report, such as `schedcheck verify`.
   bool keep_actions = true;
 };
 
