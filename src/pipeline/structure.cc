@@ -1,7 +1,6 @@
 // Structure pass: counts and orders of actions per (stage, microbatch), ids, placement.
 #include <algorithm>
 #include <string>
-#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -45,6 +44,7 @@ class Group {
 
 struct Counts {
   uint8_t f = 0, i = 0, w = 0, b = 0;
+  uint8_t send_f = 0, recv_f = 0, send_b = 0, recv_b = 0;  ///< P2P actions seen (0 or 1)
 };
 
 uint8_t bump(uint8_t v) { return v == 255 ? v : static_cast<uint8_t>(v + 1); }
@@ -62,40 +62,42 @@ std::vector<Finding> check_structure(const PipelineSpec& spec, size_t max_exampl
   Group placement(spec.placement_declared ? "actions on a rank other than the declared placement's"
                                           : "actions on a rank other than their stage's (a stage lives on one rank)",
                   max_examples);
-  std::unordered_set<uint64_t> p2p_seen;
   Group backward_in_forward_only("backward actions in a forward-only schedule (forward_only: true)", max_examples);
 
   auto visit = [&](const Action& a, int32_t rank, const SourceLoc& loc) {
-    std::string label = format_action(a);
+    // The action as written, made only for a finding (most actions have none).
+    auto label = [&] { return format_action(a); };
     if (a.stage < 0 || a.stage >= S || (takes_microbatch(a.kind) && (a.microbatch < 0 || a.microbatch >= M))) {
-      range.add(label, rank, loc);
-      range.detail(fmt::format("{} at {}: stages are 0..{}, microbatches 0..{}", label, format_loc(loc), S - 1, M - 1));
+      range.add(label(), rank, loc);
+      range.detail(fmt::format("{} at {}: stages are 0..{}, microbatches 0..{}", label(), format_loc(loc), S - 1, M - 1));
       return;
     }
     int32_t home = spec.stage_to_rank[a.stage];
     if (home != rank && home >= 0) {
-      placement.add(label, rank, loc);
+      placement.add(label(), rank, loc);
       placement.detail(fmt::format("{} at {} runs on rank {}, but stage {} lives on rank {} ({} placement)",
-                                   label, format_loc(loc), rank, a.stage, home, spec.placement));
+                                   label(), format_loc(loc), rank, a.stage, home, spec.placement));
     }
     if (spec.forward_only && (a.kind == ActionKind::kI || a.kind == ActionKind::kW || a.kind == ActionKind::kB ||
                               a.kind == ActionKind::kSendB || a.kind == ActionKind::kRecvB)) {
-      backward_in_forward_only.add(label, rank, loc);
+      backward_in_forward_only.add(label(), rank, loc);
       return;
     }
-    if (is_p2p(a.kind)) {
-      uint64_t key = (static_cast<uint64_t>(a.kind) << 58) | (static_cast<uint64_t>(a.stage) << 29) |
-                     static_cast<uint64_t>(a.microbatch);
-      if (!p2p_seen.insert(key).second) dup.add(label, rank, loc);
+    if (is_p2p(a.kind)) {  // in range here: a table, not a hash set
+      Counts& c = counts[static_cast<size_t>(a.stage) * M + a.microbatch];
+      uint8_t* seen = a.kind == ActionKind::kSendF ? &c.send_f : a.kind == ActionKind::kRecvF ? &c.recv_f
+                      : a.kind == ActionKind::kSendB ? &c.send_b : &c.recv_b;
+      if (*seen) dup.add(label(), rank, loc);
+      *seen = 1;
       return;
     }
     if (!is_compute(a.kind)) return;
     Counts& c = counts[static_cast<size_t>(a.stage) * M + a.microbatch];
     uint8_t* slot = a.kind == ActionKind::kF ? &c.f : a.kind == ActionKind::kI ? &c.i : a.kind == ActionKind::kW ? &c.w : &c.b;
-    if (*slot >= 1) dup.add(label, rank, loc);
-    if (a.kind == ActionKind::kW && c.i == 0 && c.b == 0) w_first.add(label, rank, loc);
+    if (*slot >= 1) dup.add(label(), rank, loc);
+    if (a.kind == ActionKind::kW && c.i == 0 && c.b == 0) w_first.add(label(), rank, loc);
     if ((a.kind == ActionKind::kB && (c.i || c.w)) || ((a.kind == ActionKind::kI || a.kind == ActionKind::kW) && c.b))
-      both.add(label, rank, loc);
+      both.add(label(), rank, loc);
     *slot = bump(*slot);
   };
   // W before I across ranks cannot be judged by list position; scan rank by rank, then re-check
