@@ -209,4 +209,44 @@ TEST_CASE("the whole-rank blocking model delays compute behind a pending receive
   CHECK(whole.timeline->makespan_s > comm.timeline->makespan_s);
 }
 
+TEST_CASE("releasing the action lists while building changes no verdict, figure or op", "[verify][memory]") {
+  // keep_actions = false (what `schedcheck verify` runs) empties spec.actions once every op is
+  // created; everything verify establishes must be what the kept run establishes.
+  struct Case {
+    const char* name;
+    std::vector<std::vector<Step>> actions;
+    std::optional<LowerPolicy> lower;
+  };
+  std::vector<Case> cases = {{"gpipe", test::gpipe(4, 8), std::nullopt},
+                             {"1f1b", test::one_f_one_b(4, 8), std::nullopt},
+                             {"zb-h1", test::zb(4, 8, false), std::nullopt},
+                             {"1f1b lowered", test::one_f_one_b(4, 8), LowerPolicy::kPyTorch}};
+  // And the deferred lowering policy.
+  cases.push_back({"1f1b deferred", test::one_f_one_b(4, 8), LowerPolicy::kDeferred});
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    const PipelineSpec spec = make_spec(c.name, 4, 8, c.actions);
+    VerifyOptions keep, release;
+    keep.lower = release.lower = c.lower;
+    release.keep_actions = false;
+    const VerifyResult a = verify(spec, keep), b = verify(spec, release);
+    CHECK_FALSE(a.spec.actions.empty());
+    CHECK(b.spec.actions.empty());
+    REQUIRE(a.exit_code == b.exit_code);
+    REQUIRE(a.findings.size() == b.findings.size());
+    for (size_t i = 0; i < a.findings.size(); ++i) CHECK(a.findings[i].message == b.findings[i].message);
+    REQUIRE(a.program.ops.size() == b.program.ops.size());
+    for (OpId id = 0; id < static_cast<OpId>(a.program.ops.size()); ++id) CHECK(a.program.label(id) == b.program.label(id));
+    CHECK(a.program.deps.size() == b.program.deps.size());
+    CHECK(a.program.mem.size() == b.program.mem.size());
+    REQUIRE(a.timeline.has_value() == b.timeline.has_value());
+    if (a.timeline) {
+      CHECK(a.timeline->span_s == b.timeline->span_s);
+      CHECK(a.timeline->peak_bytes_per_rank == b.timeline->peak_bytes_per_rank);
+    }
+    REQUIRE(a.worst_case.has_value() == b.worst_case.has_value());
+    if (a.worst_case) CHECK(a.worst_case->bytes_per_rank == b.worst_case->bytes_per_rank);
+  }
+}
+
 }  // namespace sc
