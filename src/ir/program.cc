@@ -111,10 +111,14 @@ int32_t Program::add_stream(int32_t rank, const char* name) {
 }
 
 int32_t Program::channel_for(int32_t src, int32_t dst) {
-  for (size_t i = 0; i < channels.size(); ++i)
-    if (channels[i].src == src && channels[i].dst == dst) return static_cast<int32_t>(i);
-  channels.push_back(Channel{src, dst, {}, {}});
-  return static_cast<int32_t>(channels.size() - 1);
+  auto key = [](int32_t s, int32_t d) { return (static_cast<uint64_t>(static_cast<uint32_t>(s)) << 32) | static_cast<uint32_t>(d); };
+  if (channel_index.size() != channels.size()) {  // channels made or copied without the index
+    channel_index.clear();
+    for (size_t i = 0; i < channels.size(); ++i) channel_index.try_emplace(key(channels[i].src, channels[i].dst), static_cast<int32_t>(i));
+  }
+  auto [it, created] = channel_index.try_emplace(key(src, dst), static_cast<int32_t>(channels.size()));
+  if (created) channels.push_back(Channel{src, dst, {}, {}});
+  return it->second;
 }
 
 void Program::match_channels() {

@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/action.h"
@@ -177,6 +178,9 @@ struct Program {
   std::vector<Stream> streams;
   std::vector<std::vector<int32_t>> rank_streams;  ///< per rank, its stream indices
   std::vector<Channel> channels;
+  /// (src << 32 | dst) -> channels index; kept by channel_for (rebuilt there when it is out of
+  /// step with `channels`).
+  std::unordered_map<uint64_t, int32_t> channel_index;
   std::vector<Communicator> comms;
   /// Batched P2P groups (batch_isend_irecv, an NCCL group call): each lists send/recv ops that
   /// stand consecutively on one stream. The group is posted once it reaches the head of its
@@ -223,7 +227,8 @@ struct Program {
   std::vector<OpId> instance(OpId collective) const;
   /// Creates a stream on `rank`; returns its global index.
   int32_t add_stream(int32_t rank, const char* name);
-  /// Returns the channel index for (src, dst), creating it.
+  /// Returns the channel index for (src, dst), creating it. O(1) (channel_index), where a scan
+  /// of the channels cost ranks x ops over a whole program.
   int32_t channel_for(int32_t src, int32_t dst);
   /// Sets Op::match for every channel (k-th send with k-th recv).
   void match_channels();

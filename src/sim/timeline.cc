@@ -190,8 +190,10 @@ void summarize(const Program& p, const std::vector<OpId>& order, bool busy_from_
       size_t j = i;
       bool all_zero = true;
       for (; j < e.size() && e[j].time == e[i].time; ++j) all_zero = all_zero && e[j].zero_time;
-      if (!all_zero)  // frees (negative) first
-        std::stable_sort(e.begin() + i, e.begin() + j, [](const Ev& a, const Ev& b) { return a.delta < b.delta; });
+      auto frees_first = [](const Ev& a, const Ev& b) { return a.delta < b.delta; };
+      // Frees (negative) first; most instants hold one event, and a stable_sort call allocates.
+      if (!all_zero && j - i > 1 && !std::is_sorted(e.begin() + i, e.begin() + j, frees_first))
+        std::stable_sort(e.begin() + i, e.begin() + j, frees_first);
       i = j;
     }
     int64_t live = r < static_cast<int32_t>(p.static_bytes_per_rank.size()) ? p.static_bytes_per_rank[r] : 0;
