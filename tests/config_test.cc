@@ -238,6 +238,17 @@ TEST_CASE("torchtitan: changes the framework refuses fail at their line", "[conf
   CHECK_FALSE(config::read_torchtitan(path, {}, &j6, d6));
   REQUIRE(d6.has_errors());
   CHECK(d6.all().front().loc.line == 2);
+  // A float where an integer belongs, beyond int64 (found by fuzz_torchtitan: the cast was
+  // undefined behaviour), and an integral one: both are errors at the key.
+  for (const char* value : {"81e92", "8192.0"}) {
+    CAPTURE(value);
+    path = test::write_temp("schedcheck-config-test", "float-seq.toml",
+                            fmt::format("[training]\nlocal_batch_size = 1\nseq_len = {}\n", value));
+    Diagnostics d7;
+    config::TrainingJob j7;
+    CHECK_FALSE(config::read_torchtitan(path, {}, &j7, d7));
+    CHECK(has_error_at(d7, 3, "training.seq_len must be an integer"));
+  }
 }
 
 TEST_CASE("torchtitan: the shipped presets verify or fail with their reason", "[config]") {

@@ -107,8 +107,10 @@ class Reader {
 
   std::optional<int64_t> integer(const std::optional<Value>& v, int64_t lo) {
     if (!v) return std::nullopt;
-    auto x = v->node->value<int64_t>();
-    if (!v->node->is_integer() || !x) {
+    // Only an integer node is read as one: toml++'s value<int64_t>() casts a float node, and a
+    // float beyond int64 (seq_len = 81e92) made that cast undefined behaviour.
+    const std::optional<int64_t> x = v->node->is_integer() ? v->node->value<int64_t>() : std::nullopt;
+    if (!x) {
       diags_.error(v->loc, fmt::format("{} must be an integer", v->key));
       return std::nullopt;
     }
