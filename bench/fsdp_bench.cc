@@ -78,7 +78,7 @@ void every_rank_series(const char* title, const std::vector<std::pair<int, int>>
   std::printf(" %9s %9s %6s\n", "total", "rss MiB", "B/op");
   std::vector<Row> rows;
   for (auto [units, ranks] : shapes) {
-    const Row row = sc::bench::in_child<Row>([&] { return measure_every_rank(units, ranks); });
+    const Row row = sc::bench::in_child<Row>([u = units, r = ranks] { return measure_every_rank(u, r); });
     rows.push_back(row);
     std::printf("%-14s %9.0f", fmt::format("{} x {}", units, ranks).c_str(), row.ops);
     for (double t : row.seconds) std::printf(" %9.3f", t);
