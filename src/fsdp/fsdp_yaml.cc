@@ -5,7 +5,6 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
-#include <filesystem>
 #include <map>
 #include <unordered_map>
 #include <utility>
@@ -743,10 +742,9 @@ std::optional<FsdpSpec> parse_registered(int32_t file, const std::string& name, 
 }  // namespace
 
 bool is_fsdp_spec(const std::string& path) {
-  std::string ext = std::filesystem::path(path).extension().string();
-  if (ext != ".yaml" && ext != ".yml") return false;
   std::string text, why;
-  return read_input_file(path, &text, &why) && yaml_util::declares_key(text, "fsdp") && !yaml_util::declares_key(text, "mesh");
+  return yaml_util::has_yaml_extension(path) && read_input_file(path, &text, &why) &&
+         yaml_util::declares_key(text, "fsdp") && !yaml_util::declares_key(text, "mesh");
 }
 
 std::optional<FsdpSpec> load_fsdp_spec(const std::string& path, Diagnostics& diags) {

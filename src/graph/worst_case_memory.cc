@@ -96,7 +96,7 @@ void scan_stream(const Program& p, RankProjector& projector, int32_t rank, int32
   int32_t last = -1;  // the event ending the best prefix
   for (OpId op : p.streams[stream].ops)
     for (int32_t e : {start_event(op), end_event(op)}) {
-      const int64_t w = p.mem_begin(op) == p.mem_end(op) ? 0 : weight_of(e);
+      const int64_t w = weight_of(e);
       if (w == 0) continue;
       sum += w;
       if (sum > best.bytes) {
@@ -318,6 +318,11 @@ std::vector<WorstCaseMemory> worst_case_memory_views(const Program& program, con
   }
   std::unique_ptr<HappensBefore> hb;
   std::unique_ptr<RankProjector> projector;
+  auto projector_of_program = [&]() -> RankProjector& {  // built once, on the first rank with effects
+    if (!hb) hb = std::make_unique<HappensBefore>(program);
+    if (!projector) projector = std::make_unique<RankProjector>(*hb);
+    return *projector;
+  };
   std::vector<int64_t> net(program.buffers.size(), 0);
   std::vector<int32_t> chain;
   std::vector<int64_t> local_weight;  // per local index of the rank's order
@@ -330,15 +335,9 @@ std::vector<WorstCaseMemory> worst_case_memory_views(const Program& program, con
       const int32_t stream = effect_stream[v][r];
       if (stream >= 0 && !force_min_cut) {
         // One stream holds every effect: the prefix scan along it, no projection.
-        if (!hb) hb = std::make_unique<HappensBefore>(program);
-        if (!projector) projector = std::make_unique<RankProjector>(*hb);
-        scan_stream(program, *projector, r, stream, [&](int32_t e) { return event_weight(views[v], e); }, m);
+        scan_stream(program, projector_of_program(), r, stream, [&](int32_t e) { return event_weight(views[v], e); }, m);
       } else if (stream != -1) {
-        if (!order) {
-          if (!hb) hb = std::make_unique<HappensBefore>(program);
-          if (!projector) projector = std::make_unique<RankProjector>(*hb);
-          order = std::make_unique<RankOrder>(projector->project(r));
-        }
+        if (!order) order = std::make_unique<RankOrder>(projector_of_program().project(r));
         chain.clear();
         local_weight.resize(order->size());
         for (int32_t i = 0; i < order->size(); ++i) {

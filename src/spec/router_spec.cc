@@ -449,10 +449,8 @@ bool read_text(const std::string& path, std::string& text) {
 }  // namespace
 
 bool is_router_spec(const std::string& path) {
-  std::string ext = std::filesystem::path(path).extension().string();
-  if (ext != ".yaml" && ext != ".yml") return false;
   std::string text;
-  return read_text(path, text) && yaml_util::declares_key(text, "router");
+  return yaml_util::has_yaml_extension(path) && read_text(path, text) && yaml_util::declares_key(text, "router");
 }
 
 std::optional<RouterSpec> load_router_spec(const std::string& path, Diagnostics& diags) {
