@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <functional>
 #include <limits>
 
 namespace sc {
@@ -27,29 +28,88 @@ HappensBefore::HappensBefore(const Program& p) : p_(p), num_ops_(static_cast<int
         slot_recv_[ch.sends[k]] = ch.recvs[k - depth];
   }
   num_events_ = 2 * num_ops_ + instances;
+  topological_walk(instances);
+}
 
-  // Kahn's algorithm over the predecessor rules, with successors in compressed rows.
-  std::vector<int32_t> indegree(num_events_, 0);
-  std::vector<uint32_t> first(static_cast<size_t>(num_events_) + 1, 0);
-  for (int32_t e = 0; e < num_events_; ++e)
-    for_each_pred(e, [&](int32_t pred) {
-      ++indegree[e];
-      ++first[pred + 1];
-    });
-  for (int32_t e = 0; e < num_events_; ++e) first[e + 1] += first[e];
-  std::vector<int32_t> succ(first.back());
-  // Filled through first[pred] itself (each row's start moves to the next row's), then shifted
-  // back: no second array of events + 1 entries.
-  for (int32_t e = 0; e < num_events_; ++e) for_each_pred(e, [&](int32_t pred) { succ[first[pred]++] = e; });
-  for (int32_t e = num_events_; e > 0; --e) first[e] = first[e - 1];
-  first[0] = 0;
+// A topological order without successor lists: each stream emits its events (start0, end0,
+// start1, ...) in order, so an op event is done once its stream's cursor has passed it, and a
+// stream whose next event has a pred not yet done waits on that pred (on the pred's stream, in a
+// heap keyed by the pred's position there, or on a join's list). A join is done when its
+// members' starts are, counted down as they are emitted. Each emitted event wakes its waiters.
+// O(events + preds x wakes + waits x log), and O(streams + instances) memory besides topo_.
+// Emits exactly the events Kahn's algorithm would: those whose ancestors are all emitted, so
+// the program is acyclic iff every event is emitted.
+void HappensBefore::topological_walk(int32_t instances) {
+  const Program& p = p_;
+  const size_t num_streams = p.streams.size();
+  std::vector<int32_t> cursor(num_streams, 0);  // per stream: events emitted (2 per op)
+  std::vector<int32_t> pending(static_cast<size_t>(instances), 0);
+  for (size_t c = 0; c < p.comms.size(); ++c)
+    for (const auto& seqs : p.comms[c].ops)
+      for (size_t k = 0; k < seqs.size(); ++k) ++pending[comm_base_[c] + k];
+  // Streams waiting on an op event of stream t: (position in t, waiting stream), a min-heap.
+  using Wait = std::pair<int32_t, int32_t>;
+  std::vector<std::vector<Wait>> on_stream(num_streams);
+  std::vector<int32_t> join_head(static_cast<size_t>(instances), -1);  // streams waiting on a join
+  std::vector<int32_t> join_next(num_streams, -1);
+  std::vector<int32_t> runnable;
+  runnable.reserve(num_streams);
+  for (size_t s = 0; s < num_streams; ++s) runnable.push_back(static_cast<int32_t>(s));
+  topo_.clear();
   topo_.reserve(num_events_);
-  for (int32_t e = 0; e < num_events_; ++e)
-    if (indegree[e] == 0) topo_.push_back(e);
-  for (size_t head = 0; head < topo_.size(); ++head) {
-    const int32_t e = topo_[head];
-    for (uint32_t k = first[e]; k < first[e + 1]; ++k)
-      if (--indegree[succ[k]] == 0) topo_.push_back(succ[k]);
+
+  auto done = [&](int32_t e) {
+    if (e >= 2 * num_ops_) return pending[e - 2 * num_ops_] == 0;
+    const OpId x = e >> 1;
+    return cursor[p.ops[x].stream] > 2 * pos_[x] + (e & 1);
+  };
+  auto emit_join = [&](int32_t j) {
+    topo_.push_back(2 * num_ops_ + j);
+    for (int32_t s = join_head[j]; s >= 0;) {
+      const int32_t next = join_next[s];
+      join_next[s] = -1;
+      runnable.push_back(s);
+      s = next;
+    }
+    join_head[j] = -1;
+  };
+  while (!runnable.empty()) {
+    const int32_t s = runnable.back();
+    runnable.pop_back();
+    const std::vector<OpId>& ops = p.streams[s].ops;
+    const int32_t total = 2 * static_cast<int32_t>(ops.size());
+    while (cursor[s] < total) {
+      const int32_t e = (cursor[s] & 1) == 0 ? start_event(ops[cursor[s] / 2]) : end_event(ops[cursor[s] / 2]);
+      int32_t blocker = -1;
+      for_each_pred(e, [&](int32_t pred) {
+        if (blocker < 0 && !done(pred)) blocker = pred;
+      });
+      if (blocker >= 2 * num_ops_) {
+        const int32_t j = blocker - 2 * num_ops_;
+        join_next[s] = join_head[j];
+        join_head[j] = s;
+        break;
+      }
+      if (blocker >= 0) {
+        const OpId b = blocker >> 1;
+        std::vector<Wait>& heap = on_stream[p.ops[b].stream];
+        heap.emplace_back(2 * pos_[b] + (blocker & 1), s);
+        std::push_heap(heap.begin(), heap.end(), std::greater<>());
+        break;
+      }
+      topo_.push_back(e);
+      ++cursor[s];
+      std::vector<Wait>& heap = on_stream[s];
+      while (!heap.empty() && heap.front().first < cursor[s]) {
+        runnable.push_back(heap.front().second);
+        std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+        heap.pop_back();
+      }
+      if ((e & 1) == 0) {
+        const int32_t join = join_event(e >> 1);
+        if (join >= 0 && --pending[join - 2 * num_ops_] == 0) emit_join(join - 2 * num_ops_);
+      }
+    }
   }
   acyclic_ = static_cast<int32_t>(topo_.size()) == num_events_;
 }
