@@ -68,13 +68,13 @@ sc::Program build_1f1b(int ranks, int microbatches) {
     o.kind = send ? sc::OpKind::kSend : sc::OpKind::kRecv;
     o.rank = r;
     o.stream = comm[r];
-    o.peer = peer;
-    o.channel = send ? p.channel_for(r, peer) : p.channel_for(peer, r);
+    o.set_peer(peer);
+    o.set_channel(send ? p.channel_for(r, peer) : p.channel_for(peer, r));
     o.bytes = kMessageBytes;
     const sc::OpId id = p.add_op(o);
     if (after != sc::kNoOp) p.add_dep(id, sc::Dep{after, sc::DepKind::kLocal});
     hold(id, buffer(r, m, "msg", kMessageBytes), kMessageBytes);
-    auto& ch = p.channels[o.channel];
+    auto& ch = p.channels[o.channel()];
     (send ? ch.sends : ch.recvs).push_back(id);
     return id;
   };

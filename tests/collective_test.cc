@@ -36,7 +36,7 @@ struct Net {
     o.rank = r;
     o.stream = compute[r];
     o.duration_s = seconds;
-    if (!name.empty()) o.name = p.add_name(name);
+    if (!name.empty()) o.set_name(p.add_name(name));
     OpId id = p.add_op(o);
     for (OpId d : deps) p.add_dep(id, Dep{d, DepKind::kLocal});
     return id;
@@ -47,10 +47,10 @@ struct Net {
     o.kind = OpKind::kCollective;
     o.rank = r;
     o.stream = stream >= 0 ? stream : comm[r];
-    o.comm = comm_id;
+    o.set_comm(comm_id);
     o.duration_s = seconds;
     o.bytes = 1024;
-    if (!name.empty()) o.name = p.add_name(name);
+    if (!name.empty()) o.set_name(p.add_name(name));
     OpId id = p.add_op(o);
     for (OpId d : deps) p.add_dep(id, Dep{d, DepKind::kLocal});
     return id;
@@ -65,7 +65,7 @@ TEST_CASE("a collective starts when its last member is ready and all members end
   OpId ag1 = n.collective(1, n.world, 2.0, {c1});
   OpId after0 = n.compute_op(0, 1.0, {ag0});
   REQUIRE(n.p.validate().empty());
-  CHECK(n.p.ops[ag0].seq == 0);
+  CHECK(n.p.ops[ag0].seq() == 0);
   CHECK(n.p.instance(ag0) == std::vector<OpId>{ag0, ag1});
   ExecutionResult ex = execute(n.p);
   REQUIRE(ex.completed);

@@ -363,7 +363,7 @@ std::string diag_text(const Diagnostics& d) {
 
 int count_named(const Program& p, const std::string& prefix) {
   int n = 0;
-  for (const Op& o : p.ops) n += o.name >= 0 && p.names[o.name].rfind(prefix, 0) == 0;
+  for (const Op& o : p.ops) n += o.name() >= 0 && p.names[o.name()].rfind(prefix, 0) == 0;
   return n;
 }
 
@@ -402,7 +402,7 @@ TEST_CASE("record_stream: a freed gather is released only after the collectives 
   const Program& p = recorded.program;
   for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id) {
     const Op& o = p.ops[id];
-    if (o.name < 0 || p.names[o.name].rfind("release stage", 0) != 0) continue;
+    if (o.name() < 0 || p.names[o.name()].rfind("release stage", 0) != 0) continue;
     CHECK(std::string(p.streams[o.stream].name) == "allocator");
     bool after_reshard = false, after_collective = false;
     for (const Dep* d = p.deps_begin(id); d != p.deps_end(id); ++d) {
@@ -448,7 +448,7 @@ TEST_CASE("MoE layers: dispatch and combine all-to-alls over the EP group, forwa
   const Program& p = r.program;
   std::vector<std::string> names;
   for (const Op& o : p.ops)
-    if (o.kind == OpKind::kCollective && o.collective == CollectiveKind::kAllToAll && o.rank == 0) names.push_back(p.names[o.name]);
+    if (o.kind == OpKind::kCollective && o.collective == CollectiveKind::kAllToAll && o.rank == 0) names.push_back(p.names[o.name()]);
   CHECK(names == std::vector<std::string>{"A2A dispatch L0 0F0", "A2A combine L0 0F0", "A2A grad combine L0 0B0",
                                           "A2A grad dispatch L0 0B0"});
   const auto ep = std::find_if(p.comms.begin(), p.comms.end(), [](const Communicator& c) { return c.name.rfind("ep", 0) == 0; });

@@ -89,7 +89,7 @@ int64_t peak_param_bytes(const FsdpProgram& fp, int rank) {
     if (p.ops[id].rank != rank) continue;
     for (bool at_end : {false, true}) {
       for (const MemEffect* m = p.mem_begin(id); m != p.mem_end(id); ++m) {
-        std::string kind = p.buffers[m->buffer].kind;
+        std::string kind = p.buffers[m->buffer].kind.c_str();
         if (m->at_end == at_end && (kind == "param" || kind == "ag-buffer")) live += m->bytes;
       }
       peak = std::max(peak, live);
@@ -104,9 +104,9 @@ double shard_volume(const FsdpProgram& fp, int rank, int it) {
   double v = 0;
   for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id) {
     const Op& o = p.ops[id];
-    if (o.rank != rank || o.kind != OpKind::kCollective || o.comm != fp.shard_comm[rank] || fp.info[id].iteration != it)
+    if (o.rank != rank || o.kind != OpKind::kCollective || o.comm() != fp.shard_comm[rank] || fp.info[id].iteration != it)
       continue;
-    const double n = static_cast<double>(p.comms[o.comm].ranks.size());
+    const double n = static_cast<double>(p.comms[o.comm()].ranks.size());
     v += (n - 1) / n * static_cast<double>(o.bytes);
   }
   return v;
@@ -226,7 +226,7 @@ TEST_CASE("every rank issues the same collectives on its shard group unless it s
         CHECK(a.collective == b.collective);
         CHECK(a.bytes == b.bytes);
         CHECK(fp.info[c.ops[0][k]].unit == fp.info[c.ops[m][k]].unit);
-        CHECK(b.seq == static_cast<int32_t>(k));
+        CHECK(b.seq() == static_cast<int32_t>(k));
       }
     }
     s.overrides[1].skip_units = {"layer.1"};
@@ -286,7 +286,7 @@ TEST_CASE("all-gather bytes and durations follow the ring and alpha-beta models"
   OpId ar_id = find_op(fp, 5, "AR layer.0 (it0 mb0)");
   const Op& ar = fp.program.ops[ar_id];
   CHECK(ar.bytes == 4'000'000);  // P·q/p/N
-  CHECK(ar.comm == fp.replicate_comm[5]);
+  CHECK(ar.comm() == fp.replicate_comm[5]);
   CHECK(ar.duration_s == Approx(2 * (1e-5 + 0.5 * 4e6 / 1e9)));
   CHECK(dep_labels(fp, ar_id) == std::vector<std::string>{"RS layer.0 (it0 mb0)"});
   CHECK(std::string(fp.program.streams[ar.stream].name) == "all_reduce");
@@ -437,7 +437,7 @@ TEST_CASE("static bytes are the parameter shard and optimizer state appears in s
     OpId opt = find_op(fp, 2, fmt::format("optimizer (it{})", it));
     int64_t allocated = 0, shards_freed = 0;
     for (const MemEffect* m = fp.program.mem_begin(opt); m != fp.program.mem_end(opt); ++m) {
-      std::string kind = fp.program.buffers[m->buffer].kind;
+      std::string kind = fp.program.buffers[m->buffer].kind.c_str();
       if (kind == "optimizer-state") allocated += m->bytes;
       if (kind == "grad-shard" && m->at_end) shards_freed -= m->bytes;
     }
@@ -531,7 +531,7 @@ TEST_CASE("explicit programs report a forward before any gather and a free of a 
   CHECK(fp.program.uses_end(f0) - fp.program.uses_begin(f0) == 1);
   OpId rs = find_op(fp, 0, "RS layer.0 (rs0)");
   CHECK(std::string(fp.program.streams[fp.program.ops[rs].stream].name) == "reduce_scatter");
-  CHECK(fp.program.ops[rs].comm == fp.shard_comm[0]);
+  CHECK(fp.program.ops[rs].comm() == fp.shard_comm[0]);
   CHECK(fp.program.mem_end(rs) - fp.program.mem_begin(rs) == 1);
   CHECK(fp.program.mem_begin(rs)->bytes == -8'000'000);
   CHECK(fp.program.rank_streams[0].size() == 3);

@@ -132,7 +132,7 @@ TEST_CASE("explicit sends and receives become copies held to the link time under
         CHECK(c.bytes == 16 * 1024 * 1024);
         CHECK(c.duration_s == Approx(10e-6 + 16.0 * 1024 * 1024 / 450e9));
         CHECK(c.src_rank == r.program.ops[c.item].rank);
-        CHECK(c.dst_rank == r.program.ops[c.item].peer);
+        CHECK(c.dst_rank == r.program.ops[c.item].peer());
       }
     CHECK(copies == 48);
     // A rendezvous send waits for its receive's ready point: one extra (untimed) event per P2P op.
@@ -215,7 +215,7 @@ TEST_CASE("a collective's members each wait for every member's ready point", "[g
     a.collective = CollectiveKind::kAllReduce;
     a.rank = r;
     a.stream = c.stream;
-    a.comm = comm;
+    a.set_comm(comm);
     a.bytes = 1 << 20;
     a.duration_s = 0.5;
     ar[r] = p.add_op(a);
@@ -268,7 +268,7 @@ TEST_CASE("the FSDP GPU example's plan replays to the predicted timeline, collec
   REQUIRE(plan);
   const Program& p = fr.base.program;
   size_t collectives = std::count_if(p.ops.begin(), p.ops.end(),
-                                     [](const Op& o) { return o.kind == OpKind::kCollective && o.comm >= 0; });
+                                     [](const Op& o) { return o.kind == OpKind::kCollective && o.comm() >= 0; });
   REQUIRE(collectives > 0);
   size_t ready = std::count_if(plan->events.begin(), plan->events.end(), [](const PlanEvent& e) { return !e.timing; });
   CHECK(ready == collectives);

@@ -63,7 +63,7 @@ TEST_CASE("a reduction carries the framework's arithmetic into the IR", "[numeri
   int reducing = 0;
   for (const Op& o : p.ops)
     if (o.kind == OpKind::kCollective && o.collective == CollectiveKind::kReduceScatter) {
-      CHECK(o.arith == 0);
+      CHECK(o.arith() == 0);
       ++reducing;
     }
   CHECK(reducing == 1024 * 2);

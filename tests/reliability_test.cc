@@ -47,7 +47,7 @@ TEST_CASE("CSV ids at the int32 limit are spec errors, never an overflow", "[spe
   std::string st = write_temp(kDir, "huge-stage.csv", "2147483647F0\n");
   r = run_schedcheck("verify " + q(st));
   CHECK(r.exit_code == 2);
-  CHECK(has(r.out, "huge-stage.csv:1:1: error: stage id 2147483647 is out of range (at most 1048576 stages)"));
+  CHECK(has(r.out, "huge-stage.csv:1:1: error: stage id 2147483647 of '2147483647F0' is out of range (at most 1048576 stages)"));
 }
 
 TEST_CASE("YAML ids at the int32 limit are spec errors, never an overflow", "[spec][yaml][reliability]") {
@@ -74,7 +74,7 @@ TEST_CASE("CSV and YAML share one stage limit and one word for a rank without ac
   auto y = run_schedcheck("verify " + q(yaml));
   CHECK(c.exit_code == 2);
   CHECK(y.exit_code == 2);
-  CHECK(has(c.out, "stage id " + big + " is out of range (at most 1048576 stages)"));
+  CHECK(has(c.out, "limit.csv:2:1: error: stage id " + big + " of '" + big + "F0' is out of range (at most 1048576 stages)"));
   CHECK(has(y.out, "stage id " + big + " of '" + big + "F0' is out of range (at most 1048576 stages)"));
 }
 
@@ -303,4 +303,12 @@ TEST_CASE("the FSDP size cap rests on the measured bytes per op", "[fsdp][reliab
   auto r = run_schedcheck("verify " + q(path));
   CHECK(r.exit_code == 2);
   CHECK(has(r.out, "about 470 bytes each, 4 GiB in all"));
+}
+
+TEST_CASE("gen refuses more stages than a spec may have", "[cli][reliability]") {
+  // 65536 x 128 = 8,388,608 stages at 1 microbatch: within the (stage, microbatch) pair bound,
+  // above the stage bound that specs and the IR's actions share.
+  auto r = run_schedcheck("gen interleaved-1f1b --ranks 65536 --chunks 128 --microbatches 1 --format csv");
+  CHECK(r.exit_code == 2);
+  CHECK(has(r.out, "65536 ranks x 128 stages per rank is more than the 1048576 stages schedcheck supports"));
 }

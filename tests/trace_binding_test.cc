@@ -149,7 +149,7 @@ std::vector<std::pair<int64_t, int64_t>> expected_arrows(const VerifyResult& r) 
   for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id) {
     if (!ran(id)) continue;
     const Op& op = p.ops[id];
-    if (op.kind == OpKind::kSend && op.match != kNoOp && ran(op.match)) out.push_back({id, op.match});
+    if (op.kind == OpKind::kSend && op.match() != kNoOp && ran(op.match())) out.push_back({id, op.match()});
     for (const Dep* d = p.deps_begin(id); d != p.deps_end(id); ++d)
       if (d->kind == DepKind::kTransfer && ran(d->src)) out.push_back({d->src, id});
   }

@@ -60,11 +60,11 @@ struct Builder {
     const int32_t rank = p.streams[s].rank;
     Op o;
     o.kind = send ? OpKind::kSend : OpKind::kRecv;
-    o.peer = peer;
-    o.channel = send ? p.channel_for(rank, peer) : p.channel_for(peer, rank);
+    o.set_peer(peer);
+    o.set_channel(send ? p.channel_for(rank, peer) : p.channel_for(peer, rank));
     o.bytes = 1;
     const OpId id = add(o, s, deps, fx, {});
-    auto& ch = p.channels[o.channel];
+    auto& ch = p.channels[o.channel()];
     (send ? ch.sends : ch.recvs).push_back(id);
     return id;
   }
@@ -93,7 +93,7 @@ std::string describe(const Program& p) {
     const Op& o = p.ops[i];
     const char* kind = o.kind == OpKind::kSend ? "send" : o.kind == OpKind::kRecv ? "recv" : "compute";
     s += fmt::format("op {} rank {} stream {} {}", i, o.rank, o.stream, kind);
-    if (o.match != kNoOp) s += fmt::format(" match {}", o.match);
+    if (o.match() != kNoOp) s += fmt::format(" match {}", o.match());
     for (const Dep* d = p.deps_begin(i); d != p.deps_end(i); ++d) s += fmt::format(" dep {}", d->src);
     for (const MemEffect* m = p.mem_begin(i); m != p.mem_end(i); ++m)
       s += fmt::format(" buf{}{:+}@{}", m->buffer, m->bytes, m->at_end ? "end" : "start");
@@ -267,9 +267,9 @@ std::vector<std::vector<int>> brute_order(const Program& p) {
     preds[2 * i + 1].push_back(2 * i);
     for (const Dep* d = p.deps_begin(i); d != p.deps_end(i); ++d) preds[2 * i].push_back(2 * d->src + 1);
     const Op& o = p.ops[i];
-    if (o.match == kNoOp) continue;
-    if (o.kind == OpKind::kRecv) preds[2 * i + 1].push_back(2 * o.match);
-    if (o.kind == OpKind::kSend && p.semantics.kind == Semantics::kRendezvous) preds[2 * i + 1].push_back(2 * o.match);
+    if (o.match() == kNoOp) continue;
+    if (o.kind == OpKind::kRecv) preds[2 * i + 1].push_back(2 * o.match());
+    if (o.kind == OpKind::kSend && p.semantics.kind == Semantics::kRendezvous) preds[2 * i + 1].push_back(2 * o.match());
   }
   // Collectives: an instance's members end after all of them start; a rank's collectives on a
   // communicator run one after another.
@@ -394,7 +394,7 @@ Program random_program(std::mt19937& rng) {
     const int roll = pick(0, 5);
     int send_from = -1;
     for (int s : pending_send)
-      if (op_rank[s] != op_rank[i] && b.p.ops[s].peer == op_rank[i]) send_from = s;
+      if (op_rank[s] != op_rank[i] && b.p.ops[s].peer() == op_rank[i]) send_from = s;
     Op o;
     if (roll == 5 && !collective_added) {
       // One collective instance: a member on each rank (this op's rank gets this op's effects).
@@ -402,7 +402,7 @@ Program random_program(std::mt19937& rng) {
       for (int r = 0; r < ranks; ++r) {
         Op c;
         c.kind = OpKind::kCollective;
-        c.comm = comm;
+        c.set_comm(comm);
         b.add(c, r == op_rank[i] ? op_stream[i] : 2 * r + pick(0, 1), {},
               r == op_rank[i] ? fx[i] : std::vector<Fx>{}, r == op_rank[i] ? deps : std::vector<OpId>{});
       }
@@ -432,7 +432,7 @@ TEST_CASE("min cut and prefix scan agree with brute force on 200 random tiny pro
     // Keep only programs that can run to completion: every P2P op matched, order acyclic.
     bool matched = true;
     for (const Op& o : p.ops)
-      if ((o.kind == OpKind::kSend || o.kind == OpKind::kRecv) && o.match == kNoOp) matched = false;
+      if ((o.kind == OpKind::kSend || o.kind == OpKind::kRecv) && o.match() == kNoOp) matched = false;
     if (!matched || !acyclic(preds)) continue;
     ++checked;
     with_collective += p.comms[0].ops[0].empty() ? 0 : 1;
@@ -578,7 +578,7 @@ Program random_multi_stream_program(std::mt19937& rng, int ranks, int streams, i
       for (int32_t m : b.p.comms[part].ranks) {
         Op c;
         c.kind = OpKind::kCollective;
-        c.comm = part;
+        c.set_comm(part);
         ops_of[m].push_back(b.add(c, stream_of[m][pick(0, streams - 1)], m == r ? local : std::vector<OpId>{},
                                   effects(m), {}));
       }
@@ -593,7 +593,7 @@ Program random_multi_stream_program(std::mt19937& rng, int ranks, int streams, i
       for (int m = 0; m < ranks; ++m) {
         Op c;
         c.kind = OpKind::kCollective;
-        c.comm = world;
+        c.set_comm(world);
         ops_of[m].push_back(b.add(c, stream_of[m][pick(0, streams - 1)], m == r ? local : std::vector<OpId>{},
                                   effects(m), {}));
       }

@@ -136,12 +136,12 @@ class Builder {
 
   bool rendezvous_pair(OpId id) const {
     const Op& op = p_.ops[id];
-    return (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) && op.match != kNoOp &&
+    return (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) && op.match() != kNoOp &&
            p_.semantics.kind == Semantics::kRendezvous;
   }
 
   bool needs_ready_event(OpId id) const {
-    return rendezvous_pair(id) || (p_.ops[id].kind == OpKind::kCollective && p_.ops[id].comm >= 0);
+    return rendezvous_pair(id) || (p_.ops[id].kind == OpKind::kCollective && p_.ops[id].comm() >= 0);
   }
 
   // Implicit transfers: one item per kTransfer dep, on lanes per (src rank, dst rank).
@@ -218,18 +218,18 @@ class Builder {
   // The member's previous collective on the same communicator, or kNoOp.
   OpId previous_collective(OpId id) const {
     const Op& op = p_.ops[id];
-    if (op.kind != OpKind::kCollective || op.comm < 0 || op.seq <= 0) return kNoOp;
-    const Communicator& c = p_.comms[op.comm];
+    if (op.kind != OpKind::kCollective || op.comm() < 0 || op.seq() <= 0) return kNoOp;
+    const Communicator& c = p_.comms[op.comm()];
     int32_t m = c.member_index(op.rank);
-    if (m < 0 || op.seq > static_cast<int32_t>(c.ops[m].size())) return kNoOp;
-    return c.ops[m][op.seq - 1];
+    if (m < 0 || op.seq() > static_cast<int32_t>(c.ops[m].size())) return kNoOp;
+    return c.ops[m][op.seq() - 1];
   }
 
   // The collective's hold time: the smallest predicted duration over its instance (the member
   // that arrives last waits for nobody), and its per-rank traffic bytes.
   double collective_hold(OpId id) const {
     double hold = t_.ops[id].end_s - t_.ops[id].start_s;
-    if (p_.ops[id].comm >= 0)
+    if (p_.ops[id].comm() >= 0)
       for (OpId m : p_.instance(id))
         if (m != kNoOp) hold = std::min(hold, t_.ops[m].end_s - t_.ops[m].start_s);
     return std::max(hold, 0.0);
@@ -276,10 +276,10 @@ class Builder {
         break;
       case OpKind::kSend: {
         if (rendezvous_pair(id)) {
-          wait_step(op.match, ready_event_[op.match], arrive_[op.match]);
-        } else if (p_.semantics.kind == Semantics::kBuffered && op.channel >= 0) {
+          wait_step(op.match(), ready_event_[op.match()], arrive_[op.match()]);
+        } else if (p_.semantics.kind == Semantics::kBuffered && op.channel() >= 0) {
           // The k-th send waits for the (k - N)-th receive of its channel to end.
-          const Channel& ch = p_.channels[op.channel];
+          const Channel& ch = p_.channels[op.channel()];
           auto pos = std::find(ch.sends.begin(), ch.sends.end(), id) - ch.sends.begin();
           int64_t k = pos - static_cast<int64_t>(p_.semantics.buffer);
           if (k >= 0 && k < static_cast<int64_t>(ch.recvs.size()))
@@ -289,26 +289,26 @@ class Builder {
         Command c = cmd(CmdKind::kCopy, s);
         c.item = id;
         c.src_rank = op.rank;
-        c.dst_rank = op.peer;
+        c.dst_rank = op.peer();
         c.bytes = op.bytes;
         c.duration_s = p_.link.transfer_s(op.bytes);
         body.push_back(c);
         body.push_back(record(s, it.end_event));
-        if (op.peer >= 0 && op.peer < p_.num_ranks) {
+        if (op.peer() >= 0 && op.peer() < p_.num_ranks) {
           plan_.send_staging_bytes[op.rank] = std::max(plan_.send_staging_bytes[op.rank], op.bytes);
-          plan_.recv_staging_bytes[op.peer] = std::max(plan_.recv_staging_bytes[op.peer], op.bytes);
+          plan_.recv_staging_bytes[op.peer()] = std::max(plan_.recv_staging_bytes[op.peer()], op.bytes);
         }
         break;
       }
       case OpKind::kRecv: {
-        if (rendezvous_pair(id)) wait_step(op.match, ready_event_[op.match], arrive_[op.match]);
+        if (rendezvous_pair(id)) wait_step(op.match(), ready_event_[op.match()], arrive_[op.match()]);
         body.push_back(record(s, it.start_event));
-        if (op.match != kNoOp) wait_step(op.match, plan_.items[op.match].end_event, body_[op.match]);
+        if (op.match() != kNoOp) wait_step(op.match(), plan_.items[op.match()].end_event, body_[op.match()]);
         body.push_back(record(s, it.end_event));
         break;
       }
       case OpKind::kCollective: {
-        std::vector<OpId> members = op.comm >= 0 ? p_.instance(id) : std::vector<OpId>{};
+        std::vector<OpId> members = op.comm() >= 0 ? p_.instance(id) : std::vector<OpId>{};
         for (OpId m : members)
           if (m != kNoOp && m != id) wait_step(m, ready_event_[m], arrive_[m]);
         body.push_back(record(s, it.start_event));
@@ -316,8 +316,8 @@ class Builder {
         // buffer into this rank's receive buffer ((n-1)/n of the bytes, a ring's share).
         int64_t n = std::max<int64_t>(1, static_cast<int64_t>(members.size()));
         int32_t next = op.rank;
-        if (op.comm >= 0) {
-          const auto& rk = p_.comms[op.comm].ranks;
+        if (op.comm() >= 0) {
+          const auto& rk = p_.comms[op.comm()].ranks;
           if (!rk.empty()) {
             auto pos = std::find(rk.begin(), rk.end(), op.rank) - rk.begin();
             next = rk[(pos + 1) % rk.size()];
@@ -508,15 +508,15 @@ class Builder {
       const Op& op = p_.ops[id];
       for (const Dep* d = p_.deps_begin(id); d != p_.deps_end(id); ++d)
         if (d->kind == DepKind::kLocal) ebb(d->src, id);
-      if (op.kind == OpKind::kSend && op.match != kNoOp) {
-        plan_.hb.push_back({id, op.match, HbEdge::kEndBeforeEnd});
+      if (op.kind == OpKind::kSend && op.match() != kNoOp) {
+        plan_.hb.push_back({id, op.match(), HbEdge::kEndBeforeEnd});
         if (rendezvous_pair(id)) {
-          for (int32_t a : arrival_preds(op.match)) ebb(a, id);
-          for (int32_t a : arrival_preds(id)) ebb(a, op.match);
+          for (int32_t a : arrival_preds(op.match())) ebb(a, id);
+          for (int32_t a : arrival_preds(id)) ebb(a, op.match());
         }
       }
       if (OpId pc = previous_collective(id); pc != kNoOp) ebb(pc, id);
-      if (op.kind == OpKind::kCollective && op.comm >= 0)
+      if (op.kind == OpKind::kCollective && op.comm() >= 0)
         for (OpId m : p_.instance(id))
           if (m != kNoOp && m != id)
             for (int32_t a : arrival_preds(m)) ebb(a, id);

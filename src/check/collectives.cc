@@ -24,7 +24,7 @@ std::string base_label(const Program& p, OpId id) {
 std::string identity(const Program& p, OpId id) {
   if (id == kNoOp) return "nothing more (no collective left)";
   const Op& o = p.ops[id];
-  std::string dtype = o.dtype && *o.dtype ? fmt::format(" {}", o.dtype) : std::string();
+  std::string dtype = *o.dtype.c_str() ? fmt::format(" {}", o.dtype.c_str()) : std::string();
   return fmt::format("{} '{}' ({}{})", collective_name(o.collective), base_label(p, id),
                      format_bytes(static_cast<double>(o.bytes)), dtype);
 }

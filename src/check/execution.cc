@@ -80,24 +80,24 @@ class Executor {
     res_.done[id] = 1;
     res_.order.push_back(id);
     const Op& op = p_.ops[id];
-    if (op.group < 0)
+    if (op.group() < 0)
       ++head_[op.stream];
     else
       push(op.stream);  // advance() moves past the group once every member is done
     for (uint32_t k = dep_start_[id]; k < dep_start_[id + 1]; ++k) push(p_.ops[dependents_[k]].stream);
-    if (op.kind == OpKind::kCollective && op.comm >= 0) {
+    if (op.kind == OpKind::kCollective && op.comm() >= 0) {
       // The rank's next collective on this communicator may now start.
-      const Communicator& c = p_.comms[op.comm];
+      const Communicator& c = p_.comms[op.comm()];
       const auto& seqs = c.ops[c.member_index(op.rank)];
-      if (op.seq + 1 < static_cast<int32_t>(seqs.size())) push(p_.ops[seqs[op.seq + 1]].stream);
+      if (op.seq() + 1 < static_cast<int32_t>(seqs.size())) push(p_.ops[seqs[op.seq() + 1]].stream);
     }
-    if (op.kind == OpKind::kSend && op.channel >= 0) {
-      ++sent_[op.channel];
-      if (op.match != kNoOp) push(p_.ops[op.match].stream);
-    } else if (op.kind == OpKind::kRecv && op.channel >= 0) {
-      ++received_[op.channel];
+    if (op.kind == OpKind::kSend && op.channel() >= 0) {
+      ++sent_[op.channel()];
+      if (op.match() != kNoOp) push(p_.ops[op.match()].stream);
+    } else if (op.kind == OpKind::kRecv && op.channel() >= 0) {
+      ++received_[op.channel()];
       // A slot frees up on a buffered channel.
-      const Channel& ch = p_.channels[op.channel];
+      const Channel& ch = p_.channels[op.channel()];
       if (!ch.sends.empty()) push(p_.ops[ch.sends.front()].stream);
     }
   }
@@ -108,18 +108,18 @@ class Executor {
     while (head_[s] < st.ops.size()) {
       OpId id = st.ops[head_[s]];
       const Op& op = p_.ops[id];
-      if (op.group >= 0) {
-        if (!advance_group(s, op.group)) return;
+      if (op.group() >= 0) {
+        if (!advance_group(s, op.group())) return;
         continue;
       }
       if (announced_[s] != static_cast<int64_t>(head_[s])) {
         announced_[s] = static_cast<int64_t>(head_[s]);
         // A rendezvous partner may be waiting for this op to be posted.
-        if ((op.kind == OpKind::kSend || op.kind == OpKind::kRecv) && op.match != kNoOp)
-          push(p_.ops[op.match].stream);
+        if ((op.kind == OpKind::kSend || op.kind == OpKind::kRecv) && op.match() != kNoOp)
+          push(p_.ops[op.match()].stream);
       }
       if (!deps_done(id)) return;
-      if (op.kind == OpKind::kCollective && op.comm >= 0) {
+      if (op.kind == OpKind::kCollective && op.comm() >= 0) {
         if (!try_collective(id)) return;
       } else if (op.kind == OpKind::kSend) {
         if (!try_send(id)) return;
@@ -142,11 +142,11 @@ class Executor {
   // member of a group that is at the head of its stream with every member's deps done.
   bool posted(OpId id) const {
     const Op& op = p_.ops[id];
-    if (op.group < 0) return at_head(id) && deps_done(id);
-    const auto& members = p_.groups[op.group];
+    if (op.group() < 0) return at_head(id) && deps_done(id);
+    const auto& members = p_.groups[op.group()];
     const Stream& st = p_.streams[op.stream];
     size_t h = head_[op.stream];
-    return !res_.done[id] && h < st.ops.size() && st.ops[h] == members.front() && group_deps_done(op.group);
+    return !res_.done[id] && h < st.ops.size() && st.ops[h] == members.front() && group_deps_done(op.group());
   }
 
   // A group at the head of stream s: once posted, every member tries to complete with its
@@ -157,7 +157,7 @@ class Executor {
     if (announced_[s] != static_cast<int64_t>(head_[s])) {
       announced_[s] = static_cast<int64_t>(head_[s]);
       for (OpId m : members)  // rendezvous partners may be waiting for these to be posted
-        if (p_.ops[m].match != kNoOp) push(p_.ops[p_.ops[m].match].stream);
+        if (p_.ops[m].match() != kNoOp) push(p_.ops[p_.ops[m].match()].stream);
     }
     bool all = true;
     for (OpId m : members) {
@@ -175,9 +175,9 @@ class Executor {
   // The rank's previous collective on the same communicator, or kNoOp.
   OpId comm_prev(OpId id) const {
     const Op& op = p_.ops[id];
-    if (op.seq <= 0) return kNoOp;
-    const Communicator& c = p_.comms[op.comm];
-    return c.ops[c.member_index(op.rank)][op.seq - 1];
+    if (op.seq() <= 0) return kNoOp;
+    const Communicator& c = p_.comms[op.comm()];
+    return c.ops[c.member_index(op.rank)][op.seq() - 1];
   }
 
   // A member is ready: at the head of its stream, deps done, its previous collective on the
@@ -196,12 +196,12 @@ class Executor {
     const Op& op = p_.ops[id];
     if (!counted_[id]) {
       counted_[id] = 1;
-      ++arrived_[instance_base_[op.comm] + op.seq];
+      ++arrived_[instance_base_[op.comm()] + op.seq()];
     }
-    const Communicator& c = p_.comms[op.comm];
-    if (arrived_[instance_base_[op.comm] + op.seq] < static_cast<int32_t>(c.ranks.size())) return false;
+    const Communicator& c = p_.comms[op.comm()];
+    if (arrived_[instance_base_[op.comm()] + op.seq()] < static_cast<int32_t>(c.ranks.size())) return false;
     for (const auto& seqs : c.ops) {
-      OpId m = seqs[op.seq];
+      OpId m = seqs[op.seq()];
       complete(m);
       if (m != id) push(p_.ops[m].stream);
     }
@@ -215,12 +215,12 @@ class Executor {
         complete(id);
         return true;
       case Semantics::kBuffered:
-        if (op.channel >= 0 && sent_[op.channel] - received_[op.channel] >= p_.semantics.buffer) return false;
+        if (op.channel() >= 0 && sent_[op.channel()] - received_[op.channel()] >= p_.semantics.buffer) return false;
         complete(id);
         return true;
       case Semantics::kRendezvous: {
-        if (op.match == kNoOp || !posted(op.match)) return false;
-        OpId r = op.match;
+        if (op.match() == kNoOp || !posted(op.match())) return false;
+        OpId r = op.match();
         complete(id);
         complete(r);
         return true;
@@ -231,15 +231,15 @@ class Executor {
 
   bool try_recv(OpId id) {
     const Op& op = p_.ops[id];
-    if (op.match == kNoOp) return false;
+    if (op.match() == kNoOp) return false;
     if (p_.semantics.kind == Semantics::kRendezvous) {
-      OpId s = op.match;
+      OpId s = op.match();
       if (!posted(s)) return false;
       complete(s);
       complete(id);
       return true;
     }
-    if (!res_.done[op.match]) return false;
+    if (!res_.done[op.match()]) return false;
     complete(id);
     return true;
   }
@@ -252,8 +252,8 @@ class Executor {
 
   Wait wait_of(OpId id) const {
     const Op& op = p_.ops[id];
-    if (op.group >= 0)  // a group is launched only when every member's inputs are ready
-      for (OpId m : p_.groups[op.group])
+    if (op.group() >= 0)  // a group is launched only when every member's inputs are ready
+      for (OpId m : p_.groups[op.group()])
         for (const Dep* d = p_.deps_begin(m); m != id && d != p_.deps_end(m); ++d)
           if (!res_.done[d->src])
             return {d->src, fmt::format("waits with its batch group: {} needs {} first", p_.label(m), p_.label(d->src))};
@@ -265,9 +265,9 @@ class Executor {
                                           p_.streams[src.stream].name)
                             : fmt::format("waits for {} from rank {}", p_.label(d->src), src.rank)};
       }
-    if (op.kind == OpKind::kCollective && op.comm >= 0) {
-      const Communicator& c = p_.comms[op.comm];
-      std::string what = fmt::format("{} #{} on communicator '{}'", collective_name(op.collective), op.seq + 1, c.name);
+    if (op.kind == OpKind::kCollective && op.comm() >= 0) {
+      const Communicator& c = p_.comms[op.comm()];
+      std::string what = fmt::format("{} #{} on communicator '{}'", collective_name(op.collective), op.seq() + 1, c.name);
       OpId prev = comm_prev(id);
       if (prev != kNoOp && !res_.done[prev])
         return {prev, fmt::format("waits for its earlier collective {} on communicator '{}' (one at a time)",
@@ -284,23 +284,23 @@ class Executor {
       return {kNoOp, fmt::format("waits in {}", what)};
     }
     if (op.kind == OpKind::kRecv) {
-      if (op.match == kNoOp)
-        return {kNoOp, op.peer >= 0 ? fmt::format("waits for a message rank {} never sends", op.peer)
+      if (op.match() == kNoOp)
+        return {kNoOp, op.peer() >= 0 ? fmt::format("waits for a message rank {} never sends", op.peer())
                                     : std::string("waits for a message no rank sends")};
-      return {op.match, fmt::format("waits for {} on rank {} to send", p_.label(op.match), op.peer)};
+      return {op.match(), fmt::format("waits for {} on rank {} to send", p_.label(op.match()), op.peer())};
     }
     if (op.kind == OpKind::kSend) {
-      if (op.match == kNoOp)
-        return {kNoOp, op.peer >= 0 ? fmt::format("waits for a receive rank {} never posts", op.peer)
+      if (op.match() == kNoOp)
+        return {kNoOp, op.peer() >= 0 ? fmt::format("waits for a receive rank {} never posts", op.peer())
                                     : std::string("waits for a receive no rank posts (its stage has no next or previous stage)")};
       if (p_.semantics.kind == Semantics::kBuffered) {
-        const Channel& ch = p_.channels[op.channel];
-        OpId oldest = static_cast<int64_t>(ch.recvs.size()) > received_[op.channel] ? ch.recvs[received_[op.channel]] : kNoOp;
+        const Channel& ch = p_.channels[op.channel()];
+        OpId oldest = static_cast<int64_t>(ch.recvs.size()) > received_[op.channel()] ? ch.recvs[received_[op.channel()]] : kNoOp;
         if (oldest == kNoOp) return {kNoOp, "waits for a free buffer slot that never frees"};
         return {oldest, fmt::format("waits for a free buffer slot: rank {} has not received {} yet",
-                                    op.peer, p_.label(oldest))};
+                                    op.peer(), p_.label(oldest))};
       }
-      return {op.match, fmt::format("waits for rank {} to post {} (rendezvous)", op.peer, p_.label(op.match))};
+      return {op.match(), fmt::format("waits for rank {} to post {} (rendezvous)", op.peer(), p_.label(op.match()))};
     }
     return {kNoOp, "waits"};
   }
@@ -310,8 +310,8 @@ class Executor {
     const Stream& st = p_.streams[s];
     if (head_[s] >= st.ops.size()) return kNoOp;
     OpId h = st.ops[head_[s]];
-    if (p_.ops[h].group >= 0)
-      for (OpId m : p_.groups[p_.ops[h].group])
+    if (p_.ops[h].group() >= 0)
+      for (OpId m : p_.groups[p_.ops[h].group()])
         if (!res_.done[m]) return m;
     return h;
   }

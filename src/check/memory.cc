@@ -41,7 +41,7 @@ std::vector<Finding> check_memory(const Program& p, const Timeline* timeline, co
         if (buf.name >= 0)
           live += fmt::format(" {}={}", p.names[buf.name], format_bytes(static_cast<double>(buf.bytes)));
         else
-          live += fmt::format(" {}(s{},mb{})={}", buf.kind, buf.stage, buf.microbatch, format_bytes(static_cast<double>(buf.bytes)));
+          live += fmt::format(" {}(s{},mb{})={}", buf.kind.c_str(), buf.stage, buf.microbatch, format_bytes(static_cast<double>(buf.bytes)));
       }
       f.details.push_back(fmt::format("worst case {} ({} B) with static {} and live buffers:{}",
                                       format_bytes(static_cast<double>(wc)), wc,
@@ -51,8 +51,8 @@ std::vector<Finding> check_memory(const Program& p, const Timeline* timeline, co
         std::vector<std::pair<std::string, std::pair<int64_t, int>>> by_kind;
         for (int32_t b : worst->live_buffers[r]) {
           const Buffer& buf = p.buffers[b];
-          auto it = std::find_if(by_kind.begin(), by_kind.end(), [&](const auto& k) { return k.first == buf.kind; });
-          if (it == by_kind.end()) it = by_kind.insert(by_kind.end(), {buf.kind, {0, 0}});
+          auto it = std::find_if(by_kind.begin(), by_kind.end(), [&](const auto& k) { return k.first == buf.kind.c_str(); });
+          if (it == by_kind.end()) it = by_kind.insert(by_kind.end(), {buf.kind.c_str(), {0, 0}});
           it->second.first += buf.bytes;
           ++it->second.second;
         }

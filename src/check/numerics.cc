@@ -21,19 +21,19 @@ NumericsPassResult check_numerics(const Program& p) {
   std::vector<std::string> problems;
   for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id) {
     const Op& o = p.ops[id];
-    if (o.kind != OpKind::kCollective || o.arith < 0 || o.comm < 0) continue;
+    if (o.kind != OpKind::kCollective || o.arith() < 0 || o.comm() < 0) continue;
     if (o.collective != CollectiveKind::kReduceScatter && o.collective != CollectiveKind::kAllReduce) continue;
-    const size_t n = p.comms[o.comm].ranks.size();
+    const size_t n = p.comms[o.comm()].ranks.size();
     if (n < 2) continue;
-    Key key{o.arith, o.dtype ? o.dtype : "", static_cast<int>(o.collective), n};
+    Key key{o.arith(), o.dtype.c_str(), static_cast<int>(o.collective), n};
     if (auto it = seen.find(key); it != seen.end()) {
       if (it->second < located_ops.size()) located_ops[it->second].push_back(id);
       continue;
     }
     seen.emplace(key, located.size());
-    const CollectiveArithmetic& a = p.arithmetic[o.arith];
+    const CollectiveArithmetic& a = p.arithmetic[o.arith()];
     nm::ReductionConfig c;
-    auto dtype = nm::parse_dtype(o.dtype ? o.dtype : "");
+    auto dtype = nm::parse_dtype(o.dtype.c_str());
     auto op = nm::parse_op(a.op);
     auto alg = nm::parse_algorithm(a.algorithm);
     if (!dtype || !op || !alg) continue;  // an element type the emulation does not model (none today)

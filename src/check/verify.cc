@@ -105,7 +105,7 @@ ProgramResult verify_program(Program program, std::vector<Finding> front_end, co
   for (const auto& s : p.streams) r.edges += s.ops.empty() ? 0 : s.ops.size() - 1;
   r.edges += p.deps.size();
   for (const auto& op : p.ops)
-    if (op.kind == OpKind::kSend && op.match != kNoOp) ++r.edges;
+    if (op.kind == OpKind::kSend && op.match() != kNoOp) ++r.edges;
 
   if (r.execution.completed) {
     // Ranks that are images of another: the per-rank interleaving passes run on the

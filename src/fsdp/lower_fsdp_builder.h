@@ -58,7 +58,7 @@ class Builder {
   /// Adds `op` (its step is the rank's issue index) labelled `label`; returns its id.
   OpId add(Op op, const FsdpOpInfo& info, std::string label) {
     op.step = steps_[op.rank]++;
-    op.name = out_.program.add_name(std::move(label));
+    op.set_name(out_.program.add_name(std::move(label)));
     last_ = out_.program.add_op(op);
     out_.info.push_back(info);
     return last_;
@@ -97,12 +97,12 @@ class Builder {
                 SourceLoc loc) const {
     Op op = marker(rank, stream, loc);
     op.kind = OpKind::kCollective;
-    op.comm = comm;
+    op.set_comm(comm);
     op.collective = kind;
     op.bytes = bytes;
     op.dtype = static_dtype_name(dtype.name);
     const int n = comm >= 0 ? static_cast<int>(out_.program.comms[comm].ranks.size()) : 1;
-    if (kind != CollectiveKind::kAllGather) op.arith = reduction_arithmetic(n);
+    if (kind != CollectiveKind::kAllGather) op.set_arith(reduction_arithmetic(n));
     op.duration_s = collective_time_s(spec_, kind, bytes, n);
     return op;
   }

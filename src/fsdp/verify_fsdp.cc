@@ -21,7 +21,7 @@ std::vector<int64_t> gathered_peak(const Program& p, const Timeline& t) {
   for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id)
     for (const MemEffect* m = p.mem_begin(id); m != p.mem_end(id); ++m) {
       if (m->buffer < 0) continue;
-      std::string_view kind = p.buffers[m->buffer].kind;
+      std::string_view kind = p.buffers[m->buffer].kind.c_str();
       if (kind != "param" && kind != "ag-buffer") continue;
       ev[p.ops[id].rank].push_back({m->at_end ? t.ops[id].end_s : t.ops[id].start_s, m->bytes});
     }
@@ -50,7 +50,7 @@ std::optional<std::pair<int32_t, int32_t>> rank_blocks(const FsdpSpec& spec, con
     const Op& o = p.ops[id];
     const Op& base = p.ops[id % K];
     if (o.rank != id / K || o.kind != base.kind || o.duration_s != base.duration_s || o.bytes != base.bytes ||
-        o.seq != base.seq || p.deps_end(id) - p.deps_begin(id) != p.deps_end(id % K) - p.deps_begin(id % K) ||
+        o.seq() != base.seq() || p.deps_end(id) - p.deps_begin(id) != p.deps_end(id % K) - p.deps_begin(id % K) ||
         p.mem_end(id) - p.mem_begin(id) != p.mem_end(id % K) - p.mem_begin(id % K))
       return std::nullopt;
   }
@@ -66,7 +66,7 @@ MemoryView gathered_view(const Program& p) {
   v.with_static = false;
   v.buffers.assign(p.buffers.size(), 0);
   for (size_t b = 0; b < p.buffers.size(); ++b) {
-    std::string_view kind = p.buffers[b].kind;
+    std::string_view kind = p.buffers[b].kind.c_str();
     v.buffers[b] = kind == "param" || kind == "ag-buffer";
   }
   return v;
@@ -94,8 +94,8 @@ FsdpFigures compute_figures(const FsdpSpec& spec, const Program& p, const std::v
     const Op& o = p.ops[id];
     const FsdpOpInfo& in = info[id];
     int it = std::clamp<int>(in.iteration, 0, iters - 1);
-    if (o.kind == OpKind::kCollective && o.comm >= 0) {
-      double n = static_cast<double>(p.comms[o.comm].ranks.size());
+    if (o.kind == OpKind::kCollective && o.comm() >= 0) {
+      double n = static_cast<double>(p.comms[o.comm()].ranks.size());
       double share = n > 1 ? (n - 1) / n * static_cast<double>(o.bytes) : 0.0;
       volume[o.rank][it] += o.collective == CollectiveKind::kAllReduce ? 2 * share : share;
       comm_time[o.rank] += t.ops[id].end_s - t.ops[id].start_s;

@@ -116,8 +116,8 @@ void HappensBefore::topological_walk(int32_t instances) {
 
 int32_t HappensBefore::join_event(OpId op) const {
   const Op& o = p_.ops[op];
-  if (o.kind != OpKind::kCollective || o.comm < 0 || o.seq < 0) return -1;
-  return 2 * num_ops_ + comm_base_[o.comm] + o.seq;
+  if (o.kind != OpKind::kCollective || o.comm() < 0 || o.seq() < 0) return -1;
+  return 2 * num_ops_ + comm_base_[o.comm()] + o.seq();
 }
 
 RankClocks::RankClocks(const HappensBefore& hb, int32_t rank) : hb_(hb), rank_(rank) {
@@ -219,8 +219,8 @@ void RankProjector::build_join_order() {
   join_seq_.assign(instances, -1);
   for (OpId x = 0; x < static_cast<OpId>(p.ops.size()); ++x)
     if (const int32_t j = hb_.join_event(x); j >= 0) {
-      join_comm_[j - ops2] = p.ops[x].comm;
-      join_seq_[j - ops2] = p.ops[x].seq;
+      join_comm_[j - ops2] = p.ops[x].comm();
+      join_seq_[j - ops2] = p.ops[x].seq();
     }
   const int32_t ranks = static_cast<int32_t>(rank_first_.size()) - 1;
   std::vector<std::vector<int32_t>> rank_comms(ranks);
@@ -253,9 +253,9 @@ void RankProjector::build_join_order() {
       const Op& o = p.ops[e >> 1];
       const int32_t join = hb_.join_event(e >> 1);
       if (join < 0) continue;
-      const int ci = static_cast<int>(std::find(mine.begin(), mine.end(), o.comm) - mine.begin());
+      const int ci = static_cast<int>(std::find(mine.begin(), mine.end(), o.comm()) - mine.begin());
       if ((e & 1) == 1) {
-        row[ci] = std::max(row[ci], o.seq);
+        row[ci] = std::max(row[ci], o.seq());
         continue;
       }
       for (int c = 0; c < width; ++c)

@@ -230,16 +230,16 @@ void HappensBefore::for_each_pred(int32_t e, F&& f) const {
   if ((e & 1) == 0) {
     if (pos_[x] > 0) f(end_event(p_.streams[o.stream].ops[pos_[x] - 1]));
     for (const Dep* d = p_.deps_begin(x); d != p_.deps_end(x); ++d) f(end_event(d->src));
-    if (o.kind == OpKind::kCollective && o.comm >= 0 && o.seq > 0) {
-      const Communicator& c = p_.comms[o.comm];
-      f(end_event(c.ops[c.member_index(o.rank)][o.seq - 1]));
+    if (o.kind == OpKind::kCollective && o.comm() >= 0 && o.seq() > 0) {
+      const Communicator& c = p_.comms[o.comm()];
+      f(end_event(c.ops[c.member_index(o.rank)][o.seq() - 1]));
     }
     return;
   }
   f(start_event(x));
-  if (o.match != kNoOp &&
+  if (o.match() != kNoOp &&
       (o.kind == OpKind::kRecv || (o.kind == OpKind::kSend && p_.semantics.kind == Semantics::kRendezvous)))
-    f(start_event(o.match));
+    f(start_event(o.match()));
   if (!slot_recv_.empty() && slot_recv_[x] != kNoOp) f(end_event(slot_recv_[x]));
   const int32_t join = join_event(x);
   if (join >= 0) f(join);

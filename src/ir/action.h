@@ -21,13 +21,15 @@ enum class ActionKind : uint8_t {
 inline constexpr int kNumActionKinds = 11;
 
 /// One action: a kind applied to a stage (0-based, global stage id) and a microbatch (0-based;
-/// -1 for UNSHARD, RESHARD and REDUCE_GRAD, which take none).
+/// -1 for UNSHARD, RESHARD and REDUCE_GRAD, which take none). 8 bytes: the kind and the stage
+/// share a word, so stage ids must lie in [-2^23, 2^23) (the readers cap them below 2^20).
 struct Action {
-  ActionKind kind = ActionKind::kF;
-  int32_t stage = 0;
+  ActionKind kind : 8 = ActionKind::kF;
+  int32_t stage : 24 = 0;
   int32_t microbatch = -1;
   bool operator==(const Action&) const = default;
 };
+static_assert(sizeof(Action) == 8);
 
 /// True for F, I, W, B.
 bool is_compute(ActionKind k);

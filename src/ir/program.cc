@@ -1,7 +1,11 @@
 #include "ir/program.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -9,8 +13,41 @@ namespace sc {
 
 // The IR's bytes per op (README, scaling): keep these from growing unnoticed.
 static_assert(sizeof(MemEffect) == 16);
-static_assert(sizeof(Dep) == 8);
-static_assert(sizeof(Op) <= 120);
+static_assert(sizeof(Dep) == 4);
+static_assert(sizeof(Buffer) == 32);
+static_assert(sizeof(Op) == 88);
+
+namespace {
+// Process-wide table of StaticName strings; entry 0 is "". Entries are written once, under the
+// mutex, before the count that publishes them.
+struct StaticNameTable {
+  std::mutex mu;
+  std::array<const char*, 256> names{""};
+  int count = 1;
+};
+StaticNameTable& static_names() {
+  static StaticNameTable table;
+  return table;
+}
+}  // namespace
+
+StaticName::StaticName(const char* name) {
+  if (name == nullptr || *name == '\0') return;
+  StaticNameTable& t = static_names();
+  std::lock_guard<std::mutex> lock(t.mu);
+  for (int i = 1; i < t.count; ++i)
+    if (t.names[i] == name || std::strcmp(t.names[i], name) == 0) {
+      id_ = static_cast<uint8_t>(i);
+      return;
+    }
+  if (t.count == 256) throw std::length_error("more than 255 distinct static names");
+  t.names[t.count] = name;
+  id_ = static_cast<uint8_t>(t.count++);
+}
+
+// Read without the lock: an id is only ever handed out after its entry was written, and the
+// entry never changes.
+StaticName::operator const char*() const { return static_names().names[id_]; }
 
 double LinkModel::transfer_s(int64_t n) const {
   double t = latency_s;
@@ -41,11 +78,11 @@ OpId Program::add_op(const Op& op) {
   o.dep_end = static_cast<uint32_t>(deps.size());
   o.mem_end = static_cast<uint32_t>(mem.size());
   o.use_end = static_cast<uint32_t>(uses.size());
-  if (o.kind == OpKind::kCollective && o.comm >= 0) {
-    Communicator& c = comms[o.comm];
+  if (o.kind == OpKind::kCollective && o.comm() >= 0) {
+    Communicator& c = comms[o.comm()];
     int32_t m = c.member_index(o.rank);
     if (m >= 0) {
-      o.seq = static_cast<int32_t>(c.ops[m].size());
+      o.set_seq(static_cast<int32_t>(c.ops[m].size()));
       c.ops[m].push_back(id);
     }
   }
@@ -82,7 +119,7 @@ int32_t Program::add_communicator(std::string name, std::vector<int32_t> members
 
 int32_t Program::add_group(std::vector<OpId> members) {
   const int32_t g = static_cast<int32_t>(groups.size());
-  for (OpId m : members) ops[m].group = g;
+  for (OpId m : members) ops[m].set_group(g);
   groups.push_back(std::move(members));
   return g;
 }
@@ -95,10 +132,10 @@ int32_t Program::add_name(std::string label) {
 std::vector<OpId> Program::instance(OpId id) const {
   const Op& o = ops[id];
   std::vector<OpId> out;
-  if (o.kind != OpKind::kCollective || o.comm < 0 || o.seq < 0) return out;
-  const Communicator& c = comms[o.comm];
+  if (o.kind != OpKind::kCollective || o.comm() < 0 || o.seq() < 0) return out;
+  const Communicator& c = comms[o.comm()];
   out.reserve(c.ranks.size());
-  for (const auto& seqs : c.ops) out.push_back(o.seq < static_cast<int32_t>(seqs.size()) ? seqs[o.seq] : kNoOp);
+  for (const auto& seqs : c.ops) out.push_back(o.seq() < static_cast<int32_t>(seqs.size()) ? seqs[o.seq()] : kNoOp);
   return out;
 }
 
@@ -123,19 +160,19 @@ int32_t Program::channel_for(int32_t src, int32_t dst) {
 
 void Program::match_channels() {
   for (auto& op : ops)
-    if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) op.match = kNoOp;
+    if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) op.set_match(kNoOp);
   for (const auto& ch : channels) {
     size_t n = std::min(ch.sends.size(), ch.recvs.size());
     for (size_t k = 0; k < n; ++k) {
-      ops[ch.sends[k]].match = ch.recvs[k];
-      ops[ch.recvs[k]].match = ch.sends[k];
+      ops[ch.sends[k]].set_match(ch.recvs[k]);
+      ops[ch.recvs[k]].set_match(ch.sends[k]);
     }
   }
 }
 
 std::string Program::label(OpId id) const {
   const Op& o = ops[id];
-  if (o.name >= 0 && o.name < static_cast<int32_t>(names.size())) return names[o.name];
+  if (o.name() >= 0 && o.name() < static_cast<int32_t>(names.size())) return names[o.name()];
   if (o.num_actions == 2)
     return fmt::format("({};{})OVERLAP_F_B", format_action(o.actions[0]), format_action(o.actions[1]));
   if (o.num_actions == 1) return format_action(o.actions[0]);
@@ -167,15 +204,15 @@ std::string Program::validate() const {
     for (const Dep* d = deps_begin(i); d != deps_end(i); ++d)
       if (d->src < 0 || d->src >= static_cast<OpId>(ops.size())) return fmt::format("op {} has a bad dep", i);
     const Op& o = ops[i];
-    if (o.match != kNoOp && ops[o.match].match != static_cast<OpId>(i)) return fmt::format("op {} match not symmetric", i);
+    if (o.match() != kNoOp && ops[o.match()].match() != static_cast<OpId>(i)) return fmt::format("op {} match not symmetric", i);
     for (const int32_t* u = uses_begin(i); u != uses_end(i); ++u)
       if (*u < 0 || *u >= static_cast<int32_t>(buffers.size())) return fmt::format("op {} uses a bad buffer", i);
-    if (o.kind == OpKind::kCollective && o.comm >= 0) {
-      if (o.comm >= static_cast<int32_t>(comms.size())) return fmt::format("op {} names a bad communicator", i);
-      int32_t m = comms[o.comm].member_index(o.rank);
+    if (o.kind == OpKind::kCollective && o.comm() >= 0) {
+      if (o.comm() >= static_cast<int32_t>(comms.size())) return fmt::format("op {} names a bad communicator", i);
+      int32_t m = comms[o.comm()].member_index(o.rank);
       if (m < 0) return fmt::format("op {} is on a communicator without its rank", i);
-      const auto& seqs = comms[o.comm].ops[m];
-      if (o.seq < 0 || o.seq >= static_cast<int32_t>(seqs.size()) || seqs[o.seq] != static_cast<OpId>(i))
+      const auto& seqs = comms[o.comm()].ops[m];
+      if (o.seq() < 0 || o.seq() >= static_cast<int32_t>(seqs.size()) || seqs[o.seq()] != static_cast<OpId>(i))
         return fmt::format("op {} has a bad sequence number", i);
     }
   }
@@ -187,7 +224,7 @@ std::string Program::validate() const {
     if (m.empty()) return fmt::format("group {} is empty", g);
     for (size_t k = 0; k < m.size(); ++k) {
       const Op& o = ops[m[k]];
-      if (o.group != static_cast<int32_t>(g)) return fmt::format("op {} is in group {} but names another", m[k], g);
+      if (o.group() != static_cast<int32_t>(g)) return fmt::format("op {} is in group {} but names another", m[k], g);
       if (o.kind != OpKind::kSend && o.kind != OpKind::kRecv) return fmt::format("group {} holds a non-P2P op", g);
       if (o.stream != ops[m[0]].stream || pos[m[k]] != pos[m[0]] + static_cast<int32_t>(k))
         return fmt::format("group {} is not consecutive on one stream", g);

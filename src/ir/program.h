@@ -40,10 +40,27 @@ enum class CollectiveKind : uint8_t { kAllGather, kReduceScatter, kAllReduce, kC
 /// "all-gather", "reduce-scatter", "all-reduce", "communicator init", "all-to-all".
 const char* collective_name(CollectiveKind k);
 
+/// A static string ("bf16", "act", ...; "" when unset) kept in one byte: an index into a
+/// process-wide, append-only table of the distinct strings assigned (at most 255; a 256th
+/// distinct string throws std::length_error). Converts to and from `const char*`; the string
+/// must outlive every program (a literal or another static string). Used for the element type
+/// of a message (Op::dtype) and a buffer's kind (Buffer::kind).
+class StaticName {
+ public:
+  StaticName() = default;
+  StaticName(const char* name);  // NOLINT: implicit, as the `const char*` field it replaces
+  operator const char*() const;  // NOLINT
+  const char* c_str() const { return *this; }
+
+ private:
+  uint8_t id_ = 0;
+};
+
 /// `dst` may start only after op `src` has completed.
+/// 4 bytes: op ids lie below 2^30 (the readers cap programs far below).
 struct Dep {
-  OpId src = kNoOp;
-  DepKind kind = DepKind::kLocal;
+  OpId src : 31 = kNoOp;
+  DepKind kind : 1 = DepKind::kLocal;
 };
 
 /// A change of live bytes on the op's rank: `bytes` > 0 allocates, < 0 frees. Applied at the
@@ -65,7 +82,7 @@ struct Buffer {
   int32_t rank = 0;
   int32_t stage = -1;
   int32_t microbatch = -1;
-  const char* kind = "";  ///< static string: "act", "wgrad", ...
+  StaticName kind;        ///< "act", "wgrad", ...
   int64_t bytes = 0;
   int32_t name = -1;  ///< Program::names index, or -1
 };
@@ -75,32 +92,55 @@ struct Buffer {
 /// action. Its deps are Program::deps[the previous op's dep_end, dep_end) (deps_begin/deps_end),
 /// its memory effects and uses likewise: each op's ranges follow the previous op's, so only
 /// their ends are stored. `step` is its index in the rank's action list.
-/// Fields are ordered so that no padding falls between them (120 bytes).
+///
+/// 88 bytes. The P2P fields (peer, channel, match, group: kSend/kRecv only) and the fields of
+/// every other kind (comm, seq, arith: kCollective; name: any op but kSend/kRecv) share storage;
+/// the accessors read by `kind` and answer -1 (kNoOp) for a field the kind does not have, so set
+/// `kind` before reading. A setter writes its slot whatever the kind: set only the fields of
+/// the op's kind.
 struct Op {
   OpKind kind = OpKind::kCompute;
   uint8_t num_actions = 0;
   CollectiveKind collective = CollectiveKind::kAllGather;  ///< collective only
+  StaticName dtype;       ///< the element type sent (P2P, collective): "bf16", "fp32", ...
   int32_t rank = 0;
   int32_t stream = 0;     ///< global stream index (Program::streams)
   int32_t step = -1;
   double duration_s = 0;  ///< compute cost; 0 for P2P ops (their time comes from the link)
   Action actions[2];
-  // P2P only
-  int32_t peer = -1;      ///< the other rank
-  int32_t channel = -1;   ///< Program::channels index
-  OpId match = kNoOp;     ///< the matched send/recv (FIFO per channel), kNoOp if unmatched
-  int32_t group = -1;     ///< Program::groups index of its batched P2P group, or -1
-  // Collective only
-  int32_t comm = -1;      ///< Program::comms index
-  int32_t seq = -1;       ///< position in its rank's sequence on `comm` (set by add_op)
-  int32_t arith = -1;     ///< Program::arithmetic index for a reducing collective, or -1
-  int32_t name = -1;      ///< Program::names index: the label of a non-pipeline op ("AG layer.7")
   int64_t bytes = 0;      ///< message size (P2P), bytes per rank (collective)
-  const char* dtype = ""; ///< static string: "bf16", "fp32", ... (the element type sent)
-  uint32_t dep_end = 0;  ///< end of its range in Program::deps
-  uint32_t mem_end = 0;  ///< end of its range in Program::mem
-  uint32_t use_end = 0;  ///< end of its range in Program::uses: buffers the op reads or writes
+  uint32_t dep_end = 0;   ///< end of its range in Program::deps
+  uint32_t mem_end = 0;   ///< end of its range in Program::mem
+  uint32_t use_end = 0;   ///< end of its range in Program::uses: buffers the op reads or writes
   SourceLoc loc;
+
+  bool is_p2p() const { return kind == OpKind::kSend || kind == OpKind::kRecv; }
+  // P2P only.
+  int32_t peer() const { return is_p2p() ? slot_[0] : -1; }     ///< the other rank
+  int32_t channel() const { return is_p2p() ? slot_[1] : -1; }  ///< Program::channels index
+  /// The matched send/recv (FIFO per channel), kNoOp if unmatched.
+  OpId match() const { return is_p2p() ? slot_[2] : kNoOp; }
+  int32_t group() const { return is_p2p() ? slot_[3] : -1; }    ///< Program::groups index, or -1
+  // Collective only.
+  int32_t comm() const { return kind == OpKind::kCollective ? slot_[0] : -1; }  ///< Program::comms
+  /// Position in its rank's sequence on `comm` (set by add_op).
+  int32_t seq() const { return kind == OpKind::kCollective ? slot_[1] : -1; }
+  /// Program::arithmetic index for a reducing collective, or -1.
+  int32_t arith() const { return kind == OpKind::kCollective ? slot_[2] : -1; }
+  /// Program::names index: the label of a non-pipeline op ("AG layer.7"); never on P2P ops.
+  int32_t name() const { return is_p2p() ? -1 : slot_[3]; }
+
+  void set_peer(int32_t v) { slot_[0] = v; }
+  void set_channel(int32_t v) { slot_[1] = v; }
+  void set_match(OpId v) { slot_[2] = v; }
+  void set_group(int32_t v) { slot_[3] = v; }
+  void set_comm(int32_t v) { slot_[0] = v; }
+  void set_seq(int32_t v) { slot_[1] = v; }
+  void set_arith(int32_t v) { slot_[2] = v; }
+  void set_name(int32_t v) { slot_[3] = v; }
+
+ private:
+  int32_t slot_[4] = {-1, -1, -1, -1};
 };
 
 /// An ordered list of ops that run one after another (a CUDA stream).

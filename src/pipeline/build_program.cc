@@ -195,13 +195,13 @@ class Builder {
     Op op;
     op.kind = OpKind::kCollective;
     op.collective = CollectiveKind::kCommInit;
-    op.comm = it->second;
+    op.set_comm(it->second);
     op.rank = p2p.rank;
     op.step = p2p.step;
     op.loc = p2p.loc;
     op.stream = comm_stream_[p2p.rank];
     op.duration_s = spec_.p2p.latency_s;
-    op.name = p.add_name(fmt::format("init p2p {}-{}", a, b));
+    op.set_name(p.add_name(fmt::format("init p2p {}-{}", a, b)));
     pending_init_ = p.add_op(op);
   }
 
@@ -288,14 +288,14 @@ class Builder {
   OpId add_collective(Op op, CollectiveKind kind, int32_t comm, int64_t bytes, const char* dtype, std::string label,
                       int32_t arith = -1) {
     Program& p = out_.program;
-    op.arith = arith;
+    op.set_arith(arith);
     op.kind = OpKind::kCollective;
     op.collective = kind;
-    op.comm = comm;
+    op.set_comm(comm);
     op.bytes = bytes;
     op.dtype = dtype;
     op.duration_s = ring_s(kind, bytes, static_cast<int32_t>(p.comms[comm].ranks.size()));
-    op.name = p.add_name(std::move(label));
+    op.set_name(p.add_name(std::move(label)));
     return p.add_op(op);
   }
 
@@ -402,7 +402,7 @@ class Builder {
     op.step = rs.step;
     op.loc = rs.loc;
     op.stream = alloc_stream_[rs.rank];
-    op.name = p.add_name(fmt::format("release stage {} (record_stream)", stage));
+    op.set_name(p.add_name(fmt::format("release stage {} (record_stream)", stage)));
     const OpId id = p.add_op(op);
     defer_dep(id, reshard);
     if (queued != kNoOp) defer_dep(id, queued);
@@ -473,7 +473,7 @@ class Builder {
     op.stream = compute_stream_[g];
     op.duration_s = comp_->optimizer_s;
     op.loc = comp_->loc;
-    op.name = p.add_name("optimizer step");
+    op.set_name(p.add_name("optimizer step"));
     OpId last_reduce = rs.ops.empty() ? kNoOp : rs.ops.back();
     OpId id = p.add_op(op);
     if (last_reduce != kNoOp && reduce_stream_[g] != compute_stream_[g]) defer_dep(id, last_reduce);
@@ -616,7 +616,7 @@ class Builder {
     const int64_t bytes = op.bytes;
     if (bytes <= 0) return;
     Buffer b{op.rank, -1, -1, "a2a", bytes};
-    b.name = p.add_name(fmt::format("receive of {}", p.names[op.name]));
+    b.name = p.add_name(fmt::format("receive of {}", p.names[op.name()]));
     const int32_t buf = static_cast<int32_t>(p.buffers.size());
     p.buffers.push_back(b);
     a2a_buffer_[id] = buf;
@@ -676,9 +676,9 @@ class Builder {
                                 to_next ? "next" : "previous"), {op.rank});
       return;
     }
-    op.peer = peer;
+    op.set_peer(peer);
     int32_t ch = send ? p.channel_for(op.rank, peer) : p.channel_for(peer, op.rank);
-    op.channel = ch;
+    op.set_channel(ch);
     if (send) {
       p.channels[ch].sends.push_back(id);
       // The data sent must exist: SEND_F(s) after F(s), SEND_B(s) after I(s) or B(s).

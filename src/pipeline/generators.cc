@@ -463,7 +463,10 @@ std::optional<Generated> generate(const GenOptions& o, std::string* why) {
   if (p > 65536 || static_cast<int64_t>(p) * std::max<int64_t>(v, 1) * m > kMaxPairs)
     return reject(why, fmt::format("{} ranks x {} stage{} per rank x {} microbatches is more than the {} (stage, "
                                    "microbatch) pairs schedcheck supports", p, v, v == 1 ? "" : "s", m, kMaxPairs));
-  const int32_t S = v * p;  // below kMaxPairs
+  if (static_cast<int64_t>(p) * std::max<int64_t>(v, 1) > kMaxSpecStages)
+    return reject(why, fmt::format("{} ranks x {} stage{} per rank is more than the {} stages schedcheck supports", p, v,
+                                   v == 1 ? "" : "s", kMaxSpecStages));
+  const int32_t S = v * p;  // at most kMaxSpecStages
 
   Generated g;
   g.name = name;

@@ -115,7 +115,7 @@ bool check_input(const std::vector<std::vector<Step>>& actions,
         if (a[i].stage < 0 || a[i].stage >= static_cast<int32_t>(stage_to_rank.size())) {
           if (why)
             *why = fmt::format("{} names stage {}, but the placement has {} stages",
-                               format_step(st), a[i].stage, stage_to_rank.size());
+                               format_step(st), static_cast<int32_t>(a[i].stage), stage_to_rank.size());
           return false;
         }
       }

@@ -72,8 +72,8 @@ std::string dot_graph(const VerifyResult& r) {
     for (const Dep* d = p.deps_begin(id); d != p.deps_end(id); ++d)
       if (shown[d->src]) out += fmt::format("  op{} -> op{} [style=dashed];\n", d->src, id);
     const Op& op = p.ops[id];
-    if (op.kind == OpKind::kSend && op.match != kNoOp && shown[op.match])
-      out += fmt::format("  op{} -> op{} [style=dotted, label=\"msg\"];\n", id, op.match);
+    if (op.kind == OpKind::kSend && op.match() != kNoOp && shown[op.match()])
+      out += fmt::format("  op{} -> op{} [style=dotted, label=\"msg\"];\n", id, op.match());
   }
   // The wait-for cycle.
   for (size_t i = 0; i + 1 < e.cycle.size() || (e.cycle_closed && i < e.cycle.size()); ++i) {

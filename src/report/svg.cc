@@ -181,7 +181,7 @@ class SvgWriter {
     size_t drawn = 0;
     for (OpId id = 0; id < static_cast<OpId>(p_.ops.size()); ++id) {
       const Op& op = p_.ops[id];
-      if (!v_.ran[id] || op.kind != OpKind::kCollective || op.comm < 0) continue;
+      if (!v_.ran[id] || op.kind != OpKind::kCollective || op.comm() < 0) continue;
       std::vector<OpId> members = p_.instance(id);
       auto first = std::find_if(members.begin(), members.end(), [](OpId m) { return m != kNoOp; });
       if (first == members.end() || *first != id) continue;

@@ -50,13 +50,13 @@ json op_args(const Program& p, OpId id) {
     args["microbatch"] = op.actions[0].microbatch;
   }
   if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) {
-    args["peer"] = op.peer;
+    args["peer"] = op.peer();
     args["bytes"] = op.bytes;
   }
   if (op.kind == OpKind::kCollective) {
     args["collective"] = collective_name(op.collective);
     args["bytes"] = op.bytes;
-    if (op.comm >= 0) args["communicator"] = p.comms[op.comm].name;
+    if (op.comm() >= 0) args["communicator"] = p.comms[op.comm()].name;
   }
   return args;
 }
@@ -207,8 +207,8 @@ class TraceWriter {
     start_ = v_.start_ns;
     for (OpId id = 0; id < static_cast<OpId>(n); ++id) {
       const Op& op = p_.ops[id];
-      if (v_.ran[id] && op.kind == OpKind::kRecv && op.match != kNoOp && v_.ran[op.match])
-        start_[id] = std::clamp(v_.start_ns[op.match], v_.start_ns[id], v_.end_ns[id]);
+      if (v_.ran[id] && op.kind == OpKind::kRecv && op.match() != kNoOp && v_.ran[op.match()])
+        start_[id] = std::clamp(v_.start_ns[op.match()], v_.start_ns[id], v_.end_ns[id]);
     }
     std::vector<int64_t> exec_pos(n, 0);
     for (size_t i = 0; i < r_.execution.order.size(); ++i) exec_pos[r_.execution.order[i]] = static_cast<int64_t>(i);
@@ -254,7 +254,7 @@ class TraceWriter {
       if (start_[id] > v_.start_ns[id])
         events_.push_back({{"ph", "X"}, {"name", p_.label(id) + " (waiting)"}, {"cat", "wait"}, {"pid", op.rank},
                            {"tid", tid_of(op.stream)}, {"ts", us_of(v_.start_ns[id])},
-                           {"dur", us_of(start_[id] - v_.start_ns[id])}, {"args", {{"waits_for", p_.label(op.match)}}}});
+                           {"dur", us_of(start_[id] - v_.start_ns[id])}, {"args", {{"waits_for", p_.label(op.match())}}}});
       json e = {{"ph", "X"}, {"name", p_.label(id)}, {"cat", category(op.kind)}, {"pid", op.rank},
                 {"tid", tid_of(op.stream)}, {"ts", us_of(start_[id])},
                 {"dur", us_of(v_.end_ns[id] - start_[id])}, {"args", op_args(p_, id)}};

@@ -32,8 +32,8 @@ TimelineView timeline_view(const ProgramResult& r) {
   for (OpId id = 0; id < static_cast<OpId>(n); ++id) {
     if (!v.ran[id]) continue;
     const Op& op = p.ops[id];
-    if (op.kind == OpKind::kSend && op.match != kNoOp && v.ran[op.match])
-      v.arrows.push_back({id, op.match, Arrow::Kind::kMessage});
+    if (op.kind == OpKind::kSend && op.match() != kNoOp && v.ran[op.match()])
+      v.arrows.push_back({id, op.match(), Arrow::Kind::kMessage});
     for (const Dep* d = p.deps_begin(id); d != p.deps_end(id); ++d)
       if (d->kind == DepKind::kTransfer && v.ran[d->src]) v.arrows.push_back({d->src, id, Arrow::Kind::kTransfer});
   }

@@ -31,18 +31,18 @@ Timeline simulate(const Program& p, const std::vector<OpId>& order) {
   std::vector<double> group_start(p.groups.size(), -1.0);
   auto ready_of = [&](OpId id) {
     const Op& op = p.ops[id];
-    if (op.group < 0) return deps_ready(id, stream_end[op.stream]);
-    double& g = group_start[op.group];
+    if (op.group() < 0) return deps_ready(id, stream_end[op.stream]);
+    double& g = group_start[op.group()];
     if (g < 0) {
       g = stream_end[op.stream];
-      for (OpId m : p.groups[op.group]) g = deps_ready(m, g);
+      for (OpId m : p.groups[op.group()]) g = deps_ready(m, g);
     }
     return g;
   };
   auto place = [&](OpId id, double start, double end) {
     t.ops[id] = OpTime{start, end};
     const Op& op = p.ops[id];
-    if (op.group >= 0) {
+    if (op.group() >= 0) {
       ready_of(id);  // fixes the group's start before its stream end moves
       stream_end[op.stream] = std::max(stream_end[op.stream], end);
     } else {
@@ -57,7 +57,7 @@ Timeline simulate(const Program& p, const std::vector<OpId>& order) {
     double ready = ready_of(id);
     switch (op.kind) {
       case OpKind::kCollective:
-        if (op.comm >= 0) {
+        if (op.comm() >= 0) {
           // Every member starts when the last is ready (its stream, deps, its previous
           // collective on the communicator) and all end together.
           std::vector<OpId> members = p.instance(id);
@@ -66,9 +66,9 @@ Timeline simulate(const Program& p, const std::vector<OpId>& order) {
             if (m == kNoOp) continue;
             double r = ready_of(m);
             const Op& mo = p.ops[m];
-            if (mo.seq > 0) {
-              const Communicator& c = p.comms[mo.comm];
-              r = std::max(r, t.ops[c.ops[c.member_index(mo.rank)][mo.seq - 1]].end_s);
+            if (mo.seq() > 0) {
+              const Communicator& c = p.comms[mo.comm()];
+              r = std::max(r, t.ops[c.ops[c.member_index(mo.rank)][mo.seq() - 1]].end_s);
             }
             start = std::max(start, r);
             length = std::max(length, mo.duration_s);
@@ -84,30 +84,30 @@ Timeline simulate(const Program& p, const std::vector<OpId>& order) {
         break;
       case OpKind::kSend: {
         double d = p.link.transfer_s(op.bytes);
-        if (p.semantics.kind == Semantics::kRendezvous && op.match != kNoOp) {
-          double start = std::max(ready, ready_of(op.match));
+        if (p.semantics.kind == Semantics::kRendezvous && op.match() != kNoOp) {
+          double start = std::max(ready, ready_of(op.match()));
           place(id, start, start + d);
-          place(op.match, start, start + d);
-          if (op.channel >= 0) recv_end[op.channel].push_back(start + d);
+          place(op.match(), start, start + d);
+          if (op.channel() >= 0) recv_end[op.channel()].push_back(start + d);
         } else {
           double start = ready;
-          if (p.semantics.kind == Semantics::kBuffered && op.channel >= 0) {
-            size_t k = sends_placed[op.channel];
+          if (p.semantics.kind == Semantics::kBuffered && op.channel() >= 0) {
+            size_t k = sends_placed[op.channel()];
             size_t nbuf = static_cast<size_t>(p.semantics.buffer);
-            if (k >= nbuf && k - nbuf < recv_end[op.channel].size())
-              start = std::max(start, recv_end[op.channel][k - nbuf]);
+            if (k >= nbuf && k - nbuf < recv_end[op.channel()].size())
+              start = std::max(start, recv_end[op.channel()][k - nbuf]);
           }
           place(id, start, start + d);
         }
-        if (op.channel >= 0) ++sends_placed[op.channel];
+        if (op.channel() >= 0) ++sends_placed[op.channel()];
         break;
       }
       case OpKind::kRecv: {
         // Eager or buffered (rendezvous recvs are placed with their send).
         double end = ready;
-        if (op.match != kNoOp) end = std::max(end, t.ops[op.match].end_s);
+        if (op.match() != kNoOp) end = std::max(end, t.ops[op.match()].end_s);
         place(id, ready, end);
-        if (op.channel >= 0) recv_end[op.channel].push_back(end);
+        if (op.channel() >= 0) recv_end[op.channel()].push_back(end);
         break;
       }
     }

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "spec/pipeline_spec.h"
+
 namespace sc {
 
 namespace {
@@ -59,6 +61,9 @@ ParsedStep parse_simple(std::string_view s, size_t base, const SourceLoc& loc) {
     if (kTokens[k] == word) kind = k;
   if (kind < 0)
     return fail(fmt::format("'{}': unknown action kind '{}'", s, word), base + kind_pos);
+  // Refused here, before the id is stored: an Action holds stage ids below 2^23 only.
+  if (stage >= kMaxSpecStages)
+    return fail(fmt::format("stage id {} of '{}' is out of range (at most {} stages)", stage, s, kMaxSpecStages), base);
   Action a;
   a.kind = static_cast<ActionKind>(kind);
   a.stage = static_cast<int32_t>(stage);
