@@ -177,7 +177,9 @@ TEST_CASE("compare runs self only at the spec's own shape and says so", "[cli][c
   auto some = run_schedcheck("compare examples/compare-p4-m8.yaml --schedules self,1f1b --microbatches 8,16");
   REQUIRE(some.exit_code == 0);
   CHECK(some.out.find("self (the spec's own schedule) runs only at its own shape (4 ranks, 8 microbatches, 1 stage per "
-                      "rank): left out at the 1 other point(s)") != std::string::npos);
+                      "rank): left out at 1 other point\n") != std::string::npos);
+  auto two = run_schedcheck("compare examples/compare-p4-m8.yaml --schedules self,1f1b --microbatches 8,16,32");
+  CHECK(two.out.find("left out at 2 other points\n") != std::string::npos);
   auto none = run_schedcheck("compare examples/compare-p4-m8.yaml --schedules self,1f1b --microbatches 16 --format json");
   REQUIRE(none.exit_code == 0);
   CHECK(none.out.find("no swept point has that shape, so it is left out") != std::string::npos);  // on stderr

@@ -1,4 +1,4 @@
-// The JSON Schema covers every kind of spec: each example and valid reference spec validates.
+// The JSON Schema covers every kind of spec: each example, valid spec and reference spec validates.
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -10,11 +10,11 @@
 
 namespace sc {
 
-TEST_CASE("every example and valid reference spec validates against the JSON Schema", "[spec][schema]") {
+TEST_CASE("every example, valid and reference spec validates against the JSON Schema", "[spec][schema]") {
   std::string cmd = "python3 '" + test::source_path("tests/schema_check.py") + "' '" +
                     test::source_path("schema/schedcheck.schema.json") + "'";
   size_t files = 0;
-  for (const char* dir : {"examples", "specs/valid"}) {
+  for (const char* dir : {"examples", "specs/valid", "specs/reference"}) {
     if (!std::filesystem::is_directory(test::source_path(dir))) continue;
     for (const auto& e : std::filesystem::recursive_directory_iterator(test::source_path(dir)))
       if (e.path().extension() == ".yaml") {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "catch.h"
+#include "cli_util.h"
 #include "pipeline/verify_pipeline.h"
 #include "fsdp/fsdp_yaml.h"
 #include "fsdp/verify_fsdp.h"
@@ -227,6 +228,27 @@ TEST_CASE("a stuck run's trace shows the executed prefix and where each stuck st
         stuck.end());
   CHECK(trace["otherData"]["timeline"] == "executed prefix of a stuck run");
   CHECK(bind_like_perfetto(trace).problems.empty());
+}
+
+TEST_CASE("run --trace writes measured times that Perfetto reads back exactly, beside arrows that bind", "[report][trace][gpu-plan]") {
+  // The dry run's replayed times are not whole nanoseconds (the link model's transfer times).
+  for (const char* example : {"examples/gpu-zbh1-p4-m8.yaml", "examples/gpu-1f1b-p4-m8.yaml"}) {
+    INFO(example);
+    auto path = std::filesystem::temp_directory_path() / "schedcheck-run-trace.json";
+    auto run = test::run_schedcheck(std::string("run ") + example + " --dry-run --trace '" + path.string() + "'", false);
+    REQUIRE(run.exit_code == 0);
+    json trace = json::parse(test::read_file(path.string()));
+    size_t measured = 0;
+    for (const auto& e : trace["traceEvents"])
+      if (e["ph"] == "X" && e["pid"].get<int>() >= 100000) ++measured;
+    CHECK(measured > 0);
+    Binding b = bind_like_perfetto(trace);
+    for (const auto& p : b.problems) UNSCOPED_INFO(p);
+    CHECK(b.problems.empty());
+    auto r = verify_example(test::source_path(example));
+    REQUIRE(r);
+    CHECK(b.arrows.size() == expected_arrows(*r).size());
+  }
 }
 
 }  // namespace sc

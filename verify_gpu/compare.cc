@@ -310,6 +310,16 @@ std::string comparison_text(const GpuPlan& plan, const Comparison& c, const Meas
   return os.str();
 }
 
+namespace {
+
+// Chrome trace microseconds that Perfetto turns back into exactly `ns` nanoseconds whether it
+// truncates (older releases) or rounds (newer ones), as chrome_trace writes the prediction: a
+// measured 6999.999999999999 us would be 6999999 ns truncated and 7000000 rounded, and a slice
+// that ends a nanosecond after the next one starts leaves its thread's track.
+double trace_us(int64_t ns) { return (static_cast<double>(ns) + 0.25) / 1000.0; }
+
+}  // namespace
+
 std::string side_by_side_trace(const VerifyResult& r, const GpuPlan& plan, const std::vector<ItemTime>& measured) {
   using nlohmann::json;
   json t = json::parse(chrome_trace(r));
@@ -329,8 +339,12 @@ std::string side_by_side_trace(const VerifyResult& r, const GpuPlan& plan, const
   for (size_t i = 0; i < plan.items.size() && i < measured.size(); ++i) {
     const Item& it = plan.items[i];
     const char* cat = it.cls == ItemClass::kCompute ? "compute" : it.cls == ItemClass::kComm ? "comm" : "marker";
+    // Whole nanoseconds, end and start rounded apart so that a slice ending where the next one
+    // starts still does in Perfetto.
+    const int64_t start_ns = static_cast<int64_t>(std::llround(measured[i].start_s * 1e9));
+    const int64_t end_ns = std::max(start_ns, static_cast<int64_t>(std::llround(measured[i].end_s * 1e9)));
     ev.push_back({{"ph", "X"}, {"name", it.label}, {"cat", cat}, {"pid", base + it.rank}, {"tid", it.stream},
-                  {"ts", measured[i].start_s * kUs}, {"dur", (measured[i].end_s - measured[i].start_s) * kUs},
+                  {"ts", trace_us(start_ns)}, {"dur", trace_us(end_ns - start_ns)},
                   {"args", {{"predicted_start_us", it.predicted_start_s * kUs}, {"predicted_end_us", it.predicted_end_s * kUs}}}});
   }
   t["otherData"]["measured"] = "processes 100000 + rank: the GPU run (median repeat), streams as threads";

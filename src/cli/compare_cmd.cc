@@ -446,7 +446,7 @@ int run_compare(const CompareArgs& a) {
                              format_count(base.microbatches, "microbatch", "microbatches"),
                              format_count(chunks_of(base), "stage"),
                              self_ran == 0 ? "no swept point has that shape, so it is left out"
-                                           : fmt::format("left out at the {} other point(s)", self_skipped)));
+                                           : "left out at " + format_count(self_skipped, "other point")));
   }
   int exit = table.exit_code();
   if (a.svg && (table.drawn_ops() > Table::kMaxDrawnOps || table.drawn_rows() > Table::kMaxDrawnRows)) {

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
 
 namespace sc::cli {
 
@@ -11,6 +12,40 @@ namespace {
 std::mutex g_detail_mu;
 std::string g_detail;  // guarded by g_detail_mu
 }  // namespace
+
+// The command's output stream while the line lives: each write erases the line first and notes
+// whether the output now ends a line, under the line's lock, so a redraw never lands between the
+// erase and the text, nor in the middle of an output line.
+class ProgressLine::Passthrough : public std::streambuf {
+ public:
+  Passthrough(ProgressLine& line, std::streambuf* to) : line_(line), to_(to) {}
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+    char ch = traits_type::to_char_type(c);
+    return xsputn(&ch, 1) == 1 ? c : traits_type::eof();
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    std::lock_guard<std::mutex> lock(line_.mu_);
+    line_.erase_locked();
+    std::streamsize written = to_->sputn(s, n);
+    if (written > 0) line_.at_line_start_ = s[written - 1] == '\n';
+    return written;
+  }
+  int sync() override { return to_->pubsync(); }
+
+ private:
+  ProgressLine& line_;
+  std::streambuf* to_;
+};
+
+void ProgressLine::erase_locked() {
+  if (!shown_) return;
+  std::fputs("\r\x1b[K", stderr);
+  std::fflush(stderr);
+  shown_ = false;
+}
 
 void ProgressLine::set_detail(std::string detail) {
   std::lock_guard<std::mutex> lock(g_detail_mu);
@@ -24,6 +59,12 @@ ProgressLine::ProgressLine(std::string label) : label_(std::move(label)) {
     double v = std::strtod(d, &end);
     if (end != d && v >= 0) delay_s_ = v;
   }
+  if (::isatty(STDOUT_FILENO)) {
+    out_ = std::make_unique<Passthrough>(*this, std::cout.rdbuf());
+    out_orig_ = std::cout.rdbuf(out_.get());
+  }
+  err_ = std::make_unique<Passthrough>(*this, std::cerr.rdbuf());
+  err_orig_ = std::cerr.rdbuf(err_.get());
   if (delay_s_ <= 0) {  // shown at once, however soon the work ends (the thread may start late)
     std::fprintf(stderr, "\r\x1b[K%s: working, 0 s", label_.c_str());
     std::fflush(stderr);
@@ -40,10 +81,10 @@ ProgressLine::~ProgressLine() {
   }
   cv_.notify_all();
   thread_.join();
-  if (shown_) {
-    std::fputs("\r\x1b[K", stderr);
-    std::fflush(stderr);
-  }
+  std::lock_guard<std::mutex> lock(mu_);
+  erase_locked();
+  if (out_orig_) std::cout.rdbuf(out_orig_);
+  if (err_orig_) std::cerr.rdbuf(err_orig_);
 }
 
 void ProgressLine::loop() {
@@ -58,10 +99,12 @@ void ProgressLine::loop() {
       std::lock_guard<std::mutex> dl(g_detail_mu);
       detail = g_detail;
     }
+    next = clock::now() + std::chrono::milliseconds(500);
+    if (!at_line_start_) continue;        // the output's line is not done: draw below it later
+    if (out_orig_) out_orig_->pubsync();  // what the output wrote so far goes above the line
     std::fprintf(stderr, "\r\x1b[K%s: working, %.0f s%s%s", label_.c_str(), s, detail.empty() ? "" : ": ", detail.c_str());
     std::fflush(stderr);
     shown_ = true;
-    next = clock::now() + std::chrono::milliseconds(500);
   }
 }
 
