@@ -1,8 +1,11 @@
 // Tests of exact rounding, NCCL's fold orders and the reduction error analysis (src/numerics/).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "catch.h"
 #include "numerics/analysis.h"
@@ -210,6 +213,46 @@ TEST_CASE("fp16 avg's pre-multiply by 1/N underflows small gradients to zero, wi
     if (f.name == "fp32 reduction" || f.name == "sum then divide") CHECK_FALSE(f.figures.underflow.found);
     if (f.name == "pre/post divide") CHECK(f.figures.underflow.input < u.input);
     if (f.name == "fp32 reduction") CHECK(f.bytes_ratio == 2);
+  }
+}
+
+TEST_CASE("fp16 avg's underflow threshold is the largest gradient whose pre-multiply rounds to zero", "[numerics]") {
+  // Every positive fp16 g held by every rank, reduced as NCCL's avg: g * fp16(1/N) rounded to fp16,
+  // then summed. The largest g whose product rounds to 0 while the exact average (g) is a nonzero
+  // fp16 value, found by enumerating all 31,743 positive finite fp16 values with exact rational
+  // arithmetic (Python fractions, independent of this code):
+  //   N = 3: 2^-24 (fp16(1/3) = 0.333251953125; even the smallest subnormal is lost)
+  //   N = 7: 3 * 2^-24; N = 96: 3 * 2^-20; N = 1000: 499 * 2^-24; N = 1024: 2^-15.
+  const std::pair<int, double> expected[] = {{3, std::ldexp(1.0, -24)},
+                                             {7, std::ldexp(3.0, -24)},
+                                             {96, std::ldexp(3.0, -20)},
+                                             {1000, std::ldexp(499.0, -24)},
+                                             {1024, std::ldexp(1.0, -15)}};
+  AnalysisOptions opt;
+  opt.fixes = false;
+  opt.samples = 16;
+  opt.random_trials = 1;
+  for (auto [n, threshold] : expected) {
+    INFO("N = " << n);
+    auto c = config(DType::kFp16, ReduceOp::kAvg, n);
+    auto a = analyze(c, opt);
+    const UnderflowMode& u = a.figures.underflow;
+    REQUIRE(u.found);
+    CHECK(u.input == threshold);
+    CHECK(u.stage == "pre-multiply");
+    CHECK(u.exact == Approx(threshold).epsilon(1e-12));  // the average of N copies of g is g
+    // The witness is lost, the next fp16 value above it is not.
+    CHECK(reduce_element(c, std::vector<double>(n, u.input)) == 0);
+    CHECK(reduce_element(c, std::vector<double>(n, u.input + ulp(DType::kFp16, u.input))) != 0);
+    auto findings = numerics_findings(a, Tolerances{});
+    auto it = std::find_if(findings.begin(), findings.end(), [](const auto& f) { return f.check == "underflow"; });
+    REQUIRE(it != findings.end());
+    CHECK(it->witness == fmt::format("[{:.10g} x {}]", threshold, n));
+  }
+  // fp32 and bf16 keep these gradients: their range reaches 2^-149 and 2^-133.
+  for (DType t : {DType::kFp32, DType::kBf16}) {
+    auto a = analyze(config(t, ReduceOp::kAvg, 1000), opt);
+    CHECK((!a.figures.underflow.found || a.figures.underflow.input < 1e-30));
   }
 }
 
