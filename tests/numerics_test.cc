@@ -429,3 +429,27 @@ TEST_CASE("a bf16 sum overflows only near its range's end, which is not a findin
   for (const auto& f : numerics_findings(b, Tolerances{})) found |= f.check == "overflow";
   CHECK(found);
 }
+
+TEST_CASE("fixes added to an analysis are the fixes analyze computes, without a second analysis", "[numerics]") {
+  AnalysisOptions opt;
+  opt.samples = 64;
+  opt.random_trials = 2;
+  auto c = config(DType::kBf16, ReduceOp::kAvg, 24);
+  Analysis whole = analyze(c, opt);
+  opt.fixes = false;
+  Analysis base = analyze(c, opt);
+  const int64_t base_work = base.reduced_elements;
+  add_fixes(base, opt);  // opt.fixes is false: add_fixes computes them all the same
+  REQUIRE(base.fixes.size() == whole.fixes.size());
+  REQUIRE(base.fixes.size() == 5);  // fp32 reduction, tree, nvls, pre/post divide, sum then divide
+  for (size_t i = 0; i < base.fixes.size(); ++i) {
+    INFO(whole.fixes[i].name);
+    CHECK(base.fixes[i].name == whole.fixes[i].name);
+    CHECK(base.fixes[i].figures.worst.relative_error == whole.fixes[i].figures.worst.relative_error);
+    CHECK(base.fixes[i].figures.worst_bias().bias == whole.fixes[i].figures.worst_bias().bias);
+    CHECK(base.fixes[i].bytes_ratio == whole.fixes[i].bytes_ratio);
+  }
+  CHECK(base.figures.worst.relative_error == whole.figures.worst.relative_error);
+  CHECK(base.reduced_elements == whole.reduced_elements);  // the configuration was not analysed twice
+  CHECK(base.reduced_elements > base_work);
+}
