@@ -1,6 +1,6 @@
-// Benchmark of the reduction numerics: the analysis per configuration, a numerics pass over the
-// reducing collectives of a 10^6-op composed program (distinct configurations analysed once), and
-// the Z3 worst case for small N. Run by hand: ./build/bench/numerics_bench [--no-smt]
+// Benchmark of the reduction numerics: the analysis per configuration, the numerics pass inside
+// verify on composed programs of about 10^6 ops (distinct configurations analysed once), and the
+// Z3 worst case for small N. Run by hand: ./build/bench/numerics_bench [--no-smt]
 #include <chrono>
 #include <cstring>
 #include <tuple>
@@ -8,7 +8,9 @@
 
 #include <fmt/format.h>
 
+#include "fixtures.h"
 #include "numerics/analysis.h"
+#include "pipeline/verify_pipeline.h"
 #include "solver/numerics_smt.h"
 
 using namespace sc;
@@ -52,32 +54,48 @@ int main(int argc, char** argv) {
                best / work * 1e9);
   }
 
-  // A composed program: 10^6 ops of which every tenth is a reducing collective drawn from a few
-  // configurations (FSDP reduce-scatters per unit over the shard group, HSDP all-reduces over the
-  // replicas, a data-parallel all-reduce). The pass keys each collective's arithmetic and analyses
-  // each distinct configuration once, without fixes (a report asks for them per finding).
-  const int64_t ops = 1'000'000;
-  std::vector<numerics::ReductionConfig> shapes = {
-      make(DType::kBf16, ReduceOp::kAvg, 64, Algorithm::kRing, numerics::CollectiveKind::kReduceScatter),
-      make(DType::kFp32, ReduceOp::kAvg, 64, Algorithm::kRing, numerics::CollectiveKind::kReduceScatter),
-      make(DType::kBf16, ReduceOp::kAvg, 16, Algorithm::kRing),
-      make(DType::kBf16, ReduceOp::kSum, 1024, Algorithm::kRing),
+  // The numerics pass inside verify on composed programs of about 10^6 ops (PP x FSDP2 over a
+  // mesh, 1F1B): its time from verify's pass timer, next to the whole verify. Every reduce-scatter
+  // and all-reduce carries its arithmetic; the pass keys them, analyses each distinct
+  // configuration once (256 samples) and, for a configuration with a finding, its usual fixes.
+  struct Shape {
+    int pp, dp_replicate, dp_shard, m;
+    const char* reduce;
   };
-  std::vector<numerics::LocatedReduction> collectives;
-  for (int64_t i = 0; i < ops; i += 10)
-    collectives.push_back({shapes[(i / 10) % shapes.size()], SourceLoc{}, fmt::format("op{}", i)});
-  numerics::AnalysisOptions pass;
-  pass.samples = 256;
-  pass.random_trials = 8;
-  pass.fixes = false;
-  auto t = std::chrono::steady_clock::now();
-  auto check = numerics::check_reductions(collectives, numerics::Tolerances{}, pass);
-  double pass_s = seconds_since(t);
-  int64_t work = 0;
-  for (const auto& a : check.analyses) work += a.reduced_elements;
-  fmt::print("numerics pass (check_reductions) over a {}-op program ({} reducing collectives, {} distinct "
-             "configurations): {:.3f} s ({} element ops; {} findings)\n",
-             ops, collectives.size(), check.analyses.size(), pass_s, work, check.findings.size());
+  fmt::print("numerics pass inside verify, composed programs (1F1B, FSDP2 over the shard group, tolerances 1e-3):\n");
+  for (const Shape& sh : {Shape{8, 2, 64, 512, "bf16"}, Shape{8, 2, 64, 512, "fp32"}, Shape{2, 1, 1024, 256, "bf16"}}) {
+    PipelineSpec spec = test::make_spec("composed", sh.pp, sh.m, test::one_f_one_b(sh.pp, sh.m));
+    Composition comp;
+    comp.dp_replicate = sh.dp_replicate;
+    comp.dp_shard = sh.dp_shard;
+    comp.fsdp = true;
+    comp.reduce_dtype = sh.reduce;
+    comp.reduce_dtype_bytes = std::string(sh.reduce) == "bf16" ? 2 : 4;
+    comp.bandwidth_bytes_per_s = 450e9;
+    comp.latency_s = 1e-5;
+    spec.composition = comp;
+    spec.memory.params_bytes.assign(sh.pp, 3'500'000'000LL);
+    spec.memory.activation_bytes.assign(sh.pp, 1LL << 30);
+    spec.max_relative_error = 1e-3;
+    spec.max_bias = 1e-3;
+    auto t0 = std::chrono::steady_clock::now();
+    VerifyResult r = verify(spec, {});
+    const double total_s = seconds_since(t0);
+    double numerics_s = 0;
+    for (const auto& pt : r.pass_times)
+      if (pt.pass == "numerics") numerics_s = pt.seconds;
+    int64_t reducing = 0;
+    for (const Op& o : r.program.ops)
+      if (o.kind == OpKind::kCollective && o.arith >= 0) ++reducing;
+    int numerics_findings = 0;
+    for (const Finding& f : r.findings)
+      if (f.kind == FindingKind::kNumerics) ++numerics_findings;
+    fmt::print("  pp {} x replicate {} x shard {}, m {}, reduce {}: {} ops, {} reducing collectives, {} with fixes; "
+               "numerics {:.3f} s of verify's {:.3f} s ({} numerics findings)\n",
+               sh.pp, sh.dp_replicate, sh.dp_shard, sh.m, sh.reduce, r.program.ops.size(), reducing,
+               r.numerics_fixes.size(), numerics_s, total_s, numerics_findings);
+    std::fflush(stdout);
+  }
 
   if (!smt) return 0;
   fmt::print("Z3 worst case (sum, 30 s limit each):\n");

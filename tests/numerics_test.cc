@@ -1,8 +1,11 @@
 // Tests of exact rounding, NCCL's fold orders and the reduction error analysis (src/numerics/).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "catch.h"
 #include "numerics/analysis.h"
@@ -213,6 +216,46 @@ TEST_CASE("fp16 avg's pre-multiply by 1/N underflows small gradients to zero, wi
   }
 }
 
+TEST_CASE("fp16 avg's underflow threshold is the largest gradient whose pre-multiply rounds to zero", "[numerics]") {
+  // Every positive fp16 g held by every rank, reduced as NCCL's avg: g * fp16(1/N) rounded to fp16,
+  // then summed. The largest g whose product rounds to 0 while the exact average (g) is a nonzero
+  // fp16 value, found by enumerating all 31,743 positive finite fp16 values with exact rational
+  // arithmetic (Python fractions, independent of this code):
+  //   N = 3: 2^-24 (fp16(1/3) = 0.333251953125; even the smallest subnormal is lost)
+  //   N = 7: 3 * 2^-24; N = 96: 3 * 2^-20; N = 1000: 499 * 2^-24; N = 1024: 2^-15.
+  const std::pair<int, double> expected[] = {{3, std::ldexp(1.0, -24)},
+                                             {7, std::ldexp(3.0, -24)},
+                                             {96, std::ldexp(3.0, -20)},
+                                             {1000, std::ldexp(499.0, -24)},
+                                             {1024, std::ldexp(1.0, -15)}};
+  AnalysisOptions opt;
+  opt.fixes = false;
+  opt.samples = 16;
+  opt.random_trials = 1;
+  for (auto [n, threshold] : expected) {
+    INFO("N = " << n);
+    auto c = config(DType::kFp16, ReduceOp::kAvg, n);
+    auto a = analyze(c, opt);
+    const UnderflowMode& u = a.figures.underflow;
+    REQUIRE(u.found);
+    CHECK(u.input == threshold);
+    CHECK(u.stage == "pre-multiply");
+    CHECK(u.exact == Approx(threshold).epsilon(1e-12));  // the average of N copies of g is g
+    // The witness is lost, the next fp16 value above it is not.
+    CHECK(reduce_element(c, std::vector<double>(n, u.input)) == 0);
+    CHECK(reduce_element(c, std::vector<double>(n, u.input + ulp(DType::kFp16, u.input))) != 0);
+    auto findings = numerics_findings(a, Tolerances{});
+    auto it = std::find_if(findings.begin(), findings.end(), [](const auto& f) { return f.check == "underflow"; });
+    REQUIRE(it != findings.end());
+    CHECK(it->witness == fmt::format("[{:.10g} x {}]", threshold, n));
+  }
+  // fp32 and bf16 keep these gradients: their range reaches 2^-149 and 2^-133.
+  for (DType t : {DType::kFp32, DType::kBf16}) {
+    auto a = analyze(config(t, ReduceOp::kAvg, 1000), opt);
+    CHECK((!a.figures.underflow.found || a.figures.underflow.input < 1e-30));
+  }
+}
+
 TEST_CASE("an fp16 sum that overflows although the average fits is an overflow finding", "[numerics]") {
   auto c = config(DType::kFp16, ReduceOp::kSum, 1024);
   c.post_divide = 1024;  // sum then divide
@@ -385,4 +428,28 @@ TEST_CASE("a bf16 sum overflows only near its range's end, which is not a findin
   bool found = false;
   for (const auto& f : numerics_findings(b, Tolerances{})) found |= f.check == "overflow";
   CHECK(found);
+}
+
+TEST_CASE("fixes added to an analysis are the fixes analyze computes, without a second analysis", "[numerics]") {
+  AnalysisOptions opt;
+  opt.samples = 64;
+  opt.random_trials = 2;
+  auto c = config(DType::kBf16, ReduceOp::kAvg, 24);
+  Analysis whole = analyze(c, opt);
+  opt.fixes = false;
+  Analysis base = analyze(c, opt);
+  const int64_t base_work = base.reduced_elements;
+  add_fixes(base, opt);  // opt.fixes is false: add_fixes computes them all the same
+  REQUIRE(base.fixes.size() == whole.fixes.size());
+  REQUIRE(base.fixes.size() == 5);  // fp32 reduction, tree, nvls, pre/post divide, sum then divide
+  for (size_t i = 0; i < base.fixes.size(); ++i) {
+    INFO(whole.fixes[i].name);
+    CHECK(base.fixes[i].name == whole.fixes[i].name);
+    CHECK(base.fixes[i].figures.worst.relative_error == whole.fixes[i].figures.worst.relative_error);
+    CHECK(base.fixes[i].figures.worst_bias().bias == whole.fixes[i].figures.worst_bias().bias);
+    CHECK(base.fixes[i].bytes_ratio == whole.fixes[i].bytes_ratio);
+  }
+  CHECK(base.figures.worst.relative_error == whole.figures.worst.relative_error);
+  CHECK(base.reduced_elements == whole.reduced_elements);  // the configuration was not analysed twice
+  CHECK(base.reduced_elements > base_work);
 }

@@ -117,6 +117,8 @@ WorstCase worst_case(const ReductionConfig& c, const AnalysisOptions& opt, const
     if (exact == 0 || !std::isfinite(exact)) continue;
     std::vector<int> starts = ring_starts(c, opt);
     if (!cand.every_start && starts.size() > 2) starts.resize(2);
+    // Every rotation of a uniform input is the same input: one start gives the fold of all.
+    if (std::all_of(cand.x.begin(), cand.x.end(), [&](double v) { return v == cand.x.front(); })) starts.resize(1);
     for (int s : starts) {
       double out = reduce_element(c, cand.x, s);
       work += c.ranks;
@@ -465,15 +467,18 @@ Analysis analyze(const ReductionConfig& c, const AnalysisOptions& opt) {
   a.config = c;
   a.figures = analyse_figures(c, opt, a.reduced_elements);
   a.sent_bytes_per_element = sent_bytes_per_element(c);
-  if (opt.fixes) {
-    for (Fix& fix : usual_fixes(c)) {
-      fix.figures = analyse_figures(fix.config, opt, a.reduced_elements);
-      fix.sent_bytes_per_element = sent_bytes_per_element(fix.config);
-      fix.bytes_ratio = a.sent_bytes_per_element > 0 ? fix.sent_bytes_per_element / a.sent_bytes_per_element : 1;
-      a.fixes.push_back(std::move(fix));
-    }
-  }
+  if (opt.fixes) add_fixes(a, opt);
   return a;
+}
+
+void add_fixes(Analysis& a, const AnalysisOptions& opt) {
+  a.fixes.clear();
+  for (Fix& fix : usual_fixes(a.config)) {
+    fix.figures = analyse_figures(fix.config, opt, a.reduced_elements);
+    fix.sent_bytes_per_element = sent_bytes_per_element(fix.config);
+    fix.bytes_ratio = a.sent_bytes_per_element > 0 ? fix.sent_bytes_per_element / a.sent_bytes_per_element : 1;
+    a.fixes.push_back(std::move(fix));
+  }
 }
 
 std::string describe(const ReductionConfig& c) {
@@ -573,10 +578,7 @@ ReductionCheck check_reductions(const std::vector<LocatedReduction>& collectives
     opt.fixes = false;
     Analysis a = analyze(group.front()->config, opt);
     std::vector<NumericsFinding> found = numerics_findings(a, tol);
-    if (!found.empty() && want_fixes) {
-      opt.fixes = true;
-      a = analyze(group.front()->config, opt);
-    }
+    if (!found.empty() && want_fixes) add_fixes(a, opt);  // the configuration's own figures are kept
     for (NumericsFinding& f : found) {
       for (const LocatedReduction* r : group) {
         if (r->where.valid()) f.locations.push_back(r->where);

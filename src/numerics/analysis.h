@@ -149,6 +149,11 @@ ReductionConfig fsdp_reduce_scatter(DType reduce, int ranks, bool fsdp2);
 /// O((samples * 3 + family) * N) element operations per algorithm and fix.
 Analysis analyze(const ReductionConfig& c, const AnalysisOptions& opt = {});
 
+/// Fills `a.fixes` (replacing any) for an analysis made without them, with `opt`'s effort
+/// whatever its `fixes` flag: the same fixes and figures analyze() gives with fixes, without
+/// analysing the configuration itself again. Adds the work to a.reduced_elements.
+void add_fixes(Analysis& a, const AnalysisOptions& opt);
+
 /// Tolerances a spec states (`numerics: {max_relative_error, max_bias}`, specs/numerics.md).
 /// Defaults (when a spec states none): a quarter of the value lost on the worst adversarial input,
 /// 0.1 % of systematic bias, which compounds over steps, and underflow judged for gradients of at
@@ -197,8 +202,9 @@ struct LocatedReduction {
 /// analysed once (with `opt`; fixes are computed only for configurations with findings), and
 /// every finding lists the locations and ops of all collectives that share it. `analyses` holds
 /// one analysis per distinct configuration, in first-seen order. Cost: O(collectives · log) to
-/// key them plus one analysis per distinct configuration (bench/numerics_bench.cc: 10^5
-/// collectives in 4 configurations take under 0.1 s with 256 samples).
+/// key them plus one analysis per distinct configuration, and the fixes of those with findings
+/// (bench/numerics_bench.cc: inside verify on 10^6-op composed programs, 0.03 s with a 64-rank
+/// shard group, 0.34 s with a 1024-rank one whose bf16 finding brings 4 fixes; README).
 struct ReductionCheck {
   std::vector<Analysis> analyses;
   std::vector<NumericsFinding> findings;

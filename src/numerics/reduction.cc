@@ -153,8 +153,10 @@ double exact_result(const ReductionConfig& c, std::span<const double> inputs) {
 
 double ring_fold(DType t, std::span<const double> x, int start) {
   const int n = static_cast<int>(x.size());
-  double s = x[start % n];
-  for (int k = 1; k < n; ++k) s = add(t, s, x[(start + k) % n]);
+  start %= n;
+  double s = x[start];
+  for (int i = start + 1; i < n; ++i) s = add(t, s, x[i]);  // the same order as (start + k) mod n,
+  for (int i = 0; i < start; ++i) s = add(t, s, x[i]);      // without a division per element
   return s;
 }
 
