@@ -459,6 +459,47 @@ TEST_CASE("the measured JSON and the side-by-side trace carry both timelines", "
   CHECK(measured == plan->items.size());
 }
 
+TEST_CASE("a batched P2P group's members run together on lanes and the stream moves on when all have ended", "[gpu-plan]") {
+  // 1F1B on two ranks with the steady-state exchange batched on both sides (PyTorch's fix in
+  // pytorch PR #126419): unbatched it deadlocks, so the plan must post both members together.
+  const std::string text =
+      "schedcheck: 1\nranks: 2\nmicrobatches: 2\ncosts: {F: 1ms, B: 2ms}\n"
+      "p2p: {message_bytes: 1MiB, bandwidth: 1GB/s, latency: 10us, semantics: rendezvous}\n"
+      "schedule:\n  actions:\n"
+      "    0: \"0F0 0SEND_F0 0F1 (0SEND_F1;0RECV_B0)BATCH 0B0 0RECV_B1 0B1\"\n"
+      "    1: \"1RECV_F0 1F0 1B0 (1SEND_B0;1RECV_F1)BATCH 1F1 1B1 1SEND_B1\"\n";
+  Diagnostics d;
+  auto spec = load_yaml_spec(test::write_temp("schedcheck-gpu-plan-test", "batched.yaml", text), d);
+  REQUIRE(spec);
+  REQUIRE_FALSE(d.has_errors());
+  VerifyResult r = verify(*spec, {});
+  REQUIRE(r.findings.empty());
+  REQUIRE(r.program.groups.size() == 2);
+  auto plan = make_plan(r.program, *r.timeline);
+  REQUIRE(plan);
+  // One lane per group's second member: 0RECV_B0 and 1RECV_F1 run beside their sends.
+  CHECK(plan->streams.size() == r.program.streams.size() + 2);
+  const int32_t send = item_of(*plan, "0SEND_F1"), recv = item_of(*plan, "0RECV_B0");
+  CHECK(plan->items[send].stream == r.program.ops[send].stream);
+  CHECK(plan->items[recv].stream >= static_cast<int32_t>(r.program.streams.size()));
+  CHECK(plan->streams[plan->items[recv].stream].name.find("batch lane 1") != std::string::npos);
+  // Both members start together, as predicted; the replay reproduces every op's times.
+  CHECK(plan->items[send].predicted_start_s == plan->items[recv].predicted_start_s);
+  require_replay_matches(r, *plan);
+  ReplayResult rep = replay(*plan);
+  CHECK(check_execution(*plan, rep.tickets, rep.leaked_bytes_per_rank).empty());
+  // The op after a group begins only once every member has ended.
+  const int32_t b0 = item_of(*plan, "0B0");
+  CHECK(rep.items[b0].start_s >= rep.items[recv].end_s);
+  CHECK(rep.items[b0].start_s >= rep.items[send].end_s);
+
+  auto run = test::run_schedcheck("run " + test::write_temp("schedcheck-gpu-plan-test", "batched-run.yaml", text) +
+                                  " --dry-run");
+  CHECK(run.exit_code == 0);
+  CHECK(run.out.find("measurement agrees with the prediction") != std::string::npos);
+  CHECK(run.out.find("every op ran once") != std::string::npos);
+}
+
 TEST_CASE("schedcheck run --dry-run plans and replays a schedule without a GPU", "[gpu-plan][cli]") {
   auto run = test::run_schedcheck("run examples/gpu-zbh1-p4-m8.yaml --dry-run");
   CHECK(run.exit_code == 0);

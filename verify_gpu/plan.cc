@@ -55,7 +55,7 @@ class Builder {
       const Op& op = p_.ops[id];
       Item it;
       it.op = id;
-      it.stream = op.stream;
+      it.stream = member_stream(id);
       it.rank = op.rank;
       it.cls = op.kind == OpKind::kCompute ? ItemClass::kCompute
                : op.kind == OpKind::kMarker ? ItemClass::kMarker
@@ -78,11 +78,23 @@ class Builder {
         return Error{fmt::format("op {}: unknown op kind", p_.label(id))};
       if (needs_ready_event(id)) ready_event_[id] = add_event(false, -1, false);
     }
+    launch_event_.assign(p_.groups.size(), -1);
+    join_.assign(p_.groups.size(), -1);
+    for (size_t g = 0; g < p_.groups.size(); ++g) launch_event_[g] = add_event(false, -1, false);
     for (const Stream& s : p_.streams)
       for (OpId id : s.ops) {
         arrive_[id] = new_step(t_.ops[id].start_s, 1, 0, op_stream(id));
-        body_[id] = new_step(t_.ops[id].start_s, 1, 0, op_stream(id));
+        body_[id] = new_step(t_.ops[id].start_s, 1, 0, plan_.items[id].stream);
       }
+    for (size_t g = 0; g < p_.groups.size(); ++g) {
+      const auto& members = p_.groups[g];
+      double end = 0;
+      for (OpId m : members) {
+        end = std::max(end, t_.ops[m].end_s);
+        if (!mem_effects_empty(m)) return Error{fmt::format("op {}: a batched P2P op with memory effects", p_.label(m))};
+      }
+      join_[g] = new_step(end, 1, 0, op_stream(members.front()));
+    }
     for (Transfer& tr : transfers_)
       tr.step = new_step(plan_.items[tr.item].predicted_start_s, 1, 0, plan_.items[tr.item].stream);
     for (OpId id = 0; id < static_cast<OpId>(n); ++id)
@@ -104,6 +116,25 @@ class Builder {
   };
 
   int32_t op_stream(OpId id) const { return p_.ops[id].stream; }
+
+  // The plan stream of an op's body. A batched P2P group's members run concurrently (one NCCL
+  // group call): the first on its IR stream, member k > 0 on lane k of that stream, created on
+  // first use ("rank 0 comm batch lane 1").
+  int32_t member_stream(OpId id) {
+    const Op& op = p_.ops[id];
+    if (op.group < 0) return op.stream;
+    const auto& members = p_.groups[op.group];
+    int32_t k = static_cast<int32_t>(std::find(members.begin(), members.end(), id) - members.begin());
+    if (k == 0) return op.stream;
+    auto [it, fresh] = group_lane_.try_emplace({op.stream, k}, -1);
+    if (fresh) {
+      it->second = static_cast<int32_t>(plan_.streams.size());
+      plan_.streams.push_back({op.rank, -1, -1, fmt::format("{} batch lane {}", p_.stream_label(op.stream), k)});
+    }
+    return it->second;
+  }
+
+  bool mem_effects_empty(OpId id) const { return p_.mem_begin(id) == p_.mem_end(id); }
 
   int32_t add_event(bool timing, int32_t item, bool is_start) {
     plan_.events.push_back({timing, item, is_start});
@@ -255,11 +286,26 @@ class Builder {
     edge(arrive_[id], body_[id]);
 
     std::vector<Command>& body = steps_[body_[id]].cmds;
+    const int32_t stream = s;
+    s = it.stream;  // the body's stream: a batch lane for a group member after the first
     auto wait_step = [&](OpId other, int32_t event, int32_t step) {
       body.push_back(wait(s, event));
       edge(step, body_[id]);
       (void)other;
     };
+    if (op.group >= 0) {
+      // The group is launched once every member has arrived (the last arrival records the
+      // launch); members on lanes start from the launch, and the IR stream moves past the group
+      // (its join) only when every member has ended.
+      const int32_t g = op.group;
+      const auto& members = p_.groups[g];
+      if (id == members.back()) steps_[arrive_[id]].cmds.push_back(record(stream, launch_event_[g]));
+      if (s != stream) {
+        wait_step(members.back(), launch_event_[g], arrive_[members.back()]);
+        steps_[join_[g]].cmds.push_back(wait(stream, it.end_event));
+        edge(body_[id], join_[g]);
+      }
+    }
     switch (op.kind) {
       case OpKind::kCompute: {
         body.push_back(record(s, it.start_event));
@@ -440,6 +486,28 @@ class Builder {
     for (const Stream& s : p_.streams)
       for (OpId id : s.ops) {
         int32_t st = op_stream(id);
+        if (p_.ops[id].group >= 0) {
+          // A batched group (no memory effects): every member's arrival, the first member's
+          // body, the join; the other members' bodies on their lanes.
+          const auto& members = p_.groups[p_.ops[id].group];
+          if (id != members.front()) continue;
+          int32_t prev = last_step[st];
+          for (OpId m : members) {
+            edge(prev, arrive_[m]);
+            prev = arrive_[m];
+          }
+          edge(prev, body_[id]);
+          edge(body_[id], join_[p_.ops[id].group]);
+          last_step[st] = join_[p_.ops[id].group];
+          last_item[st] = id;
+          for (size_t k = 1; k < members.size(); ++k) {
+            int32_t lane = plan_.items[members[k]].stream;
+            edge(last_step[lane], body_[members[k]]);
+            last_step[lane] = body_[members[k]];
+            last_item[lane] = members[k];
+          }
+          continue;
+        }
         edge(last_step[st], arrive_[id]);
         int32_t prev = arrive_[id];
         for (int32_t m : mem_before_[id]) {
@@ -480,12 +548,22 @@ class Builder {
 
   void add_hb() {
     auto ebb = [&](int32_t a, int32_t b) { plan_.hb.push_back({a, b, HbEdge::kEndBeforeBegin}); };
-    std::vector<int32_t> prev_item(p_.ops.size(), -1);
-    for (const Stream& s : p_.streams)
-      for (size_t k = 1; k < s.ops.size(); ++k) {
-        ebb(s.ops[k - 1], s.ops[k]);
-        prev_item[s.ops[k]] = s.ops[k - 1];
+    // Stream order by units: an op, or a batched group whose members run together. Every op
+    // of a unit ends before any op of the next begins.
+    std::vector<std::vector<int32_t>> prev_unit(p_.ops.size());
+    for (const Stream& s : p_.streams) {
+      std::vector<int32_t> last;
+      for (size_t k = 0; k < s.ops.size();) {
+        const int32_t g = p_.ops[s.ops[k]].group;
+        std::vector<int32_t> unit = g >= 0 ? p_.groups[g] : std::vector<int32_t>{s.ops[k]};
+        for (int32_t u : unit) {
+          for (int32_t a : last) ebb(a, u);
+          prev_unit[u] = last;
+        }
+        k += unit.size();
+        last = std::move(unit);
       }
+    }
     std::map<int32_t, int32_t> lane_prev;
     for (const Transfer& tr : transfers_) {
       int32_t st = plan_.items[tr.item].stream;
@@ -496,12 +574,14 @@ class Builder {
     }
     // Everything an op's arrival waits for: its stream predecessor, its local deps and its
     // previous collective on the communicator.
+    // A batched group arrives when every member's local deps are done.
     auto arrival_preds = [&](OpId id) {
-      std::vector<int32_t> v;
-      if (prev_item[id] >= 0) v.push_back(prev_item[id]);
+      std::vector<int32_t> v = prev_unit[id];
       if (OpId pc = previous_collective(id); pc != kNoOp) v.push_back(pc);
-      for (const Dep* d = p_.deps_begin(id); d != p_.deps_end(id); ++d)
-        if (d->kind == DepKind::kLocal) v.push_back(d->src);
+      const int32_t g = p_.ops[id].group;
+      for (OpId m : g >= 0 ? p_.groups[g] : std::vector<OpId>{id})
+        for (const Dep* d = p_.deps_begin(m); d != p_.deps_end(m); ++d)
+          if (d->kind == DepKind::kLocal) v.push_back(d->src);
       return v;
     };
     for (OpId id = 0; id < static_cast<OpId>(p_.ops.size()); ++id) {
@@ -562,6 +642,8 @@ class Builder {
   std::vector<Step> steps_;
   std::vector<int32_t> step_stream_;
   std::vector<int32_t> arrive_, body_, ready_event_;
+  std::vector<int32_t> launch_event_, join_;            ///< per batched group
+  std::map<std::pair<int32_t, int32_t>, int32_t> group_lane_;  ///< (IR stream, member) -> plan stream
   std::vector<Transfer> transfers_;
   std::map<std::pair<OpId, OpId>, std::vector<size_t>> transfer_of_dep_;
   std::map<std::pair<OpId, OpId>, size_t> used_;

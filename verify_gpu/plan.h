@@ -16,7 +16,8 @@ namespace sc::gpu {
 /// Program::streams[i] for i < program.streams.size()); implicit transfers (kTransfer deps of
 /// compute-only schedules) get "lane" streams per (src rank, dst rank) after them, as many as
 /// transfers of that pair overlap in the prediction, so no two predicted-concurrent transfers
-/// share a stream.
+/// share a stream. A batched P2P group's members after the first run on "batch lane" streams of
+/// their IR stream (one per member position), so all members of the group run together.
 struct PlanStream {
   int32_t rank = 0;        ///< the rank that owns it (the sender for a transfer lane)
   int32_t ir_stream = -1;  ///< Program::streams index, or -1 for a transfer lane
