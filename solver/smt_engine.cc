@@ -53,7 +53,7 @@ class SmtEncoder {
     for (const auto& st : p_.streams)
       for (size_t i = 1; i < st.ops.size(); ++i) {
         const OpId cur = st.ops[i], before = st.ops[i - 1];
-        const int32_t g = p_.ops[cur].group, gb = p_.ops[before].group;
+        const int32_t g = p_.ops[cur].group(), gb = p_.ops[before].group();
         if (gb >= 0 && gb != g) prev[cur] = p_.groups[gb];            // after a whole group
         else if (g < 0 || gb != g) prev[cur].push_back(before);       // plain stream order
       }
@@ -68,17 +68,17 @@ class SmtEncoder {
   // The rank's previous collective on the same communicator (kNoOp for the first).
   OpId comm_prev(OpId id) const {
     const Op& op = p_.ops[id];
-    if (op.kind != OpKind::kCollective || op.comm < 0 || op.seq <= 0) return kNoOp;
-    const Communicator& c = p_.comms[op.comm];
-    return c.ops[c.member_index(op.rank)][op.seq - 1];
+    if (op.kind != OpKind::kCollective || op.comm() < 0 || op.seq() <= 0) return kNoOp;
+    const Communicator& c = p_.comms[op.comm()];
+    return c.ops[c.member_index(op.rank)][op.seq() - 1];
   }
   // For a send: the recv whose completion frees its buffer slot under buffered:N (kNoOp when
   // none is needed); `never` set when that recv does not exist.
   OpId buffer_recv(OpId send, bool* never) const {
     *never = false;
     const Op& op = p_.ops[send];
-    if (p_.semantics.kind != Semantics::kBuffered || op.channel < 0) return kNoOp;
-    const Channel& ch = p_.channels[op.channel];
+    if (p_.semantics.kind != Semantics::kBuffered || op.channel() < 0) return kNoOp;
+    const Channel& ch = p_.channels[op.channel()];
     int64_t k = -1;
     for (size_t i = 0; i < ch.sends.size(); ++i)
       if (ch.sends[i] == send) k = static_cast<int64_t>(i);
@@ -110,7 +110,7 @@ bool SmtEncoder::deadlock(SmtVerdict& v) {
     const Op& op = p_.ops[o];
     for (OpId b : prev[o]) after(b, id);
     for (const Dep* d = p_.deps_begin(id); d != p_.deps_end(id); ++d) after(d->src, id);
-    if (op.kind == OpKind::kCollective && op.comm >= 0) {
+    if (op.kind == OpKind::kCollective && op.comm() >= 0) {
       // Every member of the instance completes at the same moment; one that never issues it
       // blocks the others forever.
       if (OpId cp = comm_prev(id); cp != kNoOp) after(cp, id);
@@ -119,13 +119,13 @@ bool SmtEncoder::deadlock(SmtVerdict& v) {
         else if (m != id) rules.push_back(z3::implies(done[o], done[m] && t[m] == t[o]));
       }
     } else if (op.kind == OpKind::kRecv) {
-      if (op.match == kNoOp) rules.push_back(!done[o]);
-      else if (rendezvous) rules.push_back(z3::implies(done[o], done[op.match] && t[op.match] == t[o]));
-      else after(op.match, id);
+      if (op.match() == kNoOp) rules.push_back(!done[o]);
+      else if (rendezvous) rules.push_back(z3::implies(done[o], done[op.match()] && t[op.match()] == t[o]));
+      else after(op.match(), id);
     } else if (op.kind == OpKind::kSend) {
       if (rendezvous) {
-        if (op.match == kNoOp) rules.push_back(!done[o]);
-        else rules.push_back(z3::implies(done[o], done[op.match] && t[op.match] == t[o]));
+        if (op.match() == kNoOp) rules.push_back(!done[o]);
+        else rules.push_back(z3::implies(done[o], done[op.match()] && t[op.match()] == t[o]));
       }
       bool never = false;
       OpId r = buffer_recv(id, &never);
@@ -186,16 +186,16 @@ bool SmtEncoder::worst_case(SmtVerdict& v) {
     const Op& op = p_.ops[o];
     for (OpId b : prev[o]) hb(en[b], st[o]);
     for (const Dep* d = p_.deps_begin(id); d != p_.deps_end(id); ++d) hb(en[d->src], st[o]);
-    if (op.kind == OpKind::kCollective && op.comm >= 0) {
+    if (op.kind == OpKind::kCollective && op.comm() >= 0) {
       // A collective ends only after every member has started; a member starts after the
       // rank's previous collective on the communicator.
       if (OpId cp = comm_prev(id); cp != kNoOp) hb(en[cp], st[o]);
       for (OpId m : p_.instance(id))
         if (m != kNoOp && m != id) hb(st[m], en[o]);
     }
-    if (op.kind == OpKind::kRecv && op.match != kNoOp) hb(st[op.match], en[o]);
+    if (op.kind == OpKind::kRecv && op.match() != kNoOp) hb(st[op.match()], en[o]);
     if (op.kind == OpKind::kSend) {
-      if (rendezvous && op.match != kNoOp) hb(st[op.match], en[o]);
+      if (rendezvous && op.match() != kNoOp) hb(st[op.match()], en[o]);
       bool never = false;
       OpId r = buffer_recv(id, &never);
       if (r != kNoOp) hb(en[r], en[o]);
