@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
       if (pt.pass == "numerics") numerics_s = pt.seconds;
     int64_t reducing = 0;
     for (const Op& o : r.program.ops)
-      if (o.kind == OpKind::kCollective && o.arith >= 0) ++reducing;
+      if (o.kind == OpKind::kCollective && o.arith() >= 0) ++reducing;
     int numerics_findings = 0;
     for (const Finding& f : r.findings)
       if (f.kind == FindingKind::kNumerics) ++numerics_findings;

@@ -122,8 +122,8 @@ class Builder {
   // first use ("rank 0 comm batch lane 1").
   int32_t member_stream(OpId id) {
     const Op& op = p_.ops[id];
-    if (op.group < 0) return op.stream;
-    const auto& members = p_.groups[op.group];
+    if (op.group() < 0) return op.stream;
+    const auto& members = p_.groups[op.group()];
     int32_t k = static_cast<int32_t>(std::find(members.begin(), members.end(), id) - members.begin());
     if (k == 0) return op.stream;
     auto [it, fresh] = group_lane_.try_emplace({op.stream, k}, -1);
@@ -293,11 +293,11 @@ class Builder {
       edge(step, body_[id]);
       (void)other;
     };
-    if (op.group >= 0) {
+    if (op.group() >= 0) {
       // The group is launched once every member has arrived (the last arrival records the
       // launch); members on lanes start from the launch, and the IR stream moves past the group
       // (its join) only when every member has ended.
-      const int32_t g = op.group;
+      const int32_t g = op.group();
       const auto& members = p_.groups[g];
       if (id == members.back()) steps_[arrive_[id]].cmds.push_back(record(stream, launch_event_[g]));
       if (s != stream) {
@@ -486,10 +486,10 @@ class Builder {
     for (const Stream& s : p_.streams)
       for (OpId id : s.ops) {
         int32_t st = op_stream(id);
-        if (p_.ops[id].group >= 0) {
+        if (p_.ops[id].group() >= 0) {
           // A batched group (no memory effects): every member's arrival, the first member's
           // body, the join; the other members' bodies on their lanes.
-          const auto& members = p_.groups[p_.ops[id].group];
+          const auto& members = p_.groups[p_.ops[id].group()];
           if (id != members.front()) continue;
           int32_t prev = last_step[st];
           for (OpId m : members) {
@@ -497,8 +497,8 @@ class Builder {
             prev = arrive_[m];
           }
           edge(prev, body_[id]);
-          edge(body_[id], join_[p_.ops[id].group]);
-          last_step[st] = join_[p_.ops[id].group];
+          edge(body_[id], join_[p_.ops[id].group()]);
+          last_step[st] = join_[p_.ops[id].group()];
           last_item[st] = id;
           for (size_t k = 1; k < members.size(); ++k) {
             int32_t lane = plan_.items[members[k]].stream;
@@ -554,7 +554,7 @@ class Builder {
     for (const Stream& s : p_.streams) {
       std::vector<int32_t> last;
       for (size_t k = 0; k < s.ops.size();) {
-        const int32_t g = p_.ops[s.ops[k]].group;
+        const int32_t g = p_.ops[s.ops[k]].group();
         std::vector<int32_t> unit = g >= 0 ? p_.groups[g] : std::vector<int32_t>{s.ops[k]};
         for (int32_t u : unit) {
           for (int32_t a : last) ebb(a, u);
@@ -578,7 +578,7 @@ class Builder {
     auto arrival_preds = [&](OpId id) {
       std::vector<int32_t> v = prev_unit[id];
       if (OpId pc = previous_collective(id); pc != kNoOp) v.push_back(pc);
-      const int32_t g = p_.ops[id].group;
+      const int32_t g = p_.ops[id].group();
       for (OpId m : g >= 0 ? p_.groups[g] : std::vector<OpId>{id})
         for (const Dep* d = p_.deps_begin(m); d != p_.deps_end(m); ++d)
           if (d->kind == DepKind::kLocal) v.push_back(d->src);
