@@ -1,4 +1,5 @@
 #include "check/execution.h"
+#include "support/huge_pages.h"
 
 #include <algorithm>
 #include <deque>
@@ -16,13 +17,15 @@ class Executor {
 
   ExecutionResult run() {
     size_t n = p_.ops.size();
+    reserve_huge(res_.done, n);
     res_.done.assign(n, 0);
-    res_.order.reserve(n);
+    reserve_huge(res_.order, n);
     head_.assign(p_.streams.size(), 0);
     announced_.assign(p_.streams.size(), -1);
     queued_.assign(p_.streams.size(), 0);
     sent_.assign(p_.channels.size(), 0);
     received_.assign(p_.channels.size(), 0);
+    reserve_huge(counted_, n);
     counted_.assign(n, 0);
     int32_t instances = 0;
     for (const Communicator& c : p_.comms) {
@@ -48,9 +51,11 @@ class Executor {
  private:
   void build_dependents() {
     size_t n = p_.ops.size();
+    reserve_huge(dep_start_, n + 1);
     dep_start_.assign(n + 1, 0);
     for (const Dep& d : p_.deps) ++dep_start_[d.src + 1];
     for (size_t i = 0; i < n; ++i) dep_start_[i + 1] += dep_start_[i];
+    reserve_huge(dependents_, p_.deps.size());
     dependents_.resize(p_.deps.size());
     std::vector<uint32_t> fill(dep_start_.begin(), dep_start_.end() - 1);
     for (OpId id = 0; id < static_cast<OpId>(n); ++id)

@@ -1,4 +1,5 @@
 #include "pipeline/build_program.h"
+#include "support/huge_pages.h"
 
 #include <algorithm>
 #include <string_view>
@@ -70,7 +71,7 @@ class Builder {
     if (comp_) add_communicators();
     size_t total = 0;
     for (const auto& row : spec_.actions) total += row.size();
-    p.ops.reserve(total * dp_ + world);
+    reserve_huge(p.ops, total * dp_ + world);
     // Each replica's maps hold every pipeline rank's actions and buffers of that replica.
     index_.assign(dp_, ActionKeyMap<OpId>(spec_.stages, spec_.microbatches, total + 16));
     buffers_.assign(dp_, ActionKeyMap<int32_t>(spec_.stages, spec_.microbatches, total + 16));
@@ -91,8 +92,8 @@ class Builder {
       for (const Step& st : row) computes += is_compute(st.first.kind);
     // Every op is created: the wiring reads the ops, never the action lists.
     if (release_) std::vector<std::vector<Step>>().swap(*release_);
-    p.deps.reserve(total * dp_ * 2);
-    p.mem.reserve(computes * dp_ * 2 + 16);
+    reserve_huge(p.deps, total * dp_ * 2);
+    reserve_huge(p.mem, computes * dp_ * 2 + 16);
     // Pass 2: wire inputs and memory effects, op by op (deps of an op must be added together).
     wire_all();
     p.match_channels();

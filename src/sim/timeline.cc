@@ -1,4 +1,5 @@
 #include "sim/timeline.h"
+#include "support/huge_pages.h"
 
 #include <algorithm>
 #include <limits>
@@ -11,6 +12,7 @@ void summarize(const Program& p, const std::vector<OpId>& order, bool busy_from_
 Timeline simulate(const Program& p, const std::vector<OpId>& order) {
   Timeline t;
   size_t n = p.ops.size();
+  reserve_huge(t.ops, n);
   t.ops.assign(n, OpTime{});
   std::vector<double> stream_end(p.streams.size(), 0.0);
   std::vector<uint8_t> placed(n, 0);
@@ -134,15 +136,35 @@ void summarize(const Program& p, const std::vector<OpId>& order, bool busy_from_
   t.idle_per_rank_s.assign(R, 0.0);
   t.first_start_per_rank_s.assign(R, std::numeric_limits<double>::infinity());
   t.last_end_per_rank_s.assign(R, 0.0);
+  // Memory along the timeline: frees before allocations at the same instant, except at an
+  // instant where only zero-time ops act: there they act in execution order (`order`, start
+  // before end), since a zero-time op's alloc and the free of the op after it share the instant
+  // (with all costs zero, frees first would predict a peak of 0 B).
+  struct Ev {
+    double time;
+    int64_t delta;
+    bool zero_time;
+  };
+  std::vector<std::vector<Ev>> evs(R);
+  // One pass over the execution order for the figures and the memory events (each op read once).
   double first = std::numeric_limits<double>::infinity(), last = 0;
   for (OpId id : order) {
     const Op& op = p.ops[id];
-    first = std::min(first, t.ops[id].start_s);
-    last = std::max(last, t.ops[id].end_s);
-    if (op.kind != OpKind::kCompute) continue;
-    t.busy_per_rank_s[op.rank] += busy_from_times ? t.ops[id].end_s - t.ops[id].start_s : op.duration_s;
-    t.first_start_per_rank_s[op.rank] = std::min(t.first_start_per_rank_s[op.rank], t.ops[id].start_s);
-    t.last_end_per_rank_s[op.rank] = std::max(t.last_end_per_rank_s[op.rank], t.ops[id].end_s);
+    const OpTime ot = t.ops[id];
+    first = std::min(first, ot.start_s);
+    last = std::max(last, ot.end_s);
+    if (op.kind == OpKind::kCompute) {
+      t.busy_per_rank_s[op.rank] += busy_from_times ? ot.end_s - ot.start_s : op.duration_s;
+      t.first_start_per_rank_s[op.rank] = std::min(t.first_start_per_rank_s[op.rank], ot.start_s);
+      t.last_end_per_rank_s[op.rank] = std::max(t.last_end_per_rank_s[op.rank], ot.end_s);
+    }
+    const MemEffect* m0 = p.mem_begin(id);
+    const MemEffect* m1 = p.mem_end(id);
+    if (m0 == m1) continue;
+    const bool zero = ot.end_s == ot.start_s;
+    for (bool at_end : {false, true})
+      for (const MemEffect* m = m0; m != m1; ++m)
+        if (m->at_end == at_end) evs[op.rank].push_back({at_end ? ot.end_s : ot.start_s, m->bytes, zero});
   }
   if (order.empty()) first = 0;
   t.makespan_s = last - first;
@@ -159,24 +181,6 @@ void summarize(const Program& p, const std::vector<OpId>& order, bool busy_from_
   }
   t.bubble_rate = (t.span_s > 0 && R > 0) ? 1.0 - busy / (R * t.span_s) : 0.0;
 
-  // Memory along the timeline: frees before allocations at the same instant, except at an
-  // instant where only zero-time ops act: there they act in execution order (`order`, start
-  // before end), since a zero-time op's alloc and the free of the op after it share the instant
-  // (with all costs zero, frees first would predict a peak of 0 B).
-  struct Ev {
-    double time;
-    int64_t delta;
-    bool zero_time;
-  };
-  std::vector<std::vector<Ev>> evs(R);
-  for (OpId id : order) {
-    const Op& op = p.ops[id];
-    bool zero = t.ops[id].end_s == t.ops[id].start_s;
-    for (bool at_end : {false, true})
-      for (const MemEffect* m = p.mem_begin(id); m != p.mem_end(id); ++m)
-        if (m->at_end == at_end)
-          evs[op.rank].push_back({at_end ? t.ops[id].end_s : t.ops[id].start_s, m->bytes, zero});
-  }
   t.peak_bytes_per_rank.assign(R, 0);
   t.peak_time_per_rank_s.assign(R, 0.0);
   t.memory_curve.assign(R, {});
