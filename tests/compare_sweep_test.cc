@@ -126,6 +126,10 @@ TEST_CASE("compare --format csv writes a header and one parseable row per result
   REQUIRE(self_at != 0);
   CHECK(rows[self_at][3] == "8");
   CHECK(rows[self_at][5] == "holds");
+  // Figures at 12 significant digits: 1 - 24 / 30 prints as 0.2, not as the double's noise
+  // (0.19999999999999996).
+  CHECK(rows[self_at][7] == "30");
+  CHECK(rows[self_at][9] == "0.2");
   const auto& mb16 = rows[rows.size() - 2];
   CHECK(mb16[1] == "1f1b");
   CHECK(mb16[3] == "16");

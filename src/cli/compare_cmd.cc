@@ -290,7 +290,7 @@ class Table {
                            format_bytes(static_cast<double>(worst)), messages_of(r));
       text_ << name_col("") << point_cols("", "", "") << "peak per rank: " << per_rank_bytes(t.peak_bytes_per_rank) << "\n";
       csv_ << csv_start
-           << fmt::format(",{},{},{},{},{},{},{}\n", t.span_s, t.makespan_s, t.bubble_rate, peak, worst, messages_of(r),
+           << fmt::format(",{:.12g},{:.12g},{:.12g},{},{},{},{}\n", t.span_s, t.makespan_s, t.bubble_rate, peak, worst, messages_of(r),
                           csv_field(kinds));
     } else {
       text_ << row_start << fmt::format("{:<22} (does not complete: {})\n", verdict, r.findings.front().message);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -19,11 +20,11 @@ static_assert(sizeof(Op) == 88);
 
 namespace {
 // Process-wide table of StaticName strings; entry 0 is "". Entries are written once, under the
-// mutex, before the count that publishes them.
+// mutex, before the count that publishes them (a release store; readers load it with acquire).
 struct StaticNameTable {
   std::mutex mu;
   std::array<const char*, 256> names{""};
-  int count = 1;
+  std::atomic<int> count{1};
 };
 StaticNameTable& static_names() {
   static StaticNameTable table;
@@ -34,15 +35,25 @@ StaticNameTable& static_names() {
 StaticName::StaticName(const char* name) {
   if (name == nullptr || *name == '\0') return;
   StaticNameTable& t = static_names();
+  // Without the lock, the same pointer as a published entry (a literal assigned again: the
+  // common case, about once per op while a program is built).
+  const int published = t.count.load(std::memory_order_acquire);
+  for (int i = 1; i < published; ++i)
+    if (t.names[i] == name) {
+      id_ = static_cast<uint8_t>(i);
+      return;
+    }
   std::lock_guard<std::mutex> lock(t.mu);
-  for (int i = 1; i < t.count; ++i)
+  const int n = t.count.load(std::memory_order_relaxed);
+  for (int i = 1; i < n; ++i)
     if (t.names[i] == name || std::strcmp(t.names[i], name) == 0) {
       id_ = static_cast<uint8_t>(i);
       return;
     }
-  if (t.count == 256) throw std::length_error("more than 255 distinct static names");
-  t.names[t.count] = name;
-  id_ = static_cast<uint8_t>(t.count++);
+  if (n == 256) throw std::length_error("more than 255 distinct static names");
+  t.names[n] = name;
+  t.count.store(n + 1, std::memory_order_release);
+  id_ = static_cast<uint8_t>(n);
 }
 
 // Read without the lock: an id is only ever handed out after its entry was written, and the
