@@ -48,7 +48,9 @@ TEST_CASE("an FSDP2 bf16 reduce over 1024 ranks fails a 1e-3 tolerance; fp32 hol
   CHECK(f.message.find("[1, 0.00390625 x 1023]") != std::string::npos);
   CHECK(f.message.find("0.7998") != std::string::npos);
   REQUIRE_FALSE(f.locations.empty());
-  CHECK(f.locations[0].line == 4);  // the fsdp key, which chose the reduce dtype
+  // The value that chose the reduce dtype: `reduce: bf16` on line 6, at its column.
+  CHECK(f.locations[0].line == 6);
+  CHECK(f.locations[0].col == static_cast<int>(std::string("  dtypes: {param: bf16, reduce: ").size()) + 1);
   // Every collective with this arithmetic is analysed once: one configuration, RS over 1024.
   FsdpVerifyResult fp32 = verify_text("fp32.yaml", fsdp2_spec("fp32"));
   CHECK(fp32.base.findings.empty());

@@ -120,6 +120,9 @@ struct FsdpSpec {
   /// Where things were written, for findings.
   struct Locs {
     SourceLoc file, fsdp, units, options, limit, programs;
+    /// The value that chose the reduce dtype: `dtypes.reduce`, else `dtypes.param` (the reduce
+    /// dtype defaults to it); invalid when neither is written (then findings point at `fsdp`).
+    SourceLoc reduce_dtype;
   } locs;
 };
 

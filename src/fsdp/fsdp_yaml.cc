@@ -208,11 +208,14 @@ void FsdpLoader::read_dtypes(const Entry& e, FsdpSpec& spec) {
     return std::nullopt;
   };
   bool reduce_given = false;
-  if (auto it = f.find("param"); it != f.end())
+  if (auto it = f.find("param"); it != f.end()) {
     if (auto d = dtype(it->second, "fsdp.dtypes.param")) spec.param_dtype = *d;
+    spec.locs.reduce_dtype = loc(it->second.value);
+  }
   if (auto it = f.find("reduce"); it != f.end()) {
     reduce_given = true;
     if (auto d = dtype(it->second, "fsdp.dtypes.reduce")) spec.reduce_dtype = *d;
+    spec.locs.reduce_dtype = loc(it->second.value);
   }
   if (!reduce_given) spec.reduce_dtype = spec.param_dtype;
 }

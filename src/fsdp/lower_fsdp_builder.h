@@ -116,7 +116,7 @@ class Builder {
     auto it = arith_by_ranks_.find(n);
     if (it != arith_by_ranks_.end()) return it->second;
     CollectiveArithmetic a;
-    a.where = spec_.locs.fsdp;
+    a.where = spec_.locs.reduce_dtype.valid() ? spec_.locs.reduce_dtype : spec_.locs.fsdp;
     if (spec_.implementation == FsdpImplementation::kZero3) {
       a.op = "sum";
       a.post_divide = n;
