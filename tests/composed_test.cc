@@ -59,6 +59,13 @@ std::vector<Step> parse_row(const std::string& text) {
   return row;
 }
 
+/// A finding's detail lines, one string.
+std::string joined_details(const Finding& f) {
+  std::string out;
+  for (const std::string& d : f.details) out += d + "\n";
+  return out;
+}
+
 bool has_kind(const VerifyResult& r, FindingKind k) {
   return std::any_of(r.findings.begin(), r.findings.end(), [&](const Finding& f) { return f.kind == k; });
 }
@@ -327,18 +334,106 @@ TEST_CASE("lazy communicator creation: first uses that form a cycle deadlock; ea
   PipelineSpec spec = load_example("examples/lazy-comm-init-deadlock.yaml");
   REQUIRE(spec.p2p.lazy_comm_init);
   VerifyResult r = verify(spec, {});
-  REQUIRE(r.exit_code == 11);
+  // Deadlock, and the creations disagree across ranks (collective divergence).
+  REQUIRE(r.exit_code == 10);
   const Finding& f = r.findings.at(0);
-  // The cycle runs through the three pair creations: 0-2 on rank 0, 1-2 on rank 2, 0-1 on rank 1.
-  CHECK(f.message.find("wait-for cycle init p2p 0-2@rank 0") != std::string::npos);
-  CHECK(std::find(f.ops.begin(), f.ops.end(), "init p2p 1-2") != f.ops.end());
-  CHECK(std::find(f.ops.begin(), f.ops.end(), "init p2p 0-1") != f.ops.end());
-  // One creation per pair and rank: 3 pairs x 2 ranks.
-  int inits = 0;
-  for (const Op& o : r.program.ops) inits += o.kind == OpKind::kCollective && o.collective == CollectiveKind::kCommInit;
-  CHECK(inits == 6);
+  REQUIRE(f.kind == FindingKind::kDeadlock);
+  // Rank 0's batched group needs the pipeline group's communicator, which ranks 1 and 2 (plain
+  // sends and receives, pair communicators) never create; they wait in their pair creations.
+  CHECK(f.message.find("init pipeline group@rank 0") != std::string::npos);
+  CHECK(f.message.find("on communicator 'pipeline' for rank 1") != std::string::npos);
+  const std::string all = joined_details(f);
+  CHECK(all.find("rank 1 (comm stream) at init p2p 0-1") != std::string::npos);
+  CHECK(all.find("rank 2 (comm stream) at init p2p 1-2") != std::string::npos);
+  // One pipeline-group creation (rank 0's batch); pair creations: 0-1 on ranks 0 and 1, 1-2 on
+  // ranks 1 and 2, 0-2 on rank 2 only (rank 0 receives from rank 2 inside its batch).
+  int group_inits = 0, pair_inits = 0;
+  for (const Op& o : r.program.ops) {
+    if (o.kind != OpKind::kCollective || o.collective != CollectiveKind::kCommInit) continue;
+    (r.program.comms[o.comm()].name == "pipeline" ? group_inits : pair_inits)++;
+  }
+  CHECK(group_inits == 1);
+  CHECK(pair_inits == 5);
   spec.p2p.lazy_comm_init = false;
   CHECK(verify(spec, {}).findings.empty());
+}
+
+TEST_CASE("lazy creation: a batched group waits for every pipeline rank to create the group's communicator",
+          "[comm-init][batch]") {
+  PipelineSpec spec = load_example("examples/batched-lazy-group-init-deadlock.yaml");
+  REQUIRE(spec.p2p.lazy_comm_init);
+  VerifyResult r = verify(spec, {});
+  REQUIRE(r.exit_code == 10);  // deadlock, and the pipeline communicator's creations diverge
+  const Finding& f = r.findings.at(0);
+  REQUIRE(f.kind == FindingKind::kDeadlock);
+  CHECK(f.message.find("hang caused by rank 0") != std::string::npos);
+  CHECK(f.message.find("ranks 1-3 wait forever") != std::string::npos);
+  CHECK(f.message.find("init pipeline group@rank 1") != std::string::npos);
+  CHECK(f.message.find("communicator 'pipeline' for rank 0, which issues only 0 collectives") != std::string::npos);
+  CHECK(std::find(f.ops.begin(), f.ops.end(), "init pipeline group") != f.ops.end());
+  const std::string all = joined_details(f);
+  CHECK(all.find("trace: init p2p 0-1 1RECV_F0 1RECV_F1 [stuck at init pipeline group") != std::string::npos);
+  bool divergence = false;
+  for (const Finding& c : r.findings)
+    divergence |= c.kind == FindingKind::kChannel && c.message.find("collectives diverge on communicator 'pipeline'") != std::string::npos;
+  CHECK(divergence);
+  // The group's members are the 4 pipeline ranks; ranks 1-3 create it, rank 0 never does.
+  const Communicator* group = nullptr;
+  for (const Communicator& c : r.program.comms)
+    if (c.name == "pipeline") group = &c;
+  REQUIRE(group != nullptr);
+  CHECK(group->ranks == std::vector<int32_t>{0, 1, 2, 3});
+  CHECK(group->ops[0].empty());
+  for (int m = 1; m < 4; ++m) CHECK(group->ops[m].size() == 1);
+  // The one-line fix: communicators created eagerly.
+  spec.p2p.lazy_comm_init = false;
+  CHECK(verify(spec, {}).findings.empty());
+  // Lazy, with rank 0 batching its sends (and rank 1 its receives from rank 0): every rank
+  // creates the group's communicator, and the lists hold.
+  const std::string text = test::read_file(test::source_path("examples/batched-lazy-group-init-deadlock.yaml"));
+  std::string batched = text;
+  const std::string r0 = "\"0F0 0SEND_F0 0F1 0SEND_F1\"", r1 = "\"1RECV_F0 1RECV_F1 1F0";
+  REQUIRE(batched.find(r0) != std::string::npos);
+  REQUIRE(batched.find(r1) != std::string::npos);
+  batched.replace(batched.find(r0), r0.size(), "\"0F0 0F1 (0SEND_F0;0SEND_F1)BATCH\"");
+  batched.replace(batched.find(r1), r1.size(), "\"(1RECV_F0;1RECV_F1)BATCH 1F0");
+  VerifyResult fixed = verify(load_text("all-batched.yaml", batched), {});
+  INFO((fixed.findings.empty() ? std::string() : fixed.findings[0].message));
+  CHECK(fixed.findings.empty());
+}
+
+TEST_CASE("batched groups at pipeline size 2: the fixed op order pairs messages crosswise; rank parity holds",
+          "[batch]") {
+  // Megatron-LM#5100 / PR #5271: one peer is both prev and next, and NCCL pairs same-peer ops
+  // in posting order, so [send_prev, recv_prev, send_next, recv_next] on both ranks meets a
+  // gradient with an activation receive.
+  VerifyResult bad = verify(load_example("examples/megatron-pp2-shape-exchange-swap.yaml"), {});
+  REQUIRE(bad.exit_code == 14);
+  REQUIRE(bad.findings.size() == 2);
+  for (const Finding& f : bad.findings) CHECK(f.kind == FindingKind::kChannel);
+  const Finding& f = bad.findings[0];
+  CHECK(f.ranks == std::vector<int32_t>{0, 1});
+  CHECK(f.message ==
+        "channel rank 0 -> rank 1: message 4 is sent as 2SEND_B0 (gradients of microbatch 0 from stage 2 to stage 1) "
+        "but received as 1RECV_F2 (activations of microbatch 2 from stage 0 to stage 1) (4 mismatched messages on "
+        "this channel)");
+  // The swapped pairs, both ways round, within one batch on each rank.
+  CHECK(f.ops == std::vector<std::string>{"2SEND_B0", "1RECV_F2", "0SEND_F2", "1RECV_B0", "2SEND_B1", "1RECV_F3",
+                                          "0SEND_F3", "1RECV_B1"});
+  const Finding& g = bad.findings[1];
+  CHECK(g.ranks == std::vector<int32_t>{1, 0});
+  CHECK(g.message.find("channel rank 1 -> rank 0: message 4 is sent as 1SEND_B0") != std::string::npos);
+  CHECK(g.message.find("received as 2RECV_F2") != std::string::npos);
+  // Nothing hangs: the sizes agree and every group completes (the swap is silent).
+  for (const Finding& x : bad.findings) CHECK(x.kind != FindingKind::kDeadlock);
+  VerifyResult good = verify(load_example("examples/megatron-pp2-shape-exchange-parity.yaml"), {});
+  INFO((good.findings.empty() ? std::string() : good.findings[0].message));
+  CHECK(good.findings.empty());
+  CHECK(good.exit_code == 0);
+  // Same batches, same members: only the order inside the groups differs.
+  REQUIRE(good.program.groups.size() == bad.program.groups.size());
+  for (size_t i = 0; i < good.program.groups.size(); ++i)
+    CHECK(good.program.groups[i].size() == bad.program.groups[i].size());
 }
 
 namespace {

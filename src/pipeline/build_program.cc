@@ -120,13 +120,17 @@ class Builder {
       lower_collective_marker(op, prank);
       return;
     }
-    // Lazy communicator creation: before the first P2P with a peer (before the whole group for
-    // a batched one), both ranks create their pair communicator.
+    // Lazy communicator creation. An unbatched P2P uses its rank pair's communicator, created
+    // by both ranks before their first P2P with each other. A batched group (batch_isend_irecv,
+    // inside ncclGroupStart) uses the whole pipeline group's communicator, created by every rank
+    // of the pipeline together before the first batched group of each: ProcessGroupNCCL's
+    // pointToPoint keys a batched P2P by the device ("treat it like a collective when selecting
+    // communicator") and a single one by the rank pair (getKeySendRecv).
     if (spec_.p2p.lazy_comm_init && is_p2p(k) && pending_group_.empty()) {
-      for (int32_t i = step_index;; ++i) {
-        const Step& m = spec_.actions[prank][i];
-        if (is_p2p(m.first.kind)) init_pair_before(op, p2p_peer(m.first).rank);
-        if (!m.batched_with_next || i + 1 >= static_cast<int32_t>(spec_.actions[prank].size())) break;
+      if (st.batched_with_next) {
+        init_pipeline_group_before(op);
+      } else {
+        init_pair_before(op, p2p_peer(st.first).rank);
       }
     }
     if (is_compute(k)) {
@@ -203,6 +207,31 @@ class Builder {
     op.stream = comm_stream_[p2p.rank];
     op.duration_s = spec_.p2p.latency_s;
     op.set_name(p.add_name(fmt::format("init p2p {}-{}", a, b)));
+    pending_init_ = p.add_op(op);
+  }
+
+  /// Creates, once per rank, the communicator of the rank's whole pipeline group (its pipeline
+  /// ranks with its data-parallel coordinates) on the rank's comm stream, labelled and located
+  /// as the batched group that needs it. Every member must create it before any completes.
+  void init_pipeline_group_before(const Op& p2p) {
+    Program& p = out_.program;
+    if (!group_inited_.insert(p2p.rank).second) return;
+    auto [it, created] = pipeline_comm_.try_emplace(cur_, -1);
+    if (created) {
+      std::vector<int32_t> members;
+      for (int32_t r = 0; r < spec_.ranks; ++r) members.push_back(r * dp_ + cur_);
+      it->second = p.add_communicator(dp_ > 1 ? fmt::format("pipeline {}", cur_) : "pipeline", std::move(members));
+    }
+    Op op;
+    op.kind = OpKind::kCollective;
+    op.collective = CollectiveKind::kCommInit;
+    op.set_comm(it->second);
+    op.rank = p2p.rank;
+    op.step = p2p.step;
+    op.loc = p2p.loc;
+    op.stream = comm_stream_[p2p.rank];
+    op.duration_s = spec_.p2p.latency_s;
+    op.set_name(p.add_name(dp_ > 1 ? fmt::format("init pipeline group {}", cur_) : "init pipeline group"));
     pending_init_ = p.add_op(op);
   }
 
@@ -835,6 +864,8 @@ class Builder {
   std::map<std::string, int32_t> arith_index_;  ///< Program::arithmetic per (reduction, group size)
   std::unordered_map<uint64_t, int32_t> pair_comm_;  ///< lazy init: the communicator of a rank pair
   std::unordered_set<uint64_t> inited_;              ///< lazy init: (pair, side) already created
+  std::unordered_map<int32_t, int32_t> pipeline_comm_;  ///< lazy init: per replica, its pipeline group's communicator
+  std::unordered_set<int32_t> group_inited_;            ///< lazy init: ranks that created their pipeline group's
   OpId pending_init_ = kNoOp;                        ///< the last init op not yet waited for by compute
 };
 

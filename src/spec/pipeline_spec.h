@@ -40,9 +40,11 @@ struct P2PSpec {
   int64_t message_bytes = 0;  ///< bytes of one activation or gradient message
   Semantics semantics;
   BlockingModel blocking = BlockingModel::kCommStream;  ///< `p2p.blocking`; --blocking overrides
-  /// `p2p.comm_init`: false (eager, the default) when every pair communicator exists before the
-  /// step; true (lazy) when each is created at its first use, collectively by both ranks, as
-  /// PyTorch creates NCCL P2P communicators on the first send or receive between two ranks.
+  /// `p2p.comm_init`: false (eager, the default) when every communicator exists before the
+  /// step; true (lazy) when each is created at its first use, collectively: a rank pair's by both
+  /// ranks at their first plain send or receive, the pipeline group's by all its ranks at each
+  /// one's first batched group (PyTorch's ProcessGroupNCCL::pointToPoint keys a single P2P by
+  /// the rank pair and one inside batch_isend_irecv by the whole group).
   bool lazy_comm_init = false;
 };
 
