@@ -104,8 +104,9 @@ ProgramResult verify_program(Program program, std::vector<Finding> front_end, co
 
   for (const auto& s : p.streams) r.edges += s.ops.empty() ? 0 : s.ops.size() - 1;
   r.edges += p.deps.size();
-  for (const auto& op : p.ops)
-    if (op.kind == OpKind::kSend && op.match() != kNoOp) ++r.edges;
+  // Matched sends: FIFO per channel (Program::match_channels), so the smaller of the channel's
+  // send and recv counts; counted per channel, not by a scan of every op.
+  for (const Channel& ch : p.channels) r.edges += std::min(ch.sends.size(), ch.recvs.size());
 
   if (r.execution.completed) {
     // Ranks that are images of another: the per-rank interleaving passes run on the

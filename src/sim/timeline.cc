@@ -17,6 +17,8 @@ Timeline simulate(const Program& p, const std::vector<OpId>& order) {
   std::vector<double> stream_end(p.streams.size(), 0.0);
   std::vector<uint8_t> placed(n, 0);
   // Per channel: end times of recvs in order (buffered sends wait for slot k - N to free).
+  // Only buffered channels read them.
+  const bool buffered = p.semantics.kind == Semantics::kBuffered;
   std::vector<std::vector<double>> recv_end(p.channels.size());
   std::vector<size_t> sends_placed(p.channels.size(), 0);
 
@@ -90,7 +92,7 @@ Timeline simulate(const Program& p, const std::vector<OpId>& order) {
           double start = std::max(ready, ready_of(op.match()));
           place(id, start, start + d);
           place(op.match(), start, start + d);
-          if (op.channel() >= 0) recv_end[op.channel()].push_back(start + d);
+          if (buffered && op.channel() >= 0) recv_end[op.channel()].push_back(start + d);
         } else {
           double start = ready;
           if (p.semantics.kind == Semantics::kBuffered && op.channel() >= 0) {
@@ -109,7 +111,7 @@ Timeline simulate(const Program& p, const std::vector<OpId>& order) {
         double end = ready;
         if (op.match() != kNoOp) end = std::max(end, t.ops[op.match()].end_s);
         place(id, ready, end);
-        if (op.channel() >= 0) recv_end[op.channel()].push_back(end);
+        if (buffered && op.channel() >= 0) recv_end[op.channel()].push_back(end);
         break;
       }
     }
