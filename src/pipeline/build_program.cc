@@ -197,16 +197,24 @@ class Builder {
     if (!inited_.insert(key ^ (static_cast<uint64_t>(p2p.rank == a) << 63)).second) return;
     auto [it, created] = pair_comm_.try_emplace(key, -1);
     if (created) it->second = p.add_communicator(fmt::format("p2p {}-{}", a, b), {a, b});
+    add_comm_init(p2p, it->second, fmt::format("init p2p {}-{}", a, b));
+  }
+
+  /// Adds the creation of communicator `comm` on `p2p`'s rank, on its comm stream, labelled
+  /// `label` and located as the P2P that needs it; it costs one link latency, and the next
+  /// compute op waits for it (pending_init_).
+  void add_comm_init(const Op& p2p, int32_t comm, std::string label) {
+    Program& p = out_.program;
     Op op;
     op.kind = OpKind::kCollective;
     op.collective = CollectiveKind::kCommInit;
-    op.set_comm(it->second);
+    op.set_comm(comm);
     op.rank = p2p.rank;
     op.step = p2p.step;
     op.loc = p2p.loc;
     op.stream = comm_stream_[p2p.rank];
     op.duration_s = spec_.p2p.latency_s;
-    op.set_name(p.add_name(fmt::format("init p2p {}-{}", a, b)));
+    op.set_name(p.add_name(std::move(label)));
     pending_init_ = p.add_op(op);
   }
 
@@ -222,17 +230,7 @@ class Builder {
       for (int32_t r = 0; r < spec_.ranks; ++r) members.push_back(r * dp_ + cur_);
       it->second = p.add_communicator(dp_ > 1 ? fmt::format("pipeline {}", cur_) : "pipeline", std::move(members));
     }
-    Op op;
-    op.kind = OpKind::kCollective;
-    op.collective = CollectiveKind::kCommInit;
-    op.set_comm(it->second);
-    op.rank = p2p.rank;
-    op.step = p2p.step;
-    op.loc = p2p.loc;
-    op.stream = comm_stream_[p2p.rank];
-    op.duration_s = spec_.p2p.latency_s;
-    op.set_name(p.add_name(dp_ > 1 ? fmt::format("init pipeline group {}", cur_) : "init pipeline group"));
-    pending_init_ = p.add_op(op);
+    add_comm_init(p2p, it->second, dp_ > 1 ? fmt::format("init pipeline group {}", cur_) : "init pipeline group");
   }
 
   // --- Composed specs (PipelineSpec::composition) ---
