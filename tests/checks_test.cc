@@ -175,7 +175,7 @@ TEST_CASE("a schedule without UNSHARD actions has no residency findings", "[chec
   CHECK(of_kind(r, FindingKind::kResidency).empty());
 }
 
-TEST_CASE("an overlapped F;B step lasts T_F + T_B and carries both inputs", "[check][timing]") {
+TEST_CASE("an overlapped F+B step lasts T_F + T_B and carries both inputs", "[check][timing]") {
   // One rank, two stages (V-like on one rank): (0F1;1B0) runs after 1F0 and 0F0.
   PipelineSpec s = spec_of(1, 2, 2, {"0F0 1F0 (0F1;1B0)OVERLAP_F_B 1F1 1B1 0B0 0B1"});
   VerifyResult r = verify(s, {});

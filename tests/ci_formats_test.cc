@@ -203,6 +203,18 @@ TEST_CASE("verify --junit writes a test case per file and property that a JUnit 
   CHECK(check.out.find(" failures=1 errors=0") != std::string::npos);
 }
 
+TEST_CASE("verify --junit may not name the file of another output or an input", "[cli][ci]") {
+  const std::string out = temp("both.xml");
+  fs::remove(out);
+  auto r = run_schedcheck(std::string("verify ") + kHolds + " --junit '" + out + "' --trace '" + out + "'");
+  CHECK(r.exit_code == 1);
+  CHECK(r.out.find("--trace and --junit name the same file") != std::string::npos);
+  CHECK_FALSE(fs::exists(out));  // nothing written
+  r = run_schedcheck(std::string("verify ") + kHolds + " --junit " + kHolds);
+  CHECK(r.exit_code == 1);
+  CHECK(r.out.find(std::string("--junit ") + kHolds + " would overwrite the input file") != std::string::npos);
+}
+
 TEST_CASE("every JSON report carries schema_version and validates against schema/report.schema.json", "[cli][ci][schema]") {
   std::vector<std::string> files;
   for (const auto& e : fs::directory_iterator(sc::test::source_path("tests/golden")))

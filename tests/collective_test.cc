@@ -205,7 +205,7 @@ TEST_CASE("worst-case memory over stream interleavings sees a gather that runs a
 namespace sc {
 namespace {
 
-TEST_CASE("collective agreement names the culprit; cross-communicator order must agree", "[collective]") {
+TEST_CASE("collective agreement names the culprit, cross-communicator order must agree", "[collective]") {
   Net n(3);
   int32_t other = n.p.add_communicator("other", {0, 1, 2});
   // Ranks 0 and 1: world then other; rank 2: other then world, on different streams (no

@@ -330,7 +330,7 @@ TEST_CASE("composed specs place each kind of FSDP action only where the user pla
   for (const Op& o : f.program.ops) CHECK_FALSE((o.kind == OpKind::kCollective && o.collective == CollectiveKind::kReduceScatter));
 }
 
-TEST_CASE("lazy communicator creation: first uses that form a cycle deadlock; eager creation holds", "[comm-init]") {
+TEST_CASE("lazy communicator creation: first uses that form a cycle deadlock, eager creation holds", "[comm-init]") {
   PipelineSpec spec = load_example("examples/lazy-comm-init-deadlock.yaml");
   REQUIRE(spec.p2p.lazy_comm_init);
   VerifyResult r = verify(spec, {});
@@ -375,7 +375,13 @@ TEST_CASE("lazy creation: a batched group waits for every pipeline rank to creat
   CHECK(all.find("trace: init p2p 0-1 1RECV_F0 1RECV_F1 [stuck at init pipeline group") != std::string::npos);
   bool divergence = false;
   for (const Finding& c : r.findings)
-    divergence |= c.kind == FindingKind::kChannel && c.message.find("collectives diverge on communicator 'pipeline'") != std::string::npos;
+    if (c.kind == FindingKind::kChannel && c.message.find("collectives diverge on communicator 'pipeline'") != std::string::npos) {
+      divergence = true;
+      // Rank 0 issues nothing: located at the creation ranks 1-3 wait in.
+      REQUIRE_FALSE(c.locations.empty());
+      CHECK(c.locations[0].line > 0);
+      CHECK(c.ops.at(0) == "init pipeline group");
+    }
   CHECK(divergence);
   // The group's members are the 4 pipeline ranks; ranks 1-3 create it, rank 0 never does.
   const Communicator* group = nullptr;
@@ -402,7 +408,48 @@ TEST_CASE("lazy creation: a batched group waits for every pipeline rank to creat
   CHECK(fixed.findings.empty());
 }
 
-TEST_CASE("batched groups at pipeline size 2: the fixed op order pairs messages crosswise; rank parity holds",
+TEST_CASE("lazy creation: batched and plain messages of one rank pair travel on two communicators", "[comm-init][batch]") {
+  const std::string head =
+      "schedcheck: 1\nranks: 2\nstages: 2\nplacement: loop\nforward_only: true\np2p: {comm_init: lazy}\n";
+  // Rank 0 sends F3 and F4 plainly (the pair's communicator); rank 1 receives them in a batch
+  // (the pipeline group's): they never meet, though one channel per rank pair would pair them.
+  VerifyResult mixed = verify(
+      load_text("mixed.yaml", head + "microbatches: 5\nschedule:\n  actions:\n"
+                                     "    0: \"0F0 0SEND_F0 0F1 0F2 (0SEND_F1;0SEND_F2)BATCH 0F3 0SEND_F3 0F4 0SEND_F4\"\n"
+                                     "    1: \"1RECV_F0 1F0 (1RECV_F1;1RECV_F2)BATCH 1F1 1F2 (1RECV_F3;1RECV_F4)BATCH 1F3 1F4\"\n"),
+      {});
+  REQUIRE_FALSE(mixed.findings.empty());
+  bool unmatched_recvs = false, unmatched_sends = false, deadlock = false;
+  for (const Finding& f : mixed.findings) {
+    deadlock |= f.kind == FindingKind::kDeadlock;
+    if (f.kind != FindingKind::kChannel) continue;
+    unmatched_recvs |= f.message.find("channel rank 0 -> rank 1 on communicator 'pipeline': 2 sends but 4 receives; 2 "
+                                      "unmatched receive(s) wait forever") != std::string::npos;
+    unmatched_sends |= f.message.find("channel rank 0 -> rank 1: 3 sends but 1 receives; 2 unmatched send(s) are never "
+                                      "received") != std::string::npos;
+  }
+  CHECK(unmatched_recvs);
+  CHECK(unmatched_sends);
+  CHECK(deadlock);
+  // Each communicator pairs its own messages in order: F0 and F1 plainly, F2 and F3 batched.
+  // Under eager semantics that holds; under rendezvous, rank 0's plain send of F1 waits for a
+  // receive that rank 1 posts after its batch, whose communicator rank 0 creates only after
+  // that send: a real hang.
+  PipelineSpec two = load_text("two.yaml", head + "microbatches: 4\nschedule:\n  actions:\n"
+                                                  "    0: \"0F0 0SEND_F0 0F1 0SEND_F1 0F2 0F3 (0SEND_F2;0SEND_F3)BATCH\"\n"
+                                                  "    1: \"1RECV_F0 1F0 (1RECV_F2;1RECV_F3)BATCH 1RECV_F1 1F1 1F2 1F3\"\n");
+  VerifyOptions eager;
+  eager.semantics = parse_semantics("eager");
+  VerifyResult ok = verify(two, eager);
+  INFO((ok.findings.empty() ? std::string() : ok.findings[0].message));
+  CHECK(ok.findings.empty());
+  VerifyResult hang = verify(two, {});
+  REQUIRE_FALSE(hang.findings.empty());
+  CHECK(hang.findings[0].kind == FindingKind::kDeadlock);
+  for (const Finding& f : hang.findings) CHECK(f.message.find("is sent as") == std::string::npos);  // nothing crossed
+}
+
+TEST_CASE("batched groups at pipeline size 2: the fixed op order pairs messages crosswise, rank parity holds",
           "[batch]") {
   // Megatron-LM#5100 / PR #5271: one peer is both prev and next, and NCCL pairs same-peer ops
   // in posting order, so [send_prev, recv_prev, send_next, recv_next] on both ranks meets a
@@ -595,7 +642,7 @@ TEST_CASE("MoE all-to-alls sized by a router spec's dispatch worst case", "[comp
   CHECK(diag_text(d2).find("moe-ep4.yaml:16:") != std::string::npos);
 }
 
-TEST_CASE("composed specs: a moe.layers list needs one entry per stage; a program above 10^7 ops is refused", "[composed][moe]") {
+TEST_CASE("composed specs: a moe.layers list needs one entry per stage, a program above 10^7 ops is refused", "[composed][moe]") {
   const std::string head = "schedcheck: 1\nmicrobatches: 8\ncosts: {F: 1ms, B: 2ms}\nschedule: {name: 1f1b}\n";
   const std::string list = test::write_temp("schedcheck-composed-test", "moe-list.yaml",
                                             head + "mesh: {pp: 2, dp_shard: 2, ep: 2}\nmoe: {layers: [1, 2, 3], dispatch_bytes: 1MiB}\n");

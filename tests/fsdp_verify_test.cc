@@ -36,7 +36,7 @@ const Finding* find_kind(const FsdpVerifyResult& r, FindingKind k) {
   return nullptr;
 }
 
-TEST_CASE("fsdp1: without the rate limiter more units are gathered; with it never more than two", "[fsdp]") {
+TEST_CASE("fsdp1: without the rate limiter more units are gathered, with it never more than two", "[fsdp]") {
   // A fast link (compute-bound) lets the all-gather stream run ahead when nothing holds it.
   for (const char* bw : {"4000GB/s", "100GB/s"}) {
     INFO("bandwidth " << bw);
@@ -73,7 +73,7 @@ TEST_CASE("fsdp2 with implicit prefetch holds at most three units' parameters", 
   }
 }
 
-TEST_CASE("a rank that skips a unit hangs the job; the finding names it and the first divergent collective", "[fsdp]") {
+TEST_CASE("a rank that skips a unit hangs the job, the finding names it and the first divergent collective", "[fsdp]") {
   FsdpVerifyResult r = verify_fsdp(spec_of("fsdp2", "  ranks_override: {3: {skip_units: [layer.5]}}\n"));
   CHECK(r.base.exit_code == 10);  // deadlock + collective mismatch
   const Finding* hang = find_kind(r, FindingKind::kDeadlock);

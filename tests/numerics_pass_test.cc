@@ -36,7 +36,7 @@ std::string fsdp2_spec(const std::string& reduce) {
 
 }  // namespace
 
-TEST_CASE("an FSDP2 bf16 reduce over 1024 ranks fails a 1e-3 tolerance; fp32 holds", "[numerics]") {
+TEST_CASE("an FSDP2 bf16 reduce over 1024 ranks fails a 1e-3 tolerance, fp32 holds", "[numerics]") {
   FsdpVerifyResult bf16 = verify_text("bf16.yaml", fsdp2_spec("bf16"));
   REQUIRE(bf16.base.exit_code == 17);
   const Finding& f = bf16.base.findings.at(0);
@@ -48,13 +48,30 @@ TEST_CASE("an FSDP2 bf16 reduce over 1024 ranks fails a 1e-3 tolerance; fp32 hol
   CHECK(f.message.find("[1, 0.00390625 x 1023]") != std::string::npos);
   CHECK(f.message.find("0.7998") != std::string::npos);
   REQUIRE_FALSE(f.locations.empty());
-  // The value that chose the reduce dtype: `reduce: bf16` on line 6, at its column.
-  CHECK(f.locations[0].line == 6);
+  // The value that chose the reduce dtype: `reduce: bf16` on line 7, at its column.
+  CHECK(f.locations[0].line == 7);
   CHECK(f.locations[0].col == static_cast<int>(std::string("  dtypes: {param: bf16, reduce: ").size()) + 1);
   // Every collective with this arithmetic is analysed once: one configuration, RS over 1024.
   FsdpVerifyResult fp32 = verify_text("fp32.yaml", fsdp2_spec("fp32"));
   CHECK(fp32.base.findings.empty());
   CHECK(fp32.base.exit_code == 0);
+}
+
+TEST_CASE("a bare fp8 reduce dtype is analysed as both fp8 formats, not skipped", "[numerics]") {
+  // "fp8" names no format: the pass checks e4m3 and e5m2 (each worse than bf16 here: 3 and 2
+  // mantissa bits) and reports each that fails, at the dtype that chose it.
+  FsdpVerifyResult fp8 = verify_text("fp8.yaml", fsdp2_spec("fp8"));
+  REQUIRE(fp8.base.exit_code == 17);
+  bool e4m3 = false, e5m2 = false;
+  for (const Finding& f : fp8.base.findings) {
+    REQUIRE(f.kind == FindingKind::kNumerics);
+    e4m3 |= f.message.find("fp8_e4m3") != std::string::npos;
+    e5m2 |= f.message.find("fp8_e5m2") != std::string::npos;
+    REQUIRE_FALSE(f.locations.empty());
+    CHECK(f.locations[0].line == 7);
+  }
+  CHECK(e4m3);
+  CHECK(e5m2);
 }
 
 TEST_CASE("a reduction carries the framework's arithmetic into the IR", "[numerics]") {

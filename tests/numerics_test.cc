@@ -407,7 +407,7 @@ TEST_CASE("the numerics pass analyses each distinct configuration once and locat
   }
 }
 
-TEST_CASE("a bf16 sum overflows only near its range's end, which is not a finding; fp16 overflows at thousands", "[numerics]") {
+TEST_CASE("a bf16 sum overflows only near its range's end, which is not a finding, fp16 overflows at thousands", "[numerics]") {
   // DeepSpeed ZeRO-3 in bf16 sums and divides after (CONFIGS.md §3.2): the intermediate sum of 8
   // overflows only for gradients near 3.4e38 / 8, where the fp32 reference overflows too.
   AnalysisOptions opt;

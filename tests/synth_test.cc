@@ -178,7 +178,7 @@ TEST_CASE("synth reports infeasible with the memory limit in the core when one a
   CHECK(r.core.front().rfind("memory.limit_bytes (rank ", 0) == 0);
 }
 
-TEST_CASE("synth never claims optimality when the resource limit stops it; it keeps the warm start", "[solver]") {
+TEST_CASE("synth never claims optimality when the resource limit stops it, it keeps the warm start", "[solver]") {
   sc::PipelineSpec spec = unit_spec(4, 8, true);
   sc::SynthOptions o = pinned();
   o.rlimit = 1;

@@ -144,7 +144,7 @@ TEST_CASE("a free at an op's end and the next allocation never overlap on one st
   }
 }
 
-TEST_CASE("two independent streams may both be alive; an event dependency serialises them", "[graph]") {
+TEST_CASE("two independent streams may both be alive, an event dependency serialises them", "[graph]") {
   for (bool with_dep : {false, true}) {
     CAPTURE(with_dep);
     Builder b(1);
@@ -195,7 +195,7 @@ TEST_CASE("order through another rank and a recv's matched send is honoured", "[
   }
 }
 
-TEST_CASE("rendezvous orders what follows a send after its recv starts; eager does not", "[graph]") {
+TEST_CASE("rendezvous orders what follows a send after its recv starts, eager does not", "[graph]") {
   // Rank 1 holds A on stream Y. Rank 0 posts its recv only after a transfer from A's op. Rank 1
   // sends on stream X, then allocates B. Under rendezvous the send cannot end before the recv
   // starts, so B follows A's free; under eager it may overlap A.

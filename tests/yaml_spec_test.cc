@@ -227,7 +227,7 @@ TEST_CASE("a spec can take its actions from a PyTorch CSV next to it", "[spec]")
   CHECK(spec->costs.b_s == std::vector<double>{0.003, 0.003});
 }
 
-TEST_CASE("costs without B sum I and W; costs with B default I and W to zero", "[spec]") {
+TEST_CASE("costs without B sum I and W, costs with B default I and W to zero", "[spec]") {
   Diagnostics d1;
   auto a = parse(std::string(kHead) + "costs: {F: 2ms, I: 3ms, W: 1ms}\n" + kActions, d1);
   REQUIRE(a);

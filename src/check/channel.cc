@@ -39,6 +39,11 @@ std::string describe(const Message& m) {
 std::vector<Finding> check_channels(const Program& p) {
   std::vector<Finding> out;
   for (const Channel& ch : p.channels) {
+    // "rank 0 -> rank 1", with the communicator where the rank pair has more than one.
+    const std::string name =
+        ch.comm >= 0 && ch.comm < static_cast<int32_t>(p.comms.size())
+            ? fmt::format("rank {} -> rank {} on communicator '{}'", ch.src, ch.dst, p.comms[ch.comm].name)
+            : fmt::format("rank {} -> rank {}", ch.src, ch.dst);
     size_t n = std::min(ch.sends.size(), ch.recvs.size());
     size_t mismatches = 0;
     Finding f;
@@ -49,9 +54,8 @@ std::vector<Finding> check_channels(const Program& p) {
       Message ms = message_of(s), mr = message_of(r);
       if (ms == mr && s.bytes == r.bytes) continue;
       if (mismatches++ == 0) {
-        f.message = fmt::format("channel rank {} -> rank {}: message {} is sent as {} ({}) but received as {} ({})",
-                                ch.src, ch.dst, k, p.label(ch.sends[k]), describe(ms), p.label(ch.recvs[k]),
-                                describe(mr));
+        f.message = fmt::format("channel {}: message {} is sent as {} ({}) but received as {} ({})", name, k,
+                                p.label(ch.sends[k]), describe(ms), p.label(ch.recvs[k]), describe(mr));
         f.ranks = {ch.src, ch.dst};
       }
       if (f.ops.size() < 16) {
@@ -74,8 +78,8 @@ std::vector<Finding> check_channels(const Program& p) {
       c.ranks = {ch.src, ch.dst};
       bool more_recvs = ch.recvs.size() > ch.sends.size();
       const std::vector<OpId>& extra = more_recvs ? ch.recvs : ch.sends;
-      c.message = fmt::format("channel rank {} -> rank {}: {} sends but {} receives; {} unmatched {}", ch.src,
-                              ch.dst, ch.sends.size(), ch.recvs.size(), extra.size() - n,
+      c.message = fmt::format("channel {}: {} sends but {} receives; {} unmatched {}", name, ch.sends.size(),
+                              ch.recvs.size(), extra.size() - n,
                               more_recvs ? "receive(s) wait forever" : "send(s) are never received");
       for (size_t k = n; k < extra.size() && c.ops.size() < 8; ++k) {
         c.ops.push_back(p.label(extra[k]));

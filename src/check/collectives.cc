@@ -129,6 +129,12 @@ std::vector<Finding> check_collectives(const Program& p) {
           f.locations.push_back(p.ops[id].loc);
         }
       }
+      // Culprits that issue nothing more have no op of their own: locate the collective the
+      // others wait in.
+      if (f.locations.empty() && ties == 1 && example[majority->first] != kNoOp) {
+        f.ops.push_back(p.label(example[majority->first]));
+        f.locations.push_back(p.ops[example[majority->first]].loc);
+      }
       std::string msg = fmt::format("collectives diverge on communicator '{}' at #{}: ", c.name, k + 1);
       for (size_t i = 0; i < parts.size(); ++i) msg += (i ? "; " : "") + parts[i];
       if (ties == 1)

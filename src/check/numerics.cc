@@ -15,7 +15,7 @@ NumericsPassResult check_numerics(const Program& p) {
   // One entry per distinct (arithmetic, dtype, kind, communicator size): every member of every
   // instance of a collective shares it, so a million collectives are a handful of analyses.
   using Key = std::tuple<int32_t, std::string, int, size_t>;
-  std::map<Key, size_t> seen;
+  std::map<Key, std::vector<size_t>> seen;  // its entries of `located` (two for a bare "fp8")
   std::vector<nm::LocatedReduction> located;
   std::vector<std::vector<OpId>> located_ops;  // per entry of `located`: every op with its key
   std::vector<std::string> problems;
@@ -27,29 +27,36 @@ NumericsPassResult check_numerics(const Program& p) {
     if (n < 2) continue;
     Key key{o.arith(), o.dtype.c_str(), static_cast<int>(o.collective), n};
     if (auto it = seen.find(key); it != seen.end()) {
-      if (it->second < located_ops.size()) located_ops[it->second].push_back(id);
+      for (size_t e : it->second) located_ops[e].push_back(id);
       continue;
     }
-    seen.emplace(key, located.size());
+    std::vector<size_t>& entries = seen[key];
     const CollectiveArithmetic& a = p.arithmetic[o.arith()];
-    nm::ReductionConfig c;
-    auto dtype = nm::parse_dtype(o.dtype.c_str());
+    // A bare "fp8" (the specs' one-byte type) names no format: both are analysed, and a
+    // finding names the one it is about.
+    std::vector<nm::DType> dtypes;
+    if (std::string(o.dtype.c_str()) == "fp8") dtypes = {nm::DType::kFp8E4M3, nm::DType::kFp8E5M2};
+    else if (auto d = nm::parse_dtype(o.dtype.c_str())) dtypes = {*d};
     auto op = nm::parse_op(a.op);
     auto alg = nm::parse_algorithm(a.algorithm);
-    if (!dtype || !op || !alg) continue;  // an element type the emulation does not model (none today)
-    c.dtype = *dtype;
-    c.op = *op;
-    c.algorithm = *alg;
-    c.collective = o.collective == CollectiveKind::kReduceScatter ? nm::CollectiveKind::kReduceScatter
-                                                                 : nm::CollectiveKind::kAllReduce;
-    c.ranks = static_cast<int>(n);
-    c.channels = a.channels;
-    c.premul_factor = a.premul_factor;
-    c.pre_divide = a.pre_divide;
-    c.post_divide = a.post_divide;
-    if (!nm::validate(c).empty()) continue;
-    located.push_back({c, a.where.valid() ? a.where : o.loc, p.label(id)});
-    located_ops.push_back({id});
+    if (!op || !alg) continue;  // every front-end writes one of NCCL's names
+    for (nm::DType dtype : dtypes) {
+      nm::ReductionConfig c;
+      c.dtype = dtype;
+      c.op = *op;
+      c.algorithm = *alg;
+      c.collective = o.collective == CollectiveKind::kReduceScatter ? nm::CollectiveKind::kReduceScatter
+                                                                   : nm::CollectiveKind::kAllReduce;
+      c.ranks = static_cast<int>(n);
+      c.channels = a.channels;
+      c.premul_factor = a.premul_factor;
+      c.pre_divide = a.pre_divide;
+      c.post_divide = a.post_divide;
+      if (!nm::validate(c).empty()) continue;
+      entries.push_back(located.size());
+      located.push_back({c, a.where.valid() ? a.where : o.loc, p.label(id)});
+      located_ops.push_back({id});
+    }
   }
   if (located.empty()) return {};
   nm::Tolerances tol;

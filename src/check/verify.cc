@@ -35,6 +35,8 @@ void explain_hangs(std::vector<Finding>& hangs, const std::vector<Finding>& dive
   const Finding& d = divergence.front();
   Finding& h = hangs.front();
   std::vector<int32_t> culprits(d.ranks.begin(), d.ranks.end());
+  std::sort(culprits.begin(), culprits.end());
+  culprits.erase(std::unique(culprits.begin(), culprits.end()), culprits.end());
   std::string who = culprits.size() == 1 ? fmt::format("rank {}", culprits.front())
                                          : fmt::format("ranks {}", format_rank_ranges(culprits));
   std::vector<int32_t> hung;

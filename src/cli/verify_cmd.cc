@@ -56,12 +56,12 @@ struct VerifyArgs {
 
 int run_verify(const VerifyArgs& a);
 
-/// The first problem with the output paths (--trace, --dot, --svg): check_output_path on each,
-/// and no two the same. Empty when they are fine.
+/// The first problem with the output paths (--trace, --dot, --svg, --junit): check_output_path
+/// on each, and no two the same. Empty when they are fine.
 std::string output_problem(const VerifyArgs& a) {
   std::vector<std::pair<const char*, std::string>> named;
-  for (const auto& [option, path] :
-       {std::pair{"--trace", a.trace}, std::pair{"--dot", a.dot}, std::pair{"--svg", a.svg}}) {
+  for (const auto& [option, path] : {std::pair{"--trace", a.trace}, std::pair{"--dot", a.dot},
+                                     std::pair{"--svg", a.svg}, std::pair{"--junit", a.junit}}) {
     if (!path) continue;
     std::string problem = check_output_path(option, *path, a.files);
     if (!problem.empty()) return problem;

@@ -158,15 +158,23 @@ int32_t Program::add_stream(int32_t rank, const char* name) {
   return id;
 }
 
-int32_t Program::channel_for(int32_t src, int32_t dst) {
+int32_t Program::channel_for(int32_t src, int32_t dst, int32_t comm) {
   auto key = [](int32_t s, int32_t d) { return (static_cast<uint64_t>(static_cast<uint32_t>(s)) << 32) | static_cast<uint32_t>(d); };
-  if (channel_index.size() != channels.size()) {  // channels made or copied without the index
+  if (channel_index.size() + comm_channel_index.size() != channels.size()) {  // made or copied without the index
     channel_index.clear();
-    for (size_t i = 0; i < channels.size(); ++i) channel_index.try_emplace(key(channels[i].src, channels[i].dst), static_cast<int32_t>(i));
+    comm_channel_index.clear();
+    for (size_t i = 0; i < channels.size(); ++i) {
+      const Channel& c = channels[i];
+      if (c.comm < 0) channel_index.try_emplace(key(c.src, c.dst), static_cast<int32_t>(i));
+      else comm_channel_index.try_emplace({c.src, c.dst, c.comm}, static_cast<int32_t>(i));
+    }
   }
-  auto [it, created] = channel_index.try_emplace(key(src, dst), static_cast<int32_t>(channels.size()));
-  if (created) channels.push_back(Channel{src, dst, {}, {}});
-  return it->second;
+  const int32_t next = static_cast<int32_t>(channels.size());
+  int32_t found = next;
+  if (comm < 0) found = channel_index.try_emplace(key(src, dst), next).first->second;
+  else found = comm_channel_index.try_emplace({src, dst, comm}, next).first->second;
+  if (found == next) channels.push_back(Channel{src, dst, {}, {}, comm < 0 ? -1 : comm});
+  return found;
 }
 
 void Program::match_channels() {

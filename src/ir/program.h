@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -156,6 +158,11 @@ struct Channel {
   int32_t dst = 0;
   std::vector<OpId> sends;  ///< in the sender's stream order
   std::vector<OpId> recvs;  ///< in the receiver's stream order
+  /// The communicator (Program::comms) the messages travel on, where a front-end tells them
+  /// apart (lazy creation: a batched group uses its pipeline group's, a plain SEND/RECV its rank
+  /// pair's); -1: the pair's one communicator. NCCL matches within a communicator only, so
+  /// messages of one rank pair on two communicators are two channels that never meet.
+  int32_t comm = -1;
 };
 
 /// A communicator (an NCCL process group): its member ranks and, per member, the collectives
@@ -218,9 +225,10 @@ struct Program {
   std::vector<Stream> streams;
   std::vector<std::vector<int32_t>> rank_streams;  ///< per rank, its stream indices
   std::vector<Channel> channels;
-  /// (src << 32 | dst) -> channels index; kept by channel_for (rebuilt there when it is out of
-  /// step with `channels`).
+  /// (src << 32 | dst) -> channels index of the channels with comm -1, and (src, dst, comm) ->
+  /// index of the others; kept by channel_for (rebuilt there when out of step with `channels`).
   std::unordered_map<uint64_t, int32_t> channel_index;
+  std::map<std::tuple<int32_t, int32_t, int32_t>, int32_t> comm_channel_index;
   std::vector<Communicator> comms;
   /// Batched P2P groups (batch_isend_irecv, an NCCL group call): each lists send/recv ops that
   /// stand consecutively on one stream. The group is posted once it reaches the head of its
@@ -267,9 +275,10 @@ struct Program {
   std::vector<OpId> instance(OpId collective) const;
   /// Creates a stream on `rank`; returns its global index.
   int32_t add_stream(int32_t rank, const char* name);
-  /// Returns the channel index for (src, dst), creating it. O(1) (channel_index), where a scan
-  /// of the channels cost ranks x ops over a whole program.
-  int32_t channel_for(int32_t src, int32_t dst);
+  /// Returns the channel index for (src, dst) on communicator `comm` (-1: the pair's one
+  /// communicator; see Channel::comm), creating it. O(1) for comm -1 (channel_index), where a
+  /// scan of the channels cost ranks x ops over a whole program; O(log channels) otherwise.
+  int32_t channel_for(int32_t src, int32_t dst, int32_t comm = -1);
   /// Sets Op::match for every channel (k-th send with k-th recv).
   void match_channels();
 

@@ -705,7 +705,12 @@ class Builder {
       return;
     }
     op.set_peer(peer);
-    int32_t ch = send ? p.channel_for(op.rank, peer) : p.channel_for(peer, op.rank);
+    // Lazy creation tells the communicators apart: a batched member travels on its pipeline
+    // group's communicator, so it never pairs with a plain SEND/RECV of the same two ranks.
+    int32_t comm = -1;
+    if (spec_.p2p.lazy_comm_init && op.group() >= 0)
+      if (auto it = pipeline_comm_.find(cur_); it != pipeline_comm_.end()) comm = it->second;
+    int32_t ch = send ? p.channel_for(op.rank, peer, comm) : p.channel_for(peer, op.rank, comm);
     op.set_channel(ch);
     if (send) {
       p.channels[ch].sends.push_back(id);
