@@ -98,6 +98,10 @@ TEST_CASE("BATCH groups parse into one step per member and format back", "[batch
   CHECK(parse_step("(0SEND_F0)BATCH", SourceLoc{}).error.find("two or more") != std::string::npos);
   CHECK(parse_step("(0F0;0SEND_F0)BATCH", SourceLoc{}).error.find("only SEND and RECV") != std::string::npos);
   CHECK(parse_step("(0SEND_F0;0SEND_F0)BATCH", SourceLoc{}).error.find("twice") != std::string::npos);
+  // A nested group is named as such, at the inner '(' (not as a missing suffix).
+  ParsedStep nested = parse_step("((0F1;1B0)OVERLAP_F_B;0SEND_F0)BATCH", SourceLoc{});
+  CHECK(nested.error.find("groups do not nest") != std::string::npos);
+  CHECK(nested.error_offset == 1);
 }
 
 TEST_CASE("batched P2P: the 1F1B exchange deadlocks unbatched and holds batched", "[batch]") {

@@ -171,6 +171,11 @@ ParsedStep parse_step(std::string_view token, const SourceLoc& loc) {
   if (close != std::string_view::npos && t.substr(close) == kBatch) return parse_batch(t, lead, at);
   if (close == std::string_view::npos)
     return fail(fmt::format("'{}': a group is written without spaces, as (aF;bB)OVERLAP_F_B or (a;b;...)BATCH", t), lead);
+  if (t.size() > 1 && t[1] == '(')
+    return fail(fmt::format("'{}': groups do not nest: a BATCH group holds SEND/RECV actions and an OVERLAP_F_B pair "
+                            "two compute actions",
+                            t),
+                lead + 1);
   if (t.substr(close) != kSuffix)
     return fail(fmt::format("'{}': expected OVERLAP_F_B or BATCH right after ')'", t), lead + close + 1);
   std::string_view inner = t.substr(1, close - 1);
