@@ -80,29 +80,11 @@ void HappensBefore::topological_walk(int32_t instances) {
     const int32_t total = 2 * static_cast<int32_t>(ops.size());
     while (cursor[s] < total) {
       const int32_t e = (cursor[s] & 1) == 0 ? start_event(ops[cursor[s] / 2]) : end_event(ops[cursor[s] / 2]);
-      // The first pred not done, as for_each_pred lists them, skipping the two that the stream
-      // order itself provides (the previous op's end before a start, the op's start before its
-      // end): the cursor has passed both.
+      // The first pred not done; the stream order's own preds are done (the cursor passed them).
       int32_t blocker = -1;
-      auto consider = [&](int32_t pred) {
+      for_each_pred</*kCrossStream=*/true>(e, [&](int32_t pred) {
         if (blocker < 0 && !done(pred)) blocker = pred;
-      };
-      const OpId x = e >> 1;
-      const Op& o = p.ops[x];
-      if ((e & 1) == 0) {
-        for (const Dep* d = p.deps_begin(x); d != p.deps_end(x); ++d) consider(end_event(d->src));
-        if (o.kind == OpKind::kCollective && o.comm() >= 0 && o.seq() > 0) {
-          const Communicator& c = p.comms[o.comm()];
-          consider(end_event(c.ops[c.member_index(o.rank)][o.seq() - 1]));
-        }
-      } else {
-        if (o.match() != kNoOp &&
-            (o.kind == OpKind::kRecv || (o.kind == OpKind::kSend && p.semantics.kind == Semantics::kRendezvous)))
-          consider(start_event(o.match()));
-        if (!slot_recv_.empty() && slot_recv_[x] != kNoOp) consider(end_event(slot_recv_[x]));
-        const int32_t join = join_event(x);
-        if (join >= 0) consider(join);
-      }
+      });
       if (blocker >= 2 * num_ops_) {
         const int32_t j = blocker - 2 * num_ops_;
         join_next[s] = join_head[j];

@@ -36,8 +36,10 @@ class HappensBefore {
   /// The join event of a collective op's instance, or -1 (not a collective on a communicator).
   int32_t join_event(OpId op) const;
 
-  /// Calls f(pred) for each required predecessor event of `event`.
-  template <typename F>
+  /// Calls f(pred) for each required predecessor event of `event`. With kCrossStream, leaves out
+  /// the two that the stream order itself provides (the previous op's end before a start, the
+  /// op's start before its end): a walk along the stream has passed both.
+  template <bool kCrossStream = false, typename F>
   void for_each_pred(int32_t event, F&& f) const;
 
   const Program& program() const { return p_; }
@@ -215,7 +217,7 @@ class RankProjector {
   std::vector<int32_t> join_clocks_;      ///< per instance x the projected rank's streams
 };
 
-template <typename F>
+template <bool kCrossStream, typename F>
 void HappensBefore::for_each_pred(int32_t e, F&& f) const {
   if (e >= 2 * num_ops_) {  // a join: every member's start
     const int32_t j = e - 2 * num_ops_;
@@ -228,7 +230,7 @@ void HappensBefore::for_each_pred(int32_t e, F&& f) const {
   const OpId x = e >> 1;
   const Op& o = p_.ops[x];
   if ((e & 1) == 0) {
-    if (pos_[x] > 0) f(end_event(p_.streams[o.stream].ops[pos_[x] - 1]));
+    if (!kCrossStream && pos_[x] > 0) f(end_event(p_.streams[o.stream].ops[pos_[x] - 1]));
     for (const Dep* d = p_.deps_begin(x); d != p_.deps_end(x); ++d) f(end_event(d->src));
     if (o.kind == OpKind::kCollective && o.comm() >= 0 && o.seq() > 0) {
       const Communicator& c = p_.comms[o.comm()];
@@ -236,7 +238,7 @@ void HappensBefore::for_each_pred(int32_t e, F&& f) const {
     }
     return;
   }
-  f(start_event(x));
+  if (!kCrossStream) f(start_event(x));
   if (o.match() != kNoOp &&
       (o.kind == OpKind::kRecv || (o.kind == OpKind::kSend && p_.semantics.kind == Semantics::kRendezvous)))
     f(start_event(o.match()));
