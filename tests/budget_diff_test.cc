@@ -144,8 +144,8 @@ TEST_CASE("diff --git compares files at a revision with the working tree", "[cli
   CHECK(j["diffs"][0]["old"] == std::string(k1F1B) + "@HEAD");
   CHECK(j["diffs"][0]["figures"]["span"]["absolute"] == 0.0);
   auto missing = run_schedcheck("diff --git no-such-revision-xyz " + std::string(k1F1B));
-  CHECK(missing.exit_code == 2);
-  CHECK(missing.out.find("cannot read it at no-such-revision-xyz") != std::string::npos);
+  CHECK(missing.exit_code == 1);  // a revision is a command-line argument: a usage error
+  CHECK(missing.out.find("--git no-such-revision-xyz: not a revision") != std::string::npos);
 }
 
 TEST_CASE("diff compares two PyTorch schedule CSVs through the pipeline front-end", "[cli][diff]") {

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -134,63 +136,209 @@ bool write_output(const std::optional<std::string>& path, const std::string& tex
   return write_outputs({OutputFile{"--output", *path, text}});
 }
 
+namespace {
+
+/// Where an output path leads once symbolic links are followed (issue: an output must never replace
+/// a link, a FIFO or a device node, nor land on an input under another spelling of its path).
+struct OutputTarget {
+  std::string real;     ///< absolute path written (links followed); the path as given for a stream
+  bool stream = false;  ///< an existing FIFO or character device: written through, never replaced
+  bool exists = false;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  std::string problem;  ///< why it cannot be an output; empty when it can
+};
+
+/// The identity of an existing file (device and inode, following links) and its real path.
+struct FileId {
+  bool exists = false;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  std::string real;
+};
+
+FileId file_id(const std::string& path) {
+  FileId id;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    id.exists = true;
+    id.dev = st.st_dev;
+    id.ino = st.st_ino;
+  }
+  if (char* r = ::realpath(path.c_str(), nullptr)) {
+    id.real = r;
+    std::free(r);
+  }
+  return id;
+}
+
+OutputTarget resolve_output(const std::string& option, const std::string& path) {
+  namespace fs = std::filesystem;
+  OutputTarget t;
+  struct stat st {};
+  if (path.empty()) {
+    t.problem = fmt::format("{} needs a file name", option);
+    return t;
+  }
+  if (::stat(path.c_str(), &st) == 0) {
+    t.exists = true;
+    t.dev = st.st_dev;
+    t.ino = st.st_ino;
+    if (S_ISDIR(st.st_mode)) {
+      t.problem = fmt::format("{} {} is a folder, not a file", option, path);
+    } else if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
+      t.stream = true;
+      t.real = path;
+    } else if (S_ISREG(st.st_mode)) {
+      FileId id = file_id(path);
+      t.real = id.real.empty() ? fs::absolute(path).string() : id.real;
+      const std::string dir = fs::path(t.real).parent_path().string();
+      if (::access(dir.c_str(), W_OK) != 0)
+        t.problem = fmt::format("{} {}: cannot write in {}: {}", option, path, dir, std::strerror(errno));
+    } else {
+      t.problem = fmt::format("{} {} is {}; an output is a regular file, a FIFO or a character device", option, path,
+                              S_ISBLK(st.st_mode) ? "a block device" : "a socket");
+    }
+    return t;
+  }
+  if (errno != ENOENT) {
+    t.problem = fmt::format("{} {}: {}", option, path, std::strerror(errno));
+    return t;
+  }
+  // The file does not exist: follow a dangling link to the path it names, so that the link's
+  // target is created and the link itself kept.
+  fs::path p(path);
+  for (int hops = 0;; ++hops) {
+    struct stat lst {};
+    if (::lstat(p.c_str(), &lst) != 0 || !S_ISLNK(lst.st_mode)) break;
+    if (hops == 40) {
+      t.problem = fmt::format("{} {}: too many levels of symbolic links", option, path);
+      return t;
+    }
+    std::error_code ec;
+    fs::path to = fs::read_symlink(p, ec);
+    if (ec) {
+      t.problem = fmt::format("{} {}: {}", option, path, ec.message());
+      return t;
+    }
+    p = to.is_absolute() ? to : p.parent_path() / to;
+  }
+  if (!p.has_filename() || p.filename() == "." || p.filename() == "..") {
+    t.problem = fmt::format("{} {} names a folder, not a file", option, path);
+    return t;
+  }
+  fs::path parent = p.parent_path();
+  if (parent.empty()) parent = ".";
+  FileId dir = file_id(parent.string());
+  std::error_code ec;
+  if (!dir.exists || !fs::is_directory(parent, ec)) {
+    t.problem = fmt::format("{} {}: no such directory {}", option, path, parent.string());
+    return t;
+  }
+  if (::access(parent.c_str(), W_OK) != 0) {
+    t.problem = fmt::format("{} {}: cannot write in {}: {}", option, path, parent.string(), std::strerror(errno));
+    return t;
+  }
+  t.real = (fs::path(dir.real) / p.filename()).string();
+  return t;
+}
+
+bool same_file(const OutputTarget& t, const FileId& id) {
+  if (t.exists && id.exists) return t.dev == id.dev && t.ino == id.ino;
+  return !t.real.empty() && t.real == id.real;
+}
+
+bool same_target(const OutputTarget& a, const OutputTarget& b) {
+  if (a.exists && b.exists) return a.dev == b.dev && a.ino == b.ino;
+  return a.real == b.real;
+}
+
+/// Writes all of `text` to `fd`; false with errno's reason in `*why`.
+bool write_all(int fd, const std::string& text, std::string* why) {
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      *why = n < 0 ? std::strerror(errno) : "nothing could be written";
+      return false;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
 bool write_outputs(const std::vector<OutputFile>& files, const std::vector<std::string>& inputs) {
   namespace fs = std::filesystem;
+  std::vector<OutputTarget> targets;
   for (size_t i = 0; i < files.size(); ++i) {
     std::string problem = check_output_path(files[i].option, files[i].path, inputs);
-    for (size_t j = 0; j < i && problem.empty(); ++j) {
-      std::error_code ec;
-      if (files[j].path == files[i].path || fs::equivalent(files[j].path, files[i].path, ec))
-        problem = fmt::format("{} and {} name the same file {}", files[j].option, files[i].option, files[i].path);
-    }
+    OutputTarget t = resolve_output(files[i].option, files[i].path);
+    for (size_t j = 0; j < i && problem.empty(); ++j)
+      if (same_target(targets[j], t))
+        problem = fmt::format("{} {} and {} {} name the same file", files[j].option, files[j].path, files[i].option,
+                              files[i].path);
     if (!problem.empty()) {
       std::cerr << "schedcheck: error: " << problem << "; nothing was written\n";
       return false;
     }
+    targets.push_back(std::move(t));
   }
-  std::vector<std::string> temps;
+  std::vector<std::string> temps(files.size());
   auto fail = [&](const std::string& path, const std::string& reason) {
     std::error_code ec;
-    for (const auto& t : temps) fs::remove(t, ec);
+    for (const auto& t : temps)
+      if (!t.empty()) fs::remove(t, ec);
     std::cerr << "schedcheck: error: cannot write " << path << ": " << reason << "; nothing was written\n";
     return false;
   };
-  for (const auto& f : files) {
-    fs::path target(f.path);
-    fs::path dir = target.parent_path();
-    std::string pattern = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
+  // Regular files first, each to a temporary file beside its (real) target; streams after them,
+  // so that a failure before the renames leaves every regular file as it was.
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (targets[i].stream) continue;
+    fs::path target(targets[i].real);
+    std::string pattern = (target.parent_path() / ("." + target.filename().string() + ".XXXXXX")).string();
     std::vector<char> name(pattern.begin(), pattern.end());
     name.push_back('\0');
     int fd = ::mkstemp(name.data());
-    if (fd < 0) return fail(f.path, std::strerror(errno));
-    temps.emplace_back(name.data());
-    const char* p = f.text.data();
-    size_t left = f.text.size();
-    while (left > 0) {
-      ssize_t n = ::write(fd, p, left);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        std::string reason = std::strerror(errno);
-        ::close(fd);
-        return fail(f.path, reason);
-      }
-      p += n;
-      left -= static_cast<size_t>(n);
+    if (fd < 0) return fail(files[i].path, std::strerror(errno));
+    temps[i] = name.data();
+    std::string why;
+    if (!write_all(fd, files[i].text, &why)) {
+      ::close(fd);
+      return fail(files[i].path, why);
     }
-    // mkstemp makes the file 0600; an output is an ordinary file (0666 less the umask).
+    // mkstemp makes the file 0600; an output is an ordinary file (0666 less the umask), and a
+    // file replaced keeps its mode.
+    struct stat old {};
     mode_t mask = ::umask(0);
     ::umask(mask);
-    ::fchmod(fd, 0666 & ~mask);
-    if (::close(fd) != 0) return fail(f.path, std::strerror(errno));
+    ::fchmod(fd, targets[i].exists && ::stat(targets[i].real.c_str(), &old) == 0 ? (old.st_mode & 07777)
+                                                                                 : (0666 & ~mask));
+    if (::close(fd) != 0) return fail(files[i].path, std::strerror(errno));
+  }
+  std::cout.flush();  // what the report printed so far comes first on a shared terminal or pipe
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (!targets[i].stream) continue;
+    int fd = ::open(targets[i].real.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return fail(files[i].path, std::strerror(errno));
+    std::string why;
+    const bool ok = write_all(fd, files[i].text, &why);
+    ::close(fd);
+    if (!ok) return fail(files[i].path, why);
   }
   for (size_t i = 0; i < files.size(); ++i) {
+    if (targets[i].stream) continue;
     std::error_code ec;
-    fs::rename(temps[i], files[i].path, ec);
-    if (ec) {  // the earlier ones are in place already: a rename in one folder fails only for odd reasons
-      std::string reason = ec.message();
-      temps.erase(temps.begin(), temps.begin() + static_cast<std::ptrdiff_t>(i));
-      return fail(files[i].path, reason);
-    }
+    fs::rename(temps[i], targets[i].real, ec);
+    // The earlier ones are in place already (their temps cleared): a rename in one folder fails
+    // only for odd reasons; the rest are removed.
+    if (ec) return fail(files[i].path, ec.message());
+    temps[i].clear();
   }
   return true;
 }
@@ -249,24 +397,30 @@ void add_semantics_option(CLI::App* cmd, std::optional<std::string>& value) {
 
 std::string check_output_path(const std::string& option, const std::string& path,
                               const std::vector<std::string>& inputs) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
+  OutputTarget t = resolve_output(option, path);
+  if (!t.problem.empty()) return t.problem;
   std::vector<std::string> all = inputs;
   all.insert(all.end(), input_files_read().begin(), input_files_read().end());
   for (const auto& in : all) {
-    std::error_code e1, e2;
-    fs::path a = fs::weakly_canonical(path, e1), b = fs::weakly_canonical(in, e2);
-    if (fs::equivalent(path, in, ec) || (!e1 && !e2 && a == b))
-      return std::find(inputs.begin(), inputs.end(), in) != inputs.end()
-                 ? fmt::format("{} {} would overwrite the input file", option, path)
-                 : fmt::format("{} {} would overwrite {}, which an input reads", option, path, in);
+    if (!same_file(t, file_id(in))) continue;
+    return std::find(inputs.begin(), inputs.end(), in) != inputs.end()
+               ? fmt::format("{} {} would overwrite the input file", option, path)
+               : fmt::format("{} {} would overwrite {}, which an input reads", option, path, in);
   }
-  if (fs::is_directory(path, ec)) return fmt::format("{} {} is a folder, not a file", option, path);
-  fs::path parent = fs::path(path).parent_path();
-  if (parent.empty()) parent = ".";
-  if (!fs::is_directory(parent, ec)) return fmt::format("{} {}: no such directory {}", option, path, parent.string());
-  if (::access(parent.c_str(), W_OK) != 0)
-    return fmt::format("{} {}: cannot write in {}: {}", option, path, parent.string(), std::strerror(errno));
+  return {};
+}
+
+std::string check_output_paths(const std::vector<std::pair<std::string, std::optional<std::string>>>& named,
+                               const std::vector<std::string>& inputs) {
+  std::vector<std::pair<std::string, OutputTarget>> seen;
+  for (const auto& [option, path] : named) {
+    if (!path) continue;
+    if (std::string problem = check_output_path(option, *path, inputs); !problem.empty()) return problem;
+    OutputTarget t = resolve_output(option, *path);
+    for (const auto& [other, u] : seen)
+      if (same_target(u, t)) return fmt::format("{} and {} name the same file {}", other, option, *path);
+    seen.emplace_back(option, std::move(t));
+  }
   return {};
 }
 

@@ -52,17 +52,29 @@ struct OutputFile {
 };
 
 /// Writes every file of `files` or none of them. Each must pass check_output_path (never an
-/// input, never a file an input references, never a folder, no two the same); each text goes to
-/// a temporary file made with mkstemp beside its target (".NAME.XXXXXX", so no existing file
-/// is touched), and only when all are written are they renamed into place. False (with a
+/// input, never a file an input references, never a folder, no two the same file under any
+/// spelling); each regular file's text goes to a temporary file made with mkstemp beside its
+/// real target (links followed: the link is kept and its target replaced; ".NAME.XXXXXX", so no
+/// existing file is touched), FIFOs and character devices (/dev/stdout) are written through once
+/// every temporary file is complete, and only then are the temporary files renamed into place. False (with a
 /// message on standard error, no temporary file left) when any cannot be written.
 bool write_outputs(const std::vector<OutputFile>& files, const std::vector<std::string>& inputs = {});
 
 /// Checks an output path given with `option` before any work is done: not one of `inputs` nor
-/// any file read so far (input_files_read(): a spec and the files it references), not a
-/// folder, in an existing folder we may write. Returns the problem, or empty.
+/// any file read so far (input_files_read(): a spec and the files it references), compared by
+/// device and inode or by real path (symbolic links followed), not a folder, a block device or
+/// a socket, in an existing folder we may write. An existing FIFO or character device is a valid
+/// output: it is written through, never replaced; a link is followed and its target written.
+/// Returns the problem, or empty.
 std::string check_output_path(const std::string& option, const std::string& path,
                               const std::vector<std::string>& inputs);
+
+/// Checks several output options at once, before any work is done: check_output_path on each
+/// given path, and no two naming the same file under any spelling (`X`, `./X`, `$PWD/X`, a link
+/// to X). `named` holds (option, path) pairs; an absent path is skipped. Returns the first
+/// problem, or empty.
+std::string check_output_paths(const std::vector<std::pair<std::string, std::optional<std::string>>>& named,
+                               const std::vector<std::string>& inputs);
 
 /// Spec v1 YAML of `spec` with its action lists (`actions` replaces spec.actions when given).
 std::string yaml_spec_text(const PipelineSpec& spec, const std::vector<std::vector<Step>>* actions = nullptr);

@@ -171,9 +171,11 @@ int run_config_verify(const std::vector<std::string>& files, const std::string& 
       else write_text_report(std::cout, *vr, out.timeline_ops);
     }
     const VerifyResult& vbase = v.base();
-    if (!out.trace.empty() && !write_output(out.trace, chrome_trace(vbase))) return kExitUsage;
-    if (!out.dot.empty() && !write_output(out.dot, dot_graph(vbase))) return kExitUsage;
-    if (!out.svg.empty() && !write_output(out.svg, svg_timeline(vbase))) return kExitUsage;
+    std::vector<OutputFile> outputs;  // all or none; never the config or a file it references
+    if (!out.trace.empty()) outputs.push_back({"--trace", out.trace, chrome_trace(vbase)});
+    if (!out.dot.empty()) outputs.push_back({"--dot", out.dot, dot_graph(vbase)});
+    if (!out.svg.empty()) outputs.push_back({"--svg", out.svg, svg_timeline(vbase)});
+    if (!outputs.empty() && !write_outputs(outputs, files)) return exit != 0 ? exit : kExitUsage;
   }
   if (format == "json" && files.size() > 1) std::cout << all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   return exit;

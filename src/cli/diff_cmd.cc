@@ -1,11 +1,19 @@
 // `schedcheck diff OLD NEW` and `schedcheck diff --git REV FILE...`: two verify results side by side.
-#include <unistd.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -13,6 +21,9 @@
 #include "cli/common.h"
 #include "cli/frontends.h"
 #include "report/diff_report.h"
+#include "support/source.h"
+
+extern char** environ;
 
 namespace sc::cli {
 namespace {
@@ -29,49 +40,182 @@ struct DiffArgs {
   std::optional<std::string> fail_on_regression;
 };
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-/// `git show REV:./PATH` into `*text`; false with git's message in `*why`.
-bool git_show(const std::string& rev, const std::string& path, std::string* text, std::string* why) {
-  const std::string cmd = "git show " + shell_quote(rev + ":./" + path) + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) {
-    *why = "cannot run git";
-    return false;
-  }
-  char buf[65536];
-  size_t n;
-  text->clear();
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) text->append(buf, n);
-  const int status = pclose(pipe);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    *why = text->substr(0, text->find('\n'));
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 127) *why = "git is not installed";
-    return false;
-  }
-  return true;
-}
-
-/// A folder under the temporary folder, removed with its files when this goes.
+/// A private folder under the temporary folder (mkdtemp: mode 0700, a fresh name, never an
+/// existing folder or a link), removed with its files when this goes.
 class TempDir {
  public:
-  TempDir() {
-    path_ = fs::temp_directory_path() / fmt::format("schedcheck-diff-{}", ::getpid());
-    fs::create_directories(path_);
+  /// Empty path() when it cannot be made (`why` says why).
+  explicit TempDir(std::string* why) {
+    std::error_code ec;
+    fs::path base = fs::temp_directory_path(ec);
+    if (ec) base = "/tmp";
+    std::string pattern = (base / "schedcheck-diff-XXXXXX").string();
+    std::vector<char> name(pattern.begin(), pattern.end());
+    name.push_back('\0');
+    if (::mkdtemp(name.data())) path_ = name.data();
+    else *why = std::strerror(errno);
   }
   ~TempDir() {
     std::error_code ec;
-    fs::remove_all(path_, ec);
+    if (!path_.empty()) fs::remove_all(path_, ec);
   }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
   const fs::path& path() const { return path_; }
 
  private:
   fs::path path_;
 };
+
+/// What one git command gave: exit status, standard output (at most kMaxInputBytes) and standard
+/// error, kept apart.
+struct GitOutput {
+  bool ran = false;        ///< git could be started
+  int status = -1;         ///< its exit status (-1 when killed)
+  bool too_large = false;  ///< standard output passed kMaxInputBytes (reading stopped, git killed)
+  std::string out, err;
+};
+
+/// Runs `git ARGS...` without a shell (arguments are never interpreted: a revision or path that
+/// starts with '-' stays an argument, as git's own --end-of-options places it). Standard error
+/// goes to a file in `tmp`, so it never mixes with the content read from standard output.
+GitOutput run_git(const std::vector<std::string>& args, const fs::path& tmp) {
+  GitOutput g;
+  int out_pipe[2];
+  if (::pipe(out_pipe) != 0) return g;
+  const std::string err_path = (tmp / ".git-stderr").string();
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out_pipe[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&fa, out_pipe[0]);
+  posix_spawn_file_actions_addclose(&fa, out_pipe[1]);
+  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  std::vector<std::string> argv_s = {"git"};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& x : argv_s) argv.push_back(x.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, "git", &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(out_pipe[1]);
+  if (rc != 0) {
+    ::close(out_pipe[0]);
+    return g;
+  }
+  g.ran = true;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(out_pipe[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (g.out.size() + static_cast<size_t>(n) > kMaxInputBytes) {
+      g.too_large = true;
+      ::kill(pid, SIGKILL);
+      break;
+    }
+    g.out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(out_pipe[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  g.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (g.status == 127) g.ran = false;  // the shell convention for "not found" (posix_spawnp may report it so)
+  std::string why;
+  read_input_file(err_path, &g.err, &why);
+  std::error_code ec;
+  fs::remove(err_path, ec);
+  return g;
+}
+
+/// The first line of git's standard error without its "fatal: " or "error: " prefix.
+std::string git_reason(const GitOutput& g) {
+  std::string line = g.err.substr(0, g.err.find('\n'));
+  for (const char* prefix : {"fatal: ", "error: "})
+    if (line.rfind(prefix, 0) == 0) line = line.substr(std::strlen(prefix));
+  return line.empty() ? fmt::format("git exited with status {}", g.status) : line;
+}
+
+/// A file of `diff --git` at the revision and in the working tree.
+struct GitFile {
+  std::string arg;       ///< as given on the command line
+  std::string rel;       ///< relative to the repository's top folder
+  bool in_tree = false;  ///< exists in the working tree
+  bool at_rev = false;   ///< exists (as a file) at the revision
+};
+
+/// Writes `text` to `path` (a fresh file in our private folder), creating its folders.
+bool write_private(const fs::path& path, const std::string& text, std::string* why) {
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  if (ec) {
+    *why = ec.message();
+    return false;
+  }
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    *why = std::strerror(errno);
+    return false;
+  }
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      *why = std::strerror(errno);
+      ::close(fd);
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return ::close(fd) == 0;
+}
+
+/// Reads `rel` at `commit` (a full hash) into `*text`: refused past kMaxInputBytes before it is
+/// read (git cat-file -s), and cut off if it grows past it while read.
+bool read_blob(const std::string& commit, const std::string& rel, const fs::path& tmp, std::string* text,
+               std::string* why) {
+  const std::string object = commit + ":" + rel;
+  GitOutput size = run_git({"cat-file", "-s", object}, tmp);
+  if (size.status != 0) {
+    *why = git_reason(size);
+    return false;
+  }
+  if (std::strtoull(size.out.c_str(), nullptr, 10) > kMaxInputBytes) {
+    *why = "it is larger than 256 MiB";
+    return false;
+  }
+  GitOutput blob = run_git({"cat-file", "blob", object}, tmp);
+  if (blob.too_large) {
+    *why = "it is larger than 256 MiB";
+    return false;
+  }
+  if (blob.status != 0) {
+    *why = git_reason(blob);
+    return false;
+  }
+  *text = std::move(blob.out);
+  return true;
+}
+
+/// Whether `rel` is a file (blob) at `commit`.
+bool blob_exists(const std::string& commit, const std::string& rel, const fs::path& tmp) {
+  GitOutput t = run_git({"cat-file", "-t", commit + ":" + rel}, tmp);
+  return t.status == 0 && t.out.rfind("blob", 0) == 0;
+}
+
+/// `path` relative to the repository's top folder `top` (absolute paths and paths from any
+/// working directory inside the repository), or nullopt when it lies outside.
+std::optional<std::string> repo_relative(const std::string& path, const fs::path& top) {
+  std::error_code ec;
+  fs::path abs = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  if (ec) return std::nullopt;
+  fs::path rel = abs.lexically_relative(top);
+  if (rel.empty() || *rel.begin() == "..") return std::nullopt;
+  return rel.generic_string();
+}
 
 int run_diff(const DiffArgs& a) {
   std::optional<Thresholds> thresholds;
@@ -89,25 +233,61 @@ int run_diff(const DiffArgs& a) {
   };
   std::vector<std::pair<Side, Side>> pairs;
   std::unique_ptr<TempDir> tmp;
+  std::vector<GitFile> git_files;
+  std::string commit;
+  fs::path repo_top;
   if (a.git) {
     if (a.files.empty()) {
       std::cerr << "schedcheck: error: diff --git REV takes one or more files to compare with REV\n";
       return kExitUsage;
     }
-    tmp = std::make_unique<TempDir>();
-    for (size_t i = 0; i < a.files.size(); ++i) {
-      const std::string& f = a.files[i];
-      std::string text, why;
-      if (!git_show(*a.git, f, &text, &why)) {
-        std::cerr << fmt::format("{}: error: cannot read it at {}: {}\n", f, *a.git, why);
+    std::string why;
+    tmp = std::make_unique<TempDir>(&why);
+    if (tmp->path().empty()) {
+      std::cerr << "schedcheck: error: cannot make a temporary folder: " << why << "\n";
+      return kExitUsage;
+    }
+    GitOutput top = run_git({"rev-parse", "--show-toplevel"}, tmp->path());
+    if (!top.ran) {
+      std::cerr << "schedcheck: error: diff --git needs git, which is not installed\n";
+      return kExitUsage;
+    }
+    if (top.status != 0) {
+      std::cerr << "schedcheck: error: diff --git: " << git_reason(top) << "\n";
+      return kExitUsage;
+    }
+    // The revision is resolved once, to a commit: an option-like or ambiguous name is an error here,
+    // never an option or a path of a later git command.
+    GitOutput rev = run_git({"rev-parse", "--verify", "--quiet", "--end-of-options", *a.git + "^{commit}"}, tmp->path());
+    if (rev.status != 0 || rev.out.size() < 40) {
+      std::cerr << fmt::format("schedcheck: error: --git {}: not a revision of this repository (a commit, branch "
+                               "or tag such as HEAD~1 or origin/main)\n", *a.git);
+      return kExitUsage;
+    }
+    commit = rev.out.substr(0, rev.out.find('\n'));
+    const fs::path top_dir = fs::path(top.out.substr(0, top.out.find('\n')));
+    repo_top = top_dir;
+    for (const std::string& f : a.files) {
+      GitFile g{f, "", false, false};
+      auto rel = repo_relative(f, top_dir);
+      if (!rel) {
+        std::cerr << fmt::format("{}: error: it is outside the git repository at {}\n", f, top_dir.string());
         return kExitSpec;
       }
-      const fs::path dir = tmp->path() / std::to_string(i);
-      fs::create_directories(dir);
-      const std::string old_path = (dir / fs::path(f).filename()).string();
-      if (!write_output(old_path, text)) return kExitUsage;
-      pairs.push_back({Side{f + "@" + *a.git, old_path}, Side{f, f}});
+      g.rel = *rel;
+      std::error_code ec;
+      g.in_tree = fs::exists(f, ec);
+      g.at_rev = blob_exists(commit, g.rel, tmp->path());
+      if (!g.in_tree && !g.at_rev) {
+        std::cerr << fmt::format("{}: error: no such file, in the working tree or at {}\n", f, *a.git);
+        return kExitSpec;
+      }
+      git_files.push_back(std::move(g));
     }
+    // Messages about a file read at the revision name it as "PATH@REV", never the temporary copy.
+    const std::string folder = (tmp->path() / "rev").string() + "/";
+    const std::string label = *a.git;
+    set_source_display(folder, [folder, label](const std::string& p) { return p.substr(folder.size()) + "@" + label; });
   } else {
     if (a.files.size() != 2) {
       std::cerr << "schedcheck: error: diff takes two files (OLD NEW), or --git REV FILE...\n";
@@ -117,17 +297,27 @@ int run_diff(const DiffArgs& a) {
   }
   std::vector<ReportDiff> diffs;
   int exit = 0;
-  for (const auto& [old_side, new_side] : pairs) {
-    const FrontEnd& fo = front_end_for(old_side.path);
-    const FrontEnd& fn = front_end_for(new_side.path);
-    if (std::string(fo.name) != fn.name) {
-      std::cerr << fmt::format("schedcheck: error: diff compares inputs of one kind: {} is one of the {}, {} one of the {}\n",
-                               old_side.label, fo.what, new_side.label, fn.what);
-      return kExitUsage;
+  std::function<void()> prepare_old;  // set per git file: materialises what the old side reads
+  // One pair compared: `old_record` / `new_record` stand in for an absent side (an added or a
+  // deleted file); otherwise each side is verified through its front-end.
+  auto compare = [&](const Side& old_side, const Side& new_side, const std::string* old_record_given,
+                     const std::string* new_record_given) -> int {
+    if (!old_record_given && !new_record_given) {
+      const FrontEnd& fo = front_end_for(old_side.path);
+      const FrontEnd& fn = front_end_for(new_side.path);
+      if (std::string(fo.name) != fn.name) {
+        std::cerr << fmt::format("schedcheck: error: diff compares inputs of one kind: {} is one of the {}, {} one of "
+                                 "the {}\n", old_side.label, fo.what, new_side.label, fn.what);
+        return kExitUsage;
+      }
     }
     int old_code = 0, new_code = 0;
-    const std::string old_record = record_of(old_side.path, verify_one_file, &old_code);
-    const std::string new_record = record_of(new_side.path, verify_one_file, &new_code);
+    // The new side first: the files it reads are those to materialise for the old one.
+    const std::string new_record =
+        new_record_given ? *new_record_given : record_of(new_side.path, verify_one_file, &new_code);
+    if (new_code != kExitSpec && prepare_old) prepare_old();
+    const std::string old_record =
+        old_record_given ? *old_record_given : record_of(old_side.path, verify_one_file, &old_code);
     if (old_code == kExitSpec || new_code == kExitSpec) {
       std::cerr << fmt::format("schedcheck: error: {} has spec errors (above); nothing to compare\n",
                                old_code == kExitSpec ? old_side.label : new_side.label);
@@ -137,6 +327,44 @@ int run_diff(const DiffArgs& a) {
     if (thresholds) find_regressions(d, *thresholds);
     if (!d.regressions.empty()) exit = kExitRegression;
     diffs.push_back(std::move(d));
+    return 0;
+  };
+  for (const auto& [old_side, new_side] : pairs)
+    if (int code = compare(old_side, new_side, nullptr, nullptr)) return code;
+  std::set<std::string> written;  // repository-relative paths materialised so far
+  for (const GitFile& g : git_files) {
+    const std::string old_label = g.arg + "@" + *a.git;
+    const fs::path rev_dir = tmp->path() / "rev";
+    const std::string old_path = (rev_dir / g.rel).string();
+    std::string why;
+    // Materialises the file at the revision, and every file the working-tree side read that the
+    // revision has (a CSV or router spec it references), at the same place relative to it.
+    auto materialise = [&](const std::string& rel) -> bool {
+      if (!written.insert(rel).second) return true;
+      std::string text;
+      if (!read_blob(commit, rel, tmp->path(), &text, &why)) return false;
+      return write_private(rev_dir / rel, text, &why);
+    };
+    if (g.at_rev && !materialise(g.rel)) {
+      std::cerr << fmt::format("{}: error: cannot read it at {}: {}\n", g.arg, *a.git, why);
+      return kExitSpec;
+    }
+    prepare_old = [&] {
+      const fs::path top = tmp->path();
+      for (const std::string& read : input_files_read()) {
+        if (read.rfind(rev_dir.string(), 0) == 0) continue;
+        auto rel = repo_relative(read, repo_top);
+        if (rel && blob_exists(commit, *rel, top)) materialise(*rel);
+      }
+    };
+    static const std::string kAbsent = R"({"verdict": "absent", "exit_code": 0})";
+    static const std::string kDeleted = R"({"verdict": "deleted", "exit_code": 0})";
+    int code = 0;
+    if (!g.in_tree) code = compare(Side{old_label, old_path}, Side{g.arg + " (deleted)", g.arg}, nullptr, &kDeleted);
+    else if (!g.at_rev) code = compare(Side{old_label + " (absent)", old_path}, Side{g.arg, g.arg}, &kAbsent, nullptr);
+    else code = compare(Side{old_label, old_path}, Side{g.arg, g.arg}, nullptr, nullptr);
+    prepare_old = nullptr;
+    if (code) return code;
   }
   if (a.format == "json") std::cout << diff_json(diffs, exit);
   else if (a.format == "markdown") std::cout << diff_markdown(diffs);

@@ -11,6 +11,37 @@
 #include "support/diagnostics.h"
 #include "support/version.h"
 
+namespace {
+
+/// After CLI11 found arguments it did not expect: names the first unknown long option of the
+/// command with the closest known one ("unknown option '--rank'; did you mean '--ranks'?"), as
+/// commands, keys and values are answered. False when no unknown option is among the arguments
+/// (an extra positional argument: CLI11's own message then says which).
+bool report_unknown_option(CLI::App& app, int argc, char** argv) {
+  CLI::App* cmd = nullptr;
+  for (CLI::App* sub : app.get_subcommands())
+    if (sub->parsed()) cmd = sub;
+  if (!cmd) return false;
+  std::vector<std::string> known;
+  for (const CLI::Option* o : cmd->get_options())
+    for (const std::string& n : o->get_lnames()) known.push_back("--" + n);
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg.rfind("--", 0) != 0 || arg.size() < 3) continue;
+    const std::string name = arg.substr(0, arg.find('='));
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    const std::string near = sc::closest_match(name, known);
+    std::cerr << "schedcheck " << cmd->get_name() << ": error: unknown option '" << name << "'"
+              << (near.empty() ? "" : "; did you mean '" + near + "'?") << " (schedcheck " << cmd->get_name()
+              << " --help lists its options)\n";
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{
       "schedcheck: a model checker for distributed-training schedules.\n"
@@ -45,6 +76,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // An unknown option first: CLI11 would report a required option it hid ("--ranks is required").
+    if (e.get_exit_code() != 0 && report_unknown_option(app, argc, argv)) return sc::cli::kExitUsage;
     int code = app.exit(e);
     return code == 0 ? 0 : sc::cli::kExitUsage;
   }

@@ -187,6 +187,10 @@ std::string torchtitan_toml(const TrainingJob& j, const model::ModelDesc& m, con
 }
 
 int run_plan(const PlanArgs& a) {
+  if (std::string problem = check_output_paths({{"--emit", a.emit}}, {}); !problem.empty()) {  // before the search
+    std::cerr << "schedcheck: error: " << problem << "\n";
+    return kExitUsage;
+  }
   auto m = model::model_preset(a.model);
   if (!m) {
     std::cerr << fmt::format("schedcheck: error: --model {}: unknown preset; the presets are {}\n", a.model,

@@ -70,16 +70,8 @@ int run_run(const RunArgs& a) {
     std::cerr << "schedcheck: error: --tolerance: expected a fraction or a percentage (5%), got '" << a.tolerance << "'\n";
     return kExitUsage;
   }
-  for (const auto& [option, path] : {std::pair{"--trace", a.trace}, std::pair{"--svg", a.svg}}) {
-    if (!path) continue;
-    std::string problem = check_output_path(option, *path, {a.file});
-    if (!problem.empty()) {
-      std::cerr << "schedcheck: error: " << problem << "\n";
-      return kExitUsage;
-    }
-  }
-  if (a.trace && a.svg && *a.trace == *a.svg) {
-    std::cerr << "schedcheck: error: --trace and --svg name the same file '" << *a.trace << "'\n";
+  if (std::string problem = check_output_paths({{"--trace", a.trace}, {"--svg", a.svg}}, {a.file}); !problem.empty()) {
+    std::cerr << "schedcheck: error: " << problem << "\n";
     return kExitUsage;
   }
   // The front-end table decides: fsdp specs have their own verify; pipeline and composed specs

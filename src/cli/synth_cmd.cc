@@ -74,14 +74,9 @@ int run_synth(const SynthArgs& a) {
   if (!spec) return report_spec_errors(diags);
   // The outputs are checked before the search (which may take minutes): never the spec or a
   // file it references, never both the same file.
-  for (const auto& [option, path] : {std::pair{"--output", a.output}, std::pair{"--csv", a.csv}}) {
-    std::string problem = path ? check_output_path(option, *path, {a.file}) : std::string();
-    if (problem.empty() && path && a.output && a.csv && *a.output == *a.csv && std::string(option) == "--csv")
-      problem = fmt::format("--output and --csv name the same file {}", *path);
-    if (!problem.empty()) {
-      std::cerr << "schedcheck: error: " << problem << "\n";
-      return kExitUsage;
-    }
+  if (std::string problem = check_output_paths({{"--output", a.output}, {"--csv", a.csv}}, {a.file}); !problem.empty()) {
+    std::cerr << "schedcheck: error: " << problem << "\n";
+    return kExitUsage;
   }
   SynthOptions opt;
   opt.objective = a.objective == "makespan" ? SynthObjective::kMakespan : SynthObjective::kSpan;

@@ -59,17 +59,7 @@ int run_verify(const VerifyArgs& a);
 /// The first problem with the output paths (--trace, --dot, --svg, --junit): check_output_path
 /// on each, and no two the same. Empty when they are fine.
 std::string output_problem(const VerifyArgs& a) {
-  std::vector<std::pair<const char*, std::string>> named;
-  for (const auto& [option, path] : {std::pair{"--trace", a.trace}, std::pair{"--dot", a.dot},
-                                     std::pair{"--svg", a.svg}, std::pair{"--junit", a.junit}}) {
-    if (!path) continue;
-    std::string problem = check_output_path(option, *path, a.files);
-    if (!problem.empty()) return problem;
-    for (const auto& [other, p] : named)
-      if (p == *path) return fmt::format("{} and {} name the same file {}", other, option, p);
-    named.emplace_back(option, *path);
-  }
-  return {};
+  return check_output_paths({{"--trace", a.trace}, {"--dot", a.dot}, {"--svg", a.svg}, {"--junit", a.junit}}, a.files);
 }
 
 /// Which runner checks a front-end's files: router, fsdp, the pipeline path (pipeline and

@@ -454,10 +454,11 @@ bool is_router_spec(const std::string& path) {
 }
 
 std::optional<RouterSpec> load_router_spec(const std::string& path, Diagnostics& diags) {
-  std::string text;
-  if (!read_text(path, text)) {
+  std::string text, why;
+  // read_input_file records the path, so that no output replaces a router spec another spec references.
+  if (!read_input_file(path, &text, &why)) {
     int32_t file = register_source(path, "");
-    diags.error(SourceLoc{file, 1, 1}, "cannot read the spec: no such file or not a regular file");
+    diags.error(SourceLoc{file, 1, 1}, fmt::format("cannot read the spec: {}", why));
     return std::nullopt;
   }
   int32_t file = register_source(path, text);

@@ -37,7 +37,23 @@ void clear_sources() {
   read_paths().clear();
 }
 
+struct SourceDisplay {
+  std::string folder;
+  std::function<std::string(const std::string&)> rename;
+};
+
+SourceDisplay& source_display() {
+  static SourceDisplay d;
+  return d;
+}
+
+void set_source_display(std::string folder, std::function<std::string(const std::string&)> rename) {
+  source_display() = {std::move(folder), std::move(rename)};
+}
+
 int32_t register_source(std::string name, std::string contents) {
+  const SourceDisplay& d = source_display();
+  if (!d.folder.empty() && d.rename && name.compare(0, d.folder.size(), d.folder) == 0) name = d.rename(name);
   files().push_back({std::move(name), std::move(contents)});
   return static_cast<int32_t>(files().size() - 1);
 }

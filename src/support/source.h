@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +21,12 @@ struct SourceLoc {
 /// Registers a file's name and contents so diagnostics can print the offending line.
 /// Returns the file index for SourceLoc::file. Thread-compatible, not thread-safe.
 int32_t register_source(std::string name, std::string contents);
+
+/// Makes register_source show files under `folder` (a path prefix, as the files are named when
+/// registered) by another name: `rename(path_under_folder)` gives the name printed in
+/// diagnostics. For inputs read from a private temporary folder (`diff --git` materialises a
+/// revision there), so that no message names the temporary path. An empty `folder` clears it.
+void set_source_display(std::string folder, std::function<std::string(const std::string&)> rename);
 
 /// Forgets every registered source and every path read (SourceLocs made before become
 /// invalid). For fuzzers that parse millions of inputs in one process.
