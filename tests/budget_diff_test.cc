@@ -136,8 +136,7 @@ TEST_CASE("diff --fail-on-regression fails with exit 19 and names the regressed 
 TEST_CASE("diff --git compares files at a revision with the working tree", "[cli][diff]") {
   auto inside = run_schedcheck("diff --git HEAD " + std::string(k1F1B) + " --format json", false);
   if (inside.out.find("\"diffs\"") == std::string::npos) {
-    WARN("not a git checkout, or git is missing: " << inside.out);
-    return;
+    SC_SKIP("not a git checkout, or git is missing: " << inside.out);
   }
   auto j = json::parse(inside.out);
   CHECK(inside.exit_code == 0);
@@ -151,14 +150,12 @@ TEST_CASE("diff --git compares files at a revision with the working tree", "[cli
 TEST_CASE("diff compares two PyTorch schedule CSVs through the pipeline front-end", "[cli][diff]") {
   const std::string corpus = sc::test::corpus_dir();
   if (corpus.empty()) {
-    WARN("the shared PyTorch corpus is absent");
-    return;
+    SC_SKIP("the shared PyTorch corpus is absent");
   }
   const std::string a = corpus + "/pytorch/zb1p_2rank_2stagep_compute.csv";
   const std::string b = corpus + "/pytorch/zb1p_2rank_2stagep_comms.csv";
   if (!std::filesystem::exists(a) || !std::filesystem::exists(b)) {
-    WARN("the corpus has no zb1p CSVs");
-    return;
+    SC_SKIP("the corpus has no zb1p CSVs");
   }
   auto r = run_schedcheck("diff '" + a + "' '" + b + "' --format json", false);
   INFO(r.out);
@@ -212,8 +209,7 @@ TEST_CASE("progress goes to standard error only when it is a terminal", "[cli]")
   const int status = pclose(pipe);
   unsetenv("SCHEDCHECK_PROGRESS_DELAY_S");
   if (!WIFEXITED(status) || WEXITSTATUS(status) == 127 || out.find("holds") == std::string::npos) {
-    WARN("no script(1) to run under a terminal: " << out);
-    return;
+    SC_SKIP("no script(1) to run under a terminal: " << out);
   }
   CHECK(out.find("schedcheck verify: working") != std::string::npos);
   CHECK(out.find("\r\x1b[K") != std::string::npos);
@@ -268,8 +264,7 @@ std::optional<std::string> run_on_terminal(const std::string& args) {
 TEST_CASE("on a terminal the progress line never shares a line with the output, and is gone at the end", "[cli]") {
   auto shown = run_on_terminal("verify examples/llama7b-pp8-1f1b.yaml");
   if (!shown) {
-    WARN("no script(1) to run under a terminal");
-    return;
+    SC_SKIP("no script(1) to run under a terminal");
   }
   INFO(*shown);
   CHECK(shown->find("schedcheck verify: working") != std::string::npos);  // it was drawn

@@ -194,8 +194,7 @@ TEST_CASE("verify --junit writes a test case per file and property that a JUnit 
         std::string::npos);
   auto check = shell("python3 '" + sc::test::source_path("tests/junit_check.py") + "' '" + xml + "'");
   if (check.exit_code == 127) {
-    WARN("JUnit check skipped (needs python3)");
-    return;
+    SC_SKIP("JUnit check skipped (needs python3)");
   }
   INFO(check.out);
   CHECK(check.exit_code == 0);
@@ -289,6 +288,9 @@ TEST_CASE("the pre-commit hook's command line checks the examples as pre-commit 
     }
   REQUIRE(matched.size() >= 15);
   CHECK(!std::regex_search(std::string("README.md"), files));
+  // Training configs too: torchtitan TOML, Megatron-LM scripts, DeepSpeed JSON.
+  for (const char* config : {"configs/train.toml", "specs/pretrain.sh", "configs/ds_config.json"})
+    CHECK(std::regex_search(std::string(config), files));
   CHECK(!std::regex_search(std::string("docs/ci/schedcheck.yml"), files));
   auto all = run_schedcheck(entry.substr(std::string("schedcheck ").size()) + args, false);
   CHECK(all.exit_code == 10);  // the examples include deadlocks, memory and router violations
@@ -307,12 +309,15 @@ TEST_CASE("the GitHub workflow example runs schedcheck verify with SARIF upload 
   CHECK(wf.find("--format sarif") != std::string::npos);
   CHECK(wf.find("github/codeql-action/upload-sarif") != std::string::npos);
   CHECK(wf.find("schedcheck diff --git") != std::string::npos);
+  // The comparison is posted also when verify found something (its step failed).
+  const size_t compare = wf.find("name: Compare with the base branch");
+  REQUIRE(compare != std::string::npos);
+  CHECK(wf.substr(compare, wf.find('\n', wf.find("if:", compare)) - compare).find("if: always()") != std::string::npos);
   auto parsed = shell("python3 -c \"import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); "
                       "assert 'jobs' in d and 'on' in d or True in d, d.keys(); print('ok')\" '" +
                       sc::test::source_path("docs/ci/schedcheck.yml") + "'");
   if (parsed.exit_code == 127 || parsed.out.find("No module named") != std::string::npos) {
-    WARN("workflow YAML check skipped (needs python3-yaml)");
-    return;
+    SC_SKIP("workflow YAML check skipped (needs python3-yaml)");
   }
   INFO(parsed.out);
   CHECK(parsed.exit_code == 0);

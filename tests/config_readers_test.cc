@@ -59,8 +59,7 @@ const char* kModel = "--num-layers 16 --hidden-size 256 --num-attention-heads 8 
 
 TEST_CASE("the Megatron-LM llama3 8B fp8 script reads as 8-way data parallel with 16 microbatches", "[config]") {
   if (test::corpus_dir().empty()) {
-    WARN("../shared/corpus not found; skipping the Megatron corpus test");
-    return;
+    SC_SKIP("../shared/corpus not found; skipping the Megatron corpus test");
   }
   const std::string path = test::corpus_dir() + "/megatron/train_llama3_8b_h100_fp8.sh";
   const std::string text = test::read_file(path);
@@ -411,8 +410,7 @@ TEST_CASE("Megatron: without model dimensions the --model preset is used, and wi
 
 TEST_CASE("the DeepSpeed ZeRO-3 config reads as FSDP over 8 GPUs with its prefetch and residency limits", "[config]") {
   if (test::corpus_dir().empty()) {
-    WARN("../shared/corpus not found; skipping the DeepSpeed corpus test");
-    return;
+    SC_SKIP("../shared/corpus not found; skipping the DeepSpeed corpus test");
   }
   const std::string path = test::corpus_dir() + "/deepspeed/ds_config_zero3.json";
   const std::string text = test::read_file(path);

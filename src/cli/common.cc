@@ -33,8 +33,55 @@ bool is_csv(const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+template <typename T>
+bool resize_uniform(std::vector<T>& v, size_t n) {
+  if (v.size() == n || v.empty()) return true;
+  if (std::any_of(v.begin(), v.end(), [&](const T& x) { return x != v.front(); })) return false;
+  v.assign(n, v.front());
+  return true;
+}
+
+/// Applies `shape` to a loaded spec (see load_spec). False after adding an error to `diags`.
+bool apply_shape(PipelineSpec& spec, const ShapeOverride& shape, Diagnostics& diags) {
+  const int32_t old_ranks = spec.ranks, old_stages = spec.stages;
+  if (shape.ranks) spec.ranks = *shape.ranks;
+  if (shape.microbatches) spec.microbatches = *shape.microbatches;
+  if (shape.stages) {
+    spec.stages = *shape.stages;
+    if (!spec.locs.stages.valid()) spec.locs.stages = spec.locs.file;  // the generator then takes the count
+  } else if (shape.ranks && old_ranks > 0) {
+    spec.stages = spec.ranks * std::max(1, old_stages / old_ranks);  // the same stages per rank
+  }
+  if (spec.named) return true;  // the named schedule is generated for the new shape
+  spec.actions.clear();         // written for the old shape
+  const bool v = spec.placement == "v";
+  spec.stage_to_rank = v ? v_placement(spec.ranks, spec.stages) : loop_placement(spec.ranks, spec.stages);
+  if (spec.stage_to_rank.empty() || (spec.placement != "v" && spec.placement != "loop" && spec.placement_declared)) {
+    diags.error(spec.locs.file, fmt::format("--ranks/--stages: {} stages on {} ranks do not fit the spec's placement "
+                                            "'{}' (loop, or v with two stages per rank)", spec.stages, spec.ranks,
+                                            spec.placement));
+    return false;
+  }
+  spec.pipeline_starts = {0};
+  const size_t n = static_cast<size_t>(spec.stages);
+  if (!(resize_uniform(spec.costs.f_s, n) && resize_uniform(spec.costs.i_s, n) && resize_uniform(spec.costs.w_s, n) &&
+        resize_uniform(spec.costs.b_s, n) && resize_uniform(spec.costs.r_s, n) &&
+        resize_uniform(spec.memory.params_bytes, n) && resize_uniform(spec.memory.activation_bytes, n) &&
+        resize_uniform(spec.memory.weight_grad_bytes, n) && resize_uniform(spec.memory.state_bytes, n) &&
+        resize_uniform(spec.memory.recompute, n) && resize_uniform(spec.memory.retained_bytes, n))) {
+    diags.error(spec.locs.file, fmt::format("--ranks/--stages: the spec gives per-stage costs or memory for {} stages; "
+                                            "a new stage count needs one value for every stage", old_stages));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 std::optional<PipelineSpec> load_spec(const std::string& path, const std::optional<std::string>& placement,
-                                      Diagnostics& diags, bool schedule_optional) {
+                                      Diagnostics& diags, bool schedule_optional, const ShapeOverride& shape) {
   std::optional<PipelineSpec> spec;
   const std::string ext = std::filesystem::path(path).extension().string();
   if (is_csv(path)) {
@@ -45,6 +92,7 @@ std::optional<PipelineSpec> load_spec(const std::string& path, const std::option
                   fmt::format("--placement applies to a CSV schedule; a YAML spec such as {} gives its placement "
                               "with the 'placement' key", path));
     spec = load_yaml_spec(path, diags, schedule_optional);
+    if (spec && !diags.has_errors() && shape.any() && !apply_shape(*spec, shape, diags)) return std::nullopt;
     if (spec && !diags.has_errors()) resolve_named_schedule(*spec, diags);
     if (spec && !diags.has_errors()) resolve_moe_router(*spec, diags);
   }

@@ -26,12 +26,24 @@ inline constexpr int kExitInternal = 70;
 /// Largest stages x microbatches a schedule may have (per-pair tables are indexed by both).
 inline constexpr int64_t kMaxStageMicrobatchPairs = 10'000'000;
 
+/// A schedule shape given on the command line (`synth --ranks/--stages/--microbatches`) that
+/// replaces the spec's; unset fields keep the spec's values.
+struct ShapeOverride {
+  std::optional<int32_t> ranks, stages, microbatches;
+  bool any() const { return ranks || stages || microbatches; }
+};
+
 /// Loads a YAML spec, or a bare CSV (by its ".csv" extension) with `placement` ("loop", "v" or
 /// "0,1,1,0"; only for CSV). A named schedule (`schedule: {name: ...}`) is generated here.
 /// Errors go to `diags` (nullopt returned); also rejects more than kMaxStageMicrobatchPairs.
 /// `schedule_optional`: a YAML spec may leave out `schedule:` (see load_yaml_spec).
+/// `shape`: replaces the spec's ranks, stages and microbatches before a named schedule is
+/// generated; a spec whose action lists are written out loses them (they were for the old shape;
+/// only with `schedule_optional`), and its per-stage lists must then be uniform (one value for
+/// every stage), else an error at the spec.
 std::optional<PipelineSpec> load_spec(const std::string& path, const std::optional<std::string>& placement,
-                                      Diagnostics& diags, bool schedule_optional = false);
+                                      Diagnostics& diags, bool schedule_optional = false,
+                                      const ShapeOverride& shape = {});
 
 /// Prints `diags` to standard output as one JSON object: {"verdict": "error", "exit_code": 2,
 /// "diagnostics": [{severity, file, line, col, message}]} (for --format json).

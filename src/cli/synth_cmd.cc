@@ -33,6 +33,7 @@ struct SynthArgs {
   bool no_warm_start = false;
   bool no_closed_form = false;   ///< testing: the solver proves bounds without B1-B3
   bool require_optimal = false;  ///< exit 5 unless the result is proven optimal
+  ShapeOverride shape;           ///< --ranks, --stages, --microbatches
 };
 
 
@@ -70,7 +71,7 @@ std::string synth_yaml(const PipelineSpec& spec, const SynthResult& r, const std
 
 int run_synth(const SynthArgs& a) {
   Diagnostics diags;
-  auto spec = load_spec(a.file, std::nullopt, diags, /*schedule_optional=*/true);
+  auto spec = load_spec(a.file, std::nullopt, diags, /*schedule_optional=*/true, a.shape);
   if (!spec) return report_spec_errors(diags);
   // The outputs are checked before the search (which may take minutes): never the spec or a
   // file it references, never both the same file.
@@ -244,6 +245,12 @@ Command add_synth(CLI::App& parent) {
   cmd->add_option("--time-limit", a->time_limit, "wall-clock limit for the search, e.g. 120s (default)");
   cmd->add_option("--rlimit", a->rlimit, "Z3 resource limit per solver call (repeatable effort; 0 = none)");
   cmd->add_option("--seed", a->seed, "Z3 random seed (default 0)");
+  cmd->add_option("--ranks", a->shape.ranks, "pipeline ranks, replacing the spec's (its per-stage values must be uniform)")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--stages", a->shape.stages, "stages, replacing the spec's (default: the spec's stages per rank)")
+      ->check(CLI::Range(1, 8192));
+  cmd->add_option("--microbatches", a->shape.microbatches, "microbatches, replacing the spec's")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--memory-limit", a->limit, "bytes per rank, overriding memory.limit_bytes (e.g. 10, 24GiB)");
   cmd->add_option("--format", a->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("-o,--output", a->output, "write the schedule as a spec (YAML, with the model) to FILE");

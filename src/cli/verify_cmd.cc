@@ -1,5 +1,6 @@
 // `schedcheck verify`: check schedules and predict their timeline.
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -116,6 +117,22 @@ int run_mixed(const VerifyArgs& a) {
   return exit;
 }
 
+/// One message for an input that cannot be read, whichever front-end its name points to
+/// ("FILE: error: cannot read FILE: no such file"); kExitSpec after printing it, else 0.
+int unreadable_input(const std::string& file, const std::string& format) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(file, ec);
+  std::string why;
+  if (!fs::exists(st)) why = ec && ec != std::errc::no_such_file_or_directory ? ec.message() : "no such file";
+  else if (fs::is_directory(st)) why = "it is a directory";
+  if (why.empty()) return 0;
+  Diagnostics d;
+  d.error(SourceLoc{register_source(file, ""), 0, 0}, fmt::format("cannot read {}: {}", file, why));
+  if (format == "json") print_json_diagnostics(d);
+  return report_spec_errors(d);
+}
+
 int run_verify(const VerifyArgs& a) {
   // Every option must apply to every file it is given with (never silently ignored).
   const std::vector<std::pair<const char*, bool>> given = {
@@ -164,7 +181,10 @@ int run_verify(const VerifyArgs& a) {
       one.recorded = true;
       return run_verify(one);
     });
-  if (runners.size() > 1 || (runners.count(3) && a.files.size() > 1)) return run_mixed(a);
+  // Several files: each is checked on its own, so that a file with errors is an entry of its own
+  // (verdict "error" with its diagnostics) and the others are still checked.
+  if (a.files.size() > 1) return run_mixed(a);
+  if (int code = unreadable_input(a.files.front(), a.format)) return code;
   if (runners.count(3))
     return run_config_verify(a.files, a.format, a.job,
                              ConfigOutputs{a.trace.value_or(""), a.dot.value_or(""), a.svg.value_or(""), a.min_cut,
