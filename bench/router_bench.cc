@@ -1,5 +1,5 @@
 // Router checks benchmark: seconds per property as the bound grows (E = 8, top-2), for the
-// FACTS §4 policies. Run by hand; figures go to the README. Usage: router_bench [max_seq_len]
+// docs/facts/moe-router.md policies. Run by hand; figures go to the README. Usage: router_bench [max_seq_len]
 #include <cstdio>
 #include <iostream>
 #include <cstdlib>

@@ -1,6 +1,6 @@
 // Synthesis and SMT-engine benchmarks (not tests); figures go to the README.
 //   synth_bench targets                 unit costs, M_B = 2, M_W = 1: p = 4, m = 8 at limits 8..14
-//                                       (FACTS §1), p = 4, m = 16 at 8, 10, 12, p = 8, m = 16 at 16, 20
+//                                       (docs/facts/pipeline-schedules.md), p = 4, m = 16 at 8, 10, 12, p = 8, m = 16 at 16, 20
 //   synth_bench zb [SECONDS]            p = 8, m = 24, ZB 1.5B costs, limits 2p·M_B and p·M_B
 //   synth_bench below [SECONDS]         less memory than 1F1B: p4 m8 @6, p4 m16 @6, p6 m12 @10, p8 m16 @14
 //   synth_bench interleaved [SECONDS]   v = 2 stages per rank, p = 4, m = 8, limits 8..16
@@ -112,7 +112,7 @@ int main(int argc_in, char** argv_in) {
     for (int64_t limit : {8, 12, 16}) run(s, limit, seconds);
   } else if (mode == "zb") {
     double seconds = argc > 2 ? std::atof(argv[2]) : 120;
-    // ZB paper (arXiv 2401.10241) appendix, 1.5B model, m = 24 (FACTS §1).
+    // ZB paper (arXiv 2401.10241) appendix, 1.5B model, m = 24 (docs/facts/pipeline-schedules.md).
     sc::PipelineSpec s = make(8, 24, 18.522e-3, 18.086e-3, 9.337e-3, 0.601e-3);
     s.name = "zb-1.5b";
     for (int64_t limit : {32, 16}) run(s, limit, seconds);

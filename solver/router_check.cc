@@ -603,7 +603,7 @@ PropertyResult drop_free(const RouterSpec& spec, const RouterCheckOptions& opt) 
   for (int32_t e = 0; e < c.experts; ++e) match = match && model.fate(0, e) == w.fate_a.fate(target, e);
   w.replayed = shown && match;
   w.a_label = w.b_label = "A";
-  w.explanation = fmt::format("capacity is {} per expert per {} of {} tokens; FACTS §4: nothing is dropped only when "
+  w.explanation = fmt::format("capacity is {} per expert per {} of {} tokens; docs/facts/moe-router.md: nothing is dropped only when "
                               "capacity >= tokens in scope",
                               cap, scope_name(c.scope), scope_n);
   r.status = PropertyStatus::kViolated;

@@ -106,7 +106,7 @@ class Encoder {
   }
   bool precedes(int32_t a, int32_t b) const { return (before_[b][a / 64] >> (a % 64)) & 1; }
   int64_t comm_units(int32_t from_stage, int32_t to_stage) const;
-  /// Calls f(pred, delay) for each input of op `o` (ZB dependencies, FACTS §1): F after the
+  /// Calls f(pred, delay) for each input of op `o` (ZB dependencies, docs/facts/pipeline-schedules.md): F after the
   /// previous stage's F + T_comm; I/B after its own F and the next stage's I/B + T_comm; W after I.
   template <typename F>
   void for_each_input(int32_t o, F f) const {

@@ -13,7 +13,7 @@
 
 namespace sc {
 
-/// What synthesize() minimises (FACTS §1 keeps the two apart).
+/// What synthesize() minimises (docs/facts/pipeline-schedules.md keeps the two apart).
 /// kSpan: max over ranks of (end of its last compute op - start of its first compute op).
 /// kMakespan: last end - first start over all ranks.
 enum class SynthObjective { kSpan, kMakespan };

@@ -77,7 +77,7 @@ TEST_CASE("verify --format json has the documented keys and values", "[cli]") {
   for (const char* key : {"verdict", "exit_code", "semantics", "findings", "timing", "memory", "stats"})
     CHECK(j.contains(key));
   CHECK(j["verdict"] == "holds");
-  // FACTS §1: ZB-H2 at p = 4, m = 8: span 24, makespan 27, peak 14 (M_B = 2, M_W = 1).
+  // docs/facts/pipeline-schedules.md: ZB-H2 at p = 4, m = 8: span 24, makespan 27, peak 14 (M_B = 2, M_W = 1).
   CHECK(j["timing"]["span"].get<double>() == Approx(24));
   CHECK(j["timing"]["makespan"].get<double>() == Approx(27));
   CHECK(j["timing"]["bubble_rate"].get<double>() == Approx(0.0));
@@ -161,7 +161,7 @@ TEST_CASE("bad inputs get a clear error with exit code 2, never a crash", "[cli]
 
 TEST_CASE("a causality cycle in a compute-only CSV is a deadlock with its cycle", "[cli]") {
   std::string path = temp_path("cycle.csv");
-  // FACTS §2: accepted by PyTorch's validator; 0B0 needs 1B0, which needs 3B0 -> 3F0 -> 2F0 after 0B0.
+  // docs/facts/p2p-semantics.md: accepted by PyTorch's validator; 0B0 needs 1B0, which needs 3B0 -> 3F0 -> 2F0 after 0B0.
   std::ofstream(path) << "0F0,0B0,2F0,2B0\n1F0,3F0,3B0,1B0\n";
   RunResult r = run_cli("verify '" + path + "'");
   CHECK(r.exit_code == 11);
@@ -177,13 +177,13 @@ TEST_CASE("usage errors exit 1 and --help teaches the commands", "[cli]") {
   CHECK(help.out.find("rendezvous") != std::string::npos);
 }
 
-TEST_CASE("compare prints the FACTS §1 p = 4, m = 8 table from one command", "[cli][compare]") {
+TEST_CASE("compare prints the docs/facts/pipeline-schedules.md p = 4, m = 8 table from one command", "[cli][compare]") {
   RunResult r = run_cli("compare examples/compare-p4-m8.yaml --schedules gpipe,1f1b,zb-h1,zb-h2,interleaved-1f1b,zb-v "
                         "--format json", false);
   REQUIRE(r.exit_code == 0);
   auto rows = nlohmann::json::parse(r.out);
   REQUIRE(rows.size() == 6);
-  // FACTS §1 reference values: span, makespan, peak memory on rank 0 (M_B = 2 GiB, M_W = 1 GiB).
+  // docs/facts/pipeline-schedules.md reference values: span, makespan, peak memory on rank 0 (M_B = 2 GiB, M_W = 1 GiB).
   struct Expect {
     const char* name;
     double span, makespan, peak_gib;
@@ -236,7 +236,7 @@ TEST_CASE("gen writes PyTorch's own DualPipeV artifact and rejects shapes its re
 }
 
 // ZB paper (arXiv 2401.10241) Table 5, 1.5B model, p = 8: bubble rates of 1F1B, ZB-H1, ZB-H2
-// from the profiled costs in specs/reference/zb-table5-1.5b-m*.yaml (FACTS §1).
+// from the profiled costs in specs/reference/zb-table5-1.5b-m*.yaml (docs/facts/pipeline-schedules.md).
 TEST_CASE("compare reproduces ZB Table 5 for the 1.5B model from the specs' costs", "[cli][compare]") {
   struct Row {
     int m;
@@ -297,6 +297,6 @@ TEST_CASE("compare rejects unknown schedule names and charges DualPipe a whole s
   auto j = nlohmann::json::parse(dp.out)[0];
   // Each rank runs m/2 = 4 microbatches in each direction on a full 1/p stage: 2 x 4 x 3 s.
   for (const auto& b : j["timing"]["busy_per_rank"]) CHECK(b.get<double>() == Approx(24));
-  // FACTS §1: DualPipe holds PP + 1 = 5 chunk units of activations, 2 GiB each.
+  // docs/facts/pipeline-schedules.md: DualPipe holds PP + 1 = 5 chunk units of activations, 2 GiB each.
   CHECK(j["memory"]["peak_bytes_per_rank"][0].get<double>() == Approx(10.0 * (1 << 30)));
 }

@@ -221,7 +221,7 @@ TEST_CASE("full recomputation lowers the peak by the dropped activations and cos
 }
 
 TEST_CASE("UNSHARD/RESHARD and REDUCE_GRAD are placed as PyTorch's runtime places them", "[composed]") {
-  // FACTS §6's example of _add_unshard_reshard with max_active_stages = 3.
+  // docs/facts/composed-runtime.md's example of _add_unshard_reshard with max_active_stages = 3.
   std::vector<Step> row = parse_row("0F0,0F1,1F0,1F1,1B0,1B1,0B0,0B1");
   CHECK(row_text(add_unshard_reshard(row, 3)) ==
         "0UNSHARD,1UNSHARD,0F0,0F1,1F0,1F1,1B0,1B1,1RESHARD,0B0,0B1,0RESHARD");

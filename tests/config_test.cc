@@ -1,4 +1,4 @@
-// The cost model (src/model) against the figures CONFIGS.md derives, and the torchtitan reader
+// The cost model (src/model) against the figures docs/facts/cost-formulas.md derives, and the torchtitan reader
 // on torchtitan's own configs and on changes a framework would refuse.
 #include <cmath>
 #include <regex>
@@ -46,8 +46,8 @@ bool has_error_at(const Diagnostics& d, int line, const std::string& words) {
 
 }  // namespace
 
-TEST_CASE("cost model: parameter counts of the presets match CONFIGS.md §1.6", "[model]") {
-  // CONFIGS.md §1.6, [D] counts from torchtitan's flavor tables.
+TEST_CASE("cost model: parameter counts of the presets match docs/facts/config-keys.md", "[model]") {
+  // docs/facts/config-keys.md#model-flavors, [D] counts from torchtitan's flavor tables.
   CHECK(rel(model_preset("llama3-8b")->total_params(), 8.03e9) < 0.005);
   CHECK(rel(model_preset("llama3-70b")->total_params(), 70.55e9) < 0.005);
   CHECK(rel(model_preset("llama3-405b")->total_params(), 405.85e9) < 0.005);
@@ -57,7 +57,7 @@ TEST_CASE("cost model: parameter counts of the presets match CONFIGS.md §1.6", 
   const ModelDesc l4 = *model_preset("llama4-17bx128e");
   CHECK(rel(l4.total_params(), 400.7e9) < 0.01);
   CHECK(rel(l4.active_params(), 17.2e9) < 0.02);
-  // llama3 8B per layer: 41.9M attention + 176.2M MLP = 218.1M (CONFIGS.md §1.6).
+  // llama3 8B per layer: 41.9M attention + 176.2M MLP = 218.1M (docs/facts/config-keys.md#model-flavors).
   CHECK(rel(model_preset("llama3-8b")->layer_params(0), 218.1e6) < 0.001);
   CHECK_FALSE(model_preset("llama3-9b"));
   CHECK(torchtitan_preset("llama3", "8B") == "llama3-8b");
@@ -65,14 +65,14 @@ TEST_CASE("cost model: parameter counts of the presets match CONFIGS.md §1.6", 
 }
 
 TEST_CASE("cost model: FLOPs per token follow torchtitan's count", "[model]") {
-  // CONFIGS.md §4.1: Llama-3-8B at s = 8192 is 57.9 GFLOP per token, 45.0 of them from 6·N.
+  // docs/facts/cost-formulas.md#flops: Llama-3-8B at s = 8192 is 57.9 GFLOP per token, 45.0 of them from 6·N.
   const ModelDesc m = *model_preset("llama3-8b");
   CHECK(rel(m.training_flops_per_token(8192), 57.9e9) < 0.005);
   CHECK(rel(6.0 * (m.active_params() - m.embedding_params()), 45.0e9) < 0.005);
 }
 
 TEST_CASE("cost model: activation bytes per layer and recompute", "[model]") {
-  // CONFIGS.md §4.3 worked example: Megatron's s·b·h·(18 + 4F/h) for 8B at s = 8192 is 1.07 GB
+  // docs/facts/cost-formulas.md#activation-memory worked example: Megatron's s·b·h·(18 + 4F/h) for 8B at s = 8192 is 1.07 GB
   // per layer; full recompute keeps 2·s·b·h = 0.067 GB.
   CostInputs in;
   in.model = *model_preset("llama3-8b");
@@ -101,12 +101,12 @@ TEST_CASE("cost model: activation bytes per layer and recompute", "[model]") {
 }
 
 TEST_CASE("cost model: model-state bytes per parameter and the FSDP crossover", "[model]") {
-  // CONFIGS.md §4.4: ZeRO mixed precision 16 per parameter; Megatron bf16 + fp32 grads 18,
+  // docs/facts/cost-formulas.md#bytes-per-parameter: ZeRO mixed precision 16 per parameter; Megatron bf16 + fp32 grads 18,
   // distributed optimizer 6 + 12/d.
   CHECK(state_bytes_per_param(StateSharding::kReplicated, 1, true) == 18);
   CHECK(state_bytes_per_param(StateSharding::kOptimizer, 8, true) == 6 + 12.0 / 8);
   CHECK(state_bytes_per_param(StateSharding::kFull, 64, true) == 16.0 / 64);
-  // CONFIGS.md §5.1 / §6.1: H100 across nodes C/W = 989e12 / 400e9 = 2472; fp32 reduce ×1.5 = 3709.
+  // docs/facts/hardware.md#gpus, docs/facts/cost-formulas.md#fsdp-crossover: H100 across nodes C/W = 989e12 / 400e9 = 2472; fp32 reduce ×1.5 = 3709.
   CHECK(std::abs(fsdp_crossover_tokens(2, 4, 989e12, 400e9) - 3709) < 1);
   CHECK(link_tier(*hardware_preset("h100"), 1, 8) == LinkTier::kIntraNode);
   CHECK(link_tier(*hardware_preset("h100"), 8, 4) == LinkTier::kInterNode);

@@ -1,4 +1,4 @@
-// Test fixtures: the FACTS §1 per-stage op orders (one stage per rank) as PipelineSpecs.
+// Test fixtures: the docs/facts/pipeline-schedules.md per-stage op orders (one stage per rank) as PipelineSpecs.
 #pragma once
 
 #include <algorithm>
@@ -69,7 +69,7 @@ inline std::vector<std::vector<Step>> gpipe(int32_t p, int32_t m) {
   return a;
 }
 
-/// 1F1B (FACTS §1): min(p-s-1, m) F's; then repeat { F if any left, B }.
+/// 1F1B (docs/facts/pipeline-schedules.md): min(p-s-1, m) F's; then repeat { F if any left, B }.
 inline std::vector<std::vector<Step>> one_f_one_b(int32_t p, int32_t m) {
   std::vector<std::vector<Step>> a(p);
   for (int32_t s = 0; s < p; ++s) {
@@ -83,7 +83,7 @@ inline std::vector<std::vector<Step>> one_f_one_b(int32_t p, int32_t m) {
   return a;
 }
 
-/// ZB-H1 (lag = s) and ZB-H2 (lag = 2s), FACTS §1: warm-up F's; then for j: I_j; if j >= lag
+/// ZB-H1 (lag = s) and ZB-H2 (lag = 2s), docs/facts/pipeline-schedules.md: warm-up F's; then for j: I_j; if j >= lag
 /// then W_{j-lag}; then the next F if any left; finally the remaining W's in order.
 inline std::vector<std::vector<Step>> zb(int32_t p, int32_t m, bool h2) {
   std::vector<std::vector<Step>> a(p);

@@ -29,7 +29,7 @@ TEST_CASE("the Llama-3-8B-like FSDP2 example holds and reports step time, overla
   CHECK(j["fsdp"]["implementation"] == "fsdp2");
   CHECK(j["fsdp"]["units"].size() == 34);
   const auto& f = j["fsdp_figures"];
-  // FACTS §3: (N-1)/N x (2 + 1) x parameter bytes, N = 8.
+  // docs/facts/fsdp-zero.md: (N-1)/N x (2 + 1) x parameter bytes, N = 8.
   double params = f["params_bytes"];
   CHECK(double(f["comm_bytes_per_step"]) == Approx(7.0 / 8.0 * 3.0 * params));
   CHECK(double(f["overlap"]) > 0.9);

@@ -1,4 +1,4 @@
-// FSDP verify end to end: spec text -> lowering -> checks, against FACTS §3.
+// FSDP verify end to end: spec text -> lowering -> checks, against docs/facts/fsdp-zero.md.
 #include <string>
 
 #include "catch.h"
@@ -45,7 +45,7 @@ TEST_CASE("fsdp1: without the rate limiter more units are gathered, with it neve
     REQUIRE(on.figures);
     REQUIRE(off.figures);
     CHECK(on.base.findings.empty());
-    // FACTS §3 (pytorch PR #98354): at most 2 gathered units pending free with the limiter.
+    // docs/facts/fsdp-zero.md (pytorch PR #98354): at most 2 gathered units pending free with the limiter.
     for (int r = 0; r < 4; ++r) {
       CHECK(on.figures->gathered_worst_case_bytes_per_rank[r] <= 2 * kGiB);
       CHECK(on.figures->gathered_peak_bytes_per_rank[r] <= 2 * kGiB);
@@ -60,7 +60,7 @@ TEST_CASE("fsdp1: without the rate limiter more units are gathered, with it neve
 }
 
 TEST_CASE("fsdp2 with implicit prefetch holds at most three units' parameters", "[fsdp]") {
-  // FACTS §3: current unsharded params, its gather buffer until the next copy-in, the next
+  // docs/facts/fsdp-zero.md: current unsharded params, its gather buffer until the next copy-in, the next
   // unit's gather buffer.
   for (const char* bw : {"4000GB/s", "100GB/s"}) {
     FsdpVerifyResult r = verify_fsdp(spec_of("fsdp2", "", bw));
@@ -99,7 +99,7 @@ TEST_CASE("a rank with more microbatches hangs the others at the end of its extr
 }
 
 TEST_CASE("communication per step is (N-1)/N x 3 x the parameter bytes when dtypes match", "[fsdp]") {
-  // FACTS §3: (N-1)/N·Ψ·(2·b_c + b_r); 8 GiB of parameters on N = 4: 0.75 · 8 · 3 = 18 GiB.
+  // docs/facts/fsdp-zero.md: (N-1)/N·Ψ·(2·b_c + b_r); 8 GiB of parameters on N = 4: 0.75 · 8 · 3 = 18 GiB.
   for (const char* impl : {"fsdp1", "fsdp2", "zero3"}) {
     FsdpVerifyResult r = verify_fsdp(spec_of(impl, ""));
     REQUIRE(r.figures);

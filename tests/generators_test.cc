@@ -1,4 +1,4 @@
-// Schedule generators: exact matches with PyTorch's artifacts, FACTS §1 numbers, shape rules.
+// Schedule generators: exact matches with PyTorch's artifacts, docs/facts/pipeline-schedules.md numbers, shape rules.
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -77,7 +77,7 @@ PipelineSpec costed(const Generated& g, double c, int64_t act, int64_t wgrad) {
 
 // An independent as-soon-as-possible simulation of a compute-only schedule with several
 // pipelines (Generated::pipeline_starts), unit costs (F = I = W = 1, B = 2, an overlapped pair
-// F + B), no link cost. Deps (FACTS §1): F(s,j) after F(s-1,j) unless s starts a pipeline;
+// F + B), no link cost. Deps (docs/facts/pipeline-schedules.md): F(s,j) after F(s-1,j) unless s starts a pipeline;
 // I/B(s,j) after F(s,j) and after I/B(s+1,j) unless s is its pipeline's last stage; W after I.
 struct LocalSim {
   bool complete = false;
@@ -226,7 +226,7 @@ TEST_CASE("the generators hold their documented placement and names", "[gen]") {
   CHECK(d.microbatches == 4);  // per direction
   CHECK(d.pipeline_starts == std::vector<int32_t>{0, 4});
   CHECK(gen("gpipe", 2, 3).pipeline_starts == std::vector<int32_t>{0});
-  // FACTS §1 interleaved warm-up on rank r: min((v-1)·(m/rounds) + 2(p-1-r), m·v) forwards.
+  // docs/facts/pipeline-schedules.md interleaved warm-up on rank r: min((v-1)·(m/rounds) + 2(p-1-r), m·v) forwards.
   Generated il = gen("interleaved-1f1b", 4, 8, 2);
   for (int32_t r = 0; r < 4; ++r) {
     size_t f = 0;
@@ -364,7 +364,7 @@ TEST_CASE("dualpipe is complete and deadlock-free over a grid of shapes", "[gen]
         CHECK(busy == Approx(3.0 * m));
       }
     }
-  // DeepSeek-V3 report (arXiv 2412.19437) Table 2, FACTS §1: DualPipe's bubble is
+  // DeepSeek-V3 report (arXiv 2412.19437) Table 2, docs/facts/pipeline-schedules.md: DualPipe's bubble is
   // (PP/2 - 1)(F&B + B - 3W); unit costs F = I = W = 1, B = 2, F&B = F + B = 3 give p - 2, the
   // idle of the end ranks.
   for (int32_t p = 2; p <= 8; p += 2)
@@ -394,12 +394,12 @@ TEST_CASE("every schedule is complete with one forward and one backward per stag
     }
 }
 
-// FACTS §1 bubble and memory formulas as properties over p = 2..8, m = 1..24, v = 1..4, with
+// docs/facts/pipeline-schedules.md bubble and memory formulas as properties over p = 2..8, m = 1..24, v = 1..4, with
 // chunk cost 1/v (F = I = W = 1/v, B = 2/v), no link cost, one byte of activation per chunk
 // and no weight-gradient bytes (the formulas count activations), so a peak reads in chunk units
-// (M_B = v units). Idle is that of the rank that sets the span (the largest), as in the FACTS
-// table. Each formula is checked where it holds; the conditions in the code are the ranges.
-TEST_CASE("the FACTS §1 idle and peak formulas hold over ranges of p, m and v", "[gen][facts]") {
+// (M_B = v units). Idle is that of the rank that sets the span (the largest), as in the
+// docs/facts/pipeline-schedules.md table. Each formula is checked where it holds; the conditions in the code are the ranges.
+TEST_CASE("the docs/facts/pipeline-schedules.md idle and peak formulas hold over ranges of p, m and v", "[gen][facts]") {
   size_t checked = 0;
   for (int32_t p = 2; p <= 8; ++p)
     for (int32_t m = 1; m <= 24; ++m)
@@ -449,7 +449,7 @@ TEST_CASE("the FACTS §1 idle and peak formulas hold over ranges of p, m and v",
   CHECK(checked > 1500);
 }
 
-// FACTS §1: DualPipeV is DualPipe folded onto p ranks, so PP = 2p stages: idle per rank
+// docs/facts/pipeline-schedules.md: DualPipeV is DualPipe folded onto p ranks, so PP = 2p stages: idle per rank
 // (PP/2 - 1)(F&B + B - 3W) = 2p - 2 at unit costs (F&B = 3, B = 2, W = 1), and peak activation
 // PP + 1 = 2p + 1 chunk units on every rank.
 TEST_CASE("dualpipev has DualPipe's bubble and memory with PP = 2p stages", "[gen][facts]") {
@@ -465,9 +465,9 @@ TEST_CASE("dualpipev has DualPipe's bubble and memory with PP = 2p stages", "[ge
     }
 }
 
-// FACTS §1 reference values: p = 4, m = 8, unit costs, T_comm = 0, M_B = 2, M_W = 1 (chunked
+// docs/facts/pipeline-schedules.md reference values: p = 4, m = 8, unit costs, T_comm = 0, M_B = 2, M_W = 1 (chunked
 // schedules: cost and memory per chunk divided by v).
-TEST_CASE("the FACTS §1 reference table at p = 4, m = 8 comes out of verify's timeline exactly", "[gen][facts]") {
+TEST_CASE("the docs/facts/pipeline-schedules.md reference table at p = 4, m = 8 comes out of verify's timeline exactly", "[gen][facts]") {
   struct Row {
     const char* name;
     std::optional<int32_t> v;
@@ -498,7 +498,7 @@ TEST_CASE("the FACTS §1 reference table at p = 4, m = 8 comes out of verify's t
     REQUIRE(r.timeline);
     CHECK(r.timeline->span_s == Approx(row.span));
     CHECK(r.timeline->makespan_s == Approx(row.makespan));
-    // FACTS lists the idle of the stage that sets the span (span - 24)
+    // docs/facts/pipeline-schedules.md lists the idle of the stage that sets the span (span - 24)
     CHECK(max_of(r.timeline->idle_per_rank_s) == Approx(row.idle));
     CHECK(static_cast<double>(r.timeline->peak_bytes_per_rank[0]) / row.scale == Approx(row.peak));
     CHECK(static_cast<double>(max_of(r.timeline->peak_bytes_per_rank)) / row.scale == Approx(row.peak));

@@ -214,8 +214,8 @@ TEST_CASE("overlapped pairs wait for both inputs and send the forward part first
   CHECK(stuck_under_rendezvous(*dd, place).empty());
 }
 
-// FACTS §2 (pytorch/pytorch#172668): interleaved 1F1B, p = 2, 4 stages in loop placement. This is
-// the schedule of PyTorch's Interleaved1F1B recipe for m = 2 (FACTS §1: rounds = 1, warm-up
+// docs/facts/p2p-semantics.md (pytorch/pytorch#172668): interleaved 1F1B, p = 2, 4 stages in loop placement. This is
+// the schedule of PyTorch's Interleaved1F1B recipe for m = 2 (docs/facts/pipeline-schedules.md: rounds = 1, warm-up
 // min((v-1)(m/rounds) + 2(p-1-r), m v) = 4 forwards on rank 0 and 2 on rank 1).
 TEST_CASE("deferred lowering follows one global transfer order and avoids the #172668 hang", "[lower]") {
   Lists in = lists_of("0F0,0F1,2F0,2F1,2B0,2B1,0B0,0B1\n"
@@ -310,7 +310,7 @@ TEST_CASE("lists that already hold SEND or RECV are rejected", "[lower]") {
 }
 
 TEST_CASE("PyTorch lowering reports a schedule no rank can advance as malformed", "[lower]") {
-  // FACTS §2: accepted by PyTorch's _validate_schedule, but 0B0 needs 1B0, which needs 2B0,
+  // docs/facts/p2p-semantics.md: accepted by PyTorch's _validate_schedule, but 0B0 needs 1B0, which needs 2B0,
   // which rank 0 runs after 0B0.
   Lists in = lists_of("0F0,0B0,2F0,2B0\n1F0,3F0,3B0,1B0\n");
   std::string why;

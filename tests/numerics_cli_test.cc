@@ -116,7 +116,7 @@ TEST_CASE("Z3 proves that nothing is worse than the tie family for an eight-rank
   INFO(r.detail);
   REQUIRE(r.status == sc::numerics::SmtStatus::kProven);
   CHECK(r.checks == 6 * 7);  // six step checks per addition, the search not needed
-  // FACTS §5: bf16 1 + 2^-8 = 1 (a tie that rounds to even), so 1 followed by seven 2^-8 sums to 1
+  // docs/facts/numerics.md: bf16 1 + 2^-8 = 1 (a tie that rounds to even), so 1 followed by seven 2^-8 sums to 1
   // while the exact sum is 263/256: relative error 7/263 = (N - 1) / (2^8 + N - 1).
   CHECK(r.relative_error == 7.0 / 263);
   REQUIRE(r.witness.size() == 8);

@@ -43,7 +43,7 @@ TEST_CASE("an FSDP2 bf16 reduce over 1024 ranks fails a 1e-3 tolerance, fp32 hol
   CHECK(f.kind == FindingKind::kNumerics);
   CHECK(std::string(kind_name(f.kind)) == "numerics");
   CHECK(f.message.find("bf16 avg reduce_scatter over 1024 ranks") != std::string::npos);
-  // The witness of FACTS §5's stagnation: one large value and many half-ulp values; the ring
+  // The witness of docs/facts/numerics.md's stagnation: one large value and many half-ulp values; the ring
   // keeps 0.0009766 of the exact 0.004879 (a relative error of 0.80).
   CHECK(f.message.find("[1, 0.00390625 x 1023]") != std::string::npos);
   CHECK(f.message.find("0.7998") != std::string::npos);
@@ -94,7 +94,7 @@ TEST_CASE("the verify report shows the usual fixes next to a numerics finding, w
   REQUIRE(bf16.base.numerics_fixes.size() == 1);  // one configuration: bf16 avg reduce_scatter over 1024
   const NumericsFixes& fx = bf16.base.numerics_fixes[0];
   CHECK(fx.ops.size() == 1024 * 2);  // every rank's reduce-scatter of both units
-  // As configured: FACTS §5's stagnation witness (one large value, the rest half an ulp) loses 0.7998.
+  // As configured: docs/facts/numerics.md's stagnation witness (one large value, the rest half an ulp) loses 0.7998.
   CHECK(fx.analysis.figures.worst.relative_error == Approx(0.7998).epsilon(1e-3));
   const numerics::Fix* fp32 = nullptr;
   for (const auto& f : fx.analysis.fixes)

@@ -34,8 +34,8 @@ ReductionConfig config(DType t, ReduceOp op, int ranks, Algorithm a = Algorithm:
 }
 }  // namespace
 
-// FACTS.md §5 (values computed exactly and checked with Z3's floating-point theory).
-TEST_CASE("rounding reproduces the hand-checked values of FACTS section 5", "[numerics]") {
+// docs/facts/numerics.md (values computed exactly and checked with Z3's floating-point theory).
+TEST_CASE("rounding reproduces the hand-checked values of docs/facts/numerics.md", "[numerics]") {
   CHECK(add(DType::kFp16, 2048, 1) == 2048);
   CHECK(add(DType::kFp16, 2048, 3) == 2052);
   CHECK(add(DType::kFp16, 1025, 0.5) == 1026);
@@ -115,7 +115,7 @@ TEST_CASE("fp32, bf16 and fp16 rounding agree with the compiler's conversions bi
   }
 }
 
-TEST_CASE("ring, tree and sequential folds give FACTS section 5's sums", "[numerics]") {
+TEST_CASE("ring, tree and sequential folds give docs/facts/numerics.md's sums", "[numerics]") {
   std::vector<double> big_first{2048, 1, 1, 1, 1, 1, 1, 1};
   std::vector<double> big_last{1, 1, 1, 1, 1, 1, 1, 2048};
   CHECK(ring_fold(DType::kFp16, big_first, 0) == 2048);
@@ -151,7 +151,7 @@ TEST_CASE("NVLS accumulates in fp32 and rounds once", "[numerics]") {
   CHECK(reduce_element(c, std::vector<double>(4096, 1.0)) == 4096);
 }
 
-// FACTS.md §5: bf16(1/N) relative error.
+// docs/facts/numerics.md: bf16(1/N) relative error.
 TEST_CASE("avg's scale error is N * T(1/N) - 1 exactly", "[numerics]") {
   auto delta = [](int n) { return avg_scale_error(config(DType::kBf16, ReduceOp::kAvg, n)); };
   for (int n : {3, 6, 12, 24, 48, 96}) CHECK(delta(n) == Approx(0.001953125).epsilon(1e-12));
@@ -187,7 +187,7 @@ TEST_CASE("the measured bias of bf16 avg is the scale error of bf16(1/N)", "[num
 }
 
 TEST_CASE("fp16 avg's pre-multiply by 1/N underflows small gradients to zero, with the witness", "[numerics]") {
-  // FACTS.md §5: fp16 avg over 1024 ranks of g = fp16(2e-5) gives 0.
+  // docs/facts/numerics.md: fp16 avg over 1024 ranks of g = fp16(2e-5) gives 0.
   auto c = config(DType::kFp16, ReduceOp::kAvg, 1024);
   double g = round_to(DType::kFp16, 2e-5);
   CHECK(reduce_element(c, std::vector<double>(1024, g)) == 0);
@@ -326,7 +326,7 @@ TEST_CASE("bad configurations are refused with a reason", "[numerics]") {
   CHECK_THROWS_AS(analyze(c), std::invalid_argument);
   CHECK(parse_dtype("BFloat16") == DType::kBf16);
   CHECK_FALSE(parse_dtype("fp12"));
-  // PyTorch's loop (FACTS §5 paraphrases it as "largest power of two f with N % f == 0 and
+  // PyTorch's loop (docs/facts/numerics.md paraphrases it as "largest power of two f with N % f == 0 and
   // N/f > f", which would give 16 for 1024; the code gives 32).
   CHECK(fsdp1_predivide_factor(1024) == 32);
   CHECK(fsdp1_predivide_factor(8) == 4);
@@ -408,7 +408,7 @@ TEST_CASE("the numerics pass analyses each distinct configuration once and locat
 }
 
 TEST_CASE("a bf16 sum overflows only near its range's end, which is not a finding, fp16 overflows at thousands", "[numerics]") {
-  // DeepSpeed ZeRO-3 in bf16 sums and divides after (CONFIGS.md §3.2): the intermediate sum of 8
+  // DeepSpeed ZeRO-3 in bf16 sums and divides after (docs/facts/config-keys.md#deepspeed-batch-and-precision): the intermediate sum of 8
   // overflows only for gradients near 3.4e38 / 8, where the fp32 reference overflows too.
   AnalysisOptions opt;
   opt.samples = 16;

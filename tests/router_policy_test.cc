@@ -1,4 +1,4 @@
-// Router checks against the FACTS §4 policy table, with every witness replayed through route().
+// Router checks against the docs/facts/moe-router.md policy table, with every witness replayed through route().
 #include <algorithm>
 #include <string>
 
@@ -40,11 +40,11 @@ void require_replayed_flip(const RouterSpec& s, const PropertyResult& p) {
 struct Row {
   const char* name;
   const char* body;
-  bool causal;       // FACTS §4 "causal within its sequence"
+  bool causal;       // docs/facts/moe-router.md "causal within its sequence"
   bool independent;  // not "depends on other sequences"
 };
 
-// FACTS §4 policy table, one row each, at E = 4, top-2, batch 2 x 3 tokens.
+// docs/facts/moe-router.md policy table, one row each, at E = 4, top-2, batch 2 x 3 tokens.
 const Row kRows[] = {
     {"token choice top-k, dropless (Mixtral, DeepSeek-V3, MegaBlocks)",
      "  experts: 4\n  top_k: 2\n  policy: token_choice\n  dropless: true\n", true, true},
@@ -71,7 +71,7 @@ const Row kRows[] = {
 
 }  // namespace
 
-TEST_CASE("every row of the FACTS §4 policy table gets its causality and batch-independence verdict", "[router]") {
+TEST_CASE("every row of the docs/facts/moe-router.md policy table gets its causality and batch-independence verdict", "[router]") {
   for (const Row& row : kRows) {
     SECTION(row.name) {
       RouterSpec s = spec_from(row.body);
@@ -101,7 +101,7 @@ TEST_CASE("every row of the FACTS §4 policy table gets its causality and batch-
 }
 
 TEST_CASE("batch-major position dropping breaks causality across sequences only", "[router]") {
-  // FACTS §4: a token of sequence 1 reads every token of sequence 0, later positions included.
+  // docs/facts/moe-router.md: a token of sequence 1 reads every token of sequence 0, later positions included.
   RouterSpec s = spec_from(kRows[3].body);
   RouterCheckOptions opt;
   opt.only = {"prefix_causality"};
@@ -112,7 +112,7 @@ TEST_CASE("batch-major position dropping breaks causality across sequences only"
 }
 
 TEST_CASE("drop-freedom holds exactly when capacity covers the tokens in scope", "[router]") {
-  // FACTS §4: nothing is dropped when capacity >= tokens in scope; top_k * capacity_factor >= E
+  // docs/facts/moe-router.md: nothing is dropped when capacity >= tokens in scope; top_k * capacity_factor >= E
   // guarantees it. E = 4, top-2, 6 tokens: factor 2 gives capacity 6, factor 1.5 gives 5.
   RouterSpec ok = spec_from("  experts: 4\n  top_k: 2\n  capacity_factor: 2.0\n  drop_policy: probs\n");
   RouterCheckOptions opt;

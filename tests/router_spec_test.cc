@@ -44,7 +44,7 @@ TEST_CASE("the core router keys of issue 6 load as written", "[router]") {
   CHECK(s->inference_given);
   CHECK(s->inference.dropless);
   CHECK(s->inference.drop_policy == DropPolicy::kProbs);
-  // FACTS §4: capacity = ceil(tokens * top_k / E * capacity_factor) = ceil(12 * 2 / 8 * 1.25) = 4.
+  // docs/facts/moe-router.md: capacity = ceil(tokens * top_k / E * capacity_factor) = ceil(12 * 2 / 8 * 1.25) = 4.
   CHECK(expert_capacity(s->train, 12) == 4);
 }
 

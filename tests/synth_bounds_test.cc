@@ -144,7 +144,7 @@ TEST_CASE("B3 at the Zero Bubble paper's 1.5B costs, p = 8, m = 24, limit 2p·M_
   CHECK(b.source() == "B3 (stage 7 seen from stage 0)");
 }
 
-TEST_CASE("B1 proves 27 at p = 4, m = 8, limit 8 and 26 at limit 10 (FACTS §1 optima)", "[solver][bounds]") {
+TEST_CASE("B1 proves 27 at p = 4, m = 8, limit 8 and 26 at limit 10 (docs/facts/pipeline-schedules.md optima)", "[solver][bounds]") {
   // D_0 = 4 T_F + 3 T_I = 7 (no link time); K = floor(8 / 2) = 4, so idle1_0 = 3 and
   // span >= 24 + 3. At limit 10, K = 5 and idle1_0 = 2.
   ClosedFormBounds b8 = sc::closed_form_bounds(uniform(4, 8, 1, 1, 1, 0, 2, 1, 8));

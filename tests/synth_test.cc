@@ -152,7 +152,7 @@ TEST_CASE("synth with a full backward B finds the optimal span at p = 3, m = 4, 
 }
 
 TEST_CASE("synth proves span 27 optimal at p = 4, m = 8 with limit 8 (ZB-H1 is optimal there)", "[solver]") {
-  // FACTS §1: optimal spans under a memory limit, p = 4, m = 8, unit costs, M_B = 2, M_W = 1.
+  // docs/facts/pipeline-schedules.md: optimal spans under a memory limit, p = 4, m = 8, unit costs, M_B = 2, M_W = 1.
   sc::PipelineSpec spec = unit_spec(4, 8, true);
   sc::SynthOptions o = pinned();
   o.limit_bytes = 8;
@@ -186,7 +186,7 @@ TEST_CASE("synth never claims optimality when the resource limit stops it, it ke
   sc::SynthResult r = sc::synthesize(spec, o);
   CHECK(r.status == sc::SynthStatus::kFeasible);
   REQUIRE(r.has_schedule);
-  CHECK(r.best_s >= 26);  // the optimum (FACTS §1); the warm starts reach 26 or 27
+  CHECK(r.best_s >= 26);  // the optimum (docs/facts/pipeline-schedules.md); the warm starts reach 26 or 27
   CHECK(r.best_s <= 27);
   CHECK(r.lower_bound_s == Approx(24));
   CHECK(r.probes.back().answer == "unknown");

@@ -19,7 +19,7 @@ TEST_CASE("durations read with every unit and bare numbers as seconds", "[units]
   CHECK(parse_duration_s("0").value() == 0.0);
   // Spaces between number and unit, and around the text, are allowed.
   CHECK(parse_duration_s(" 18.522 ms ").value() == Approx(0.018522));
-  // ZB paper appendix, p = 8, m = 24: T_comm 0.601 ms (FACTS.md section 1).
+  // ZB paper appendix, p = 8, m = 24: T_comm 0.601 ms (docs/facts/pipeline-schedules.md).
   CHECK(parse_duration_s("0.601ms").value() == Approx(6.01e-4));
 }
 

@@ -1,4 +1,4 @@
-// Verify end to end on the FACTS §1 reference schedules and the FACTS §2 hang patterns.
+// Verify end to end on the docs/facts/pipeline-schedules.md reference schedules and the docs/facts/p2p-semantics.md hang patterns.
 #include <cmath>
 
 #include "catch.h"
@@ -23,7 +23,7 @@ int64_t max_of(const std::vector<int64_t>& v) { return *std::max_element(v.begin
 
 }  // namespace
 
-// FACTS §1 reference values: unit costs, T_comm = 0, M_B = 2, M_W = 1, p = 4, m = 8.
+// docs/facts/pipeline-schedules.md reference values: unit costs, T_comm = 0, M_B = 2, M_W = 1, p = 4, m = 8.
 TEST_CASE("reference schedules at p = 4, m = 8 give the published span, makespan, idle and peak", "[verify][facts]") {
   struct Row {
     const char* name;
@@ -44,7 +44,7 @@ TEST_CASE("reference schedules at p = 4, m = 8 give the published span, makespan
     REQUIRE(r.timeline);
     CHECK(r.timeline->span_s == Approx(row.span));
     CHECK(r.timeline->makespan_s == Approx(row.makespan));
-    // FACTS lists the idle of the stage that sets the span (span - 24).
+    // docs/facts/pipeline-schedules.md lists the idle of the stage that sets the span (span - 24).
     CHECK(*std::max_element(r.timeline->idle_per_rank_s.begin(), r.timeline->idle_per_rank_s.end()) == Approx(row.idle));
     CHECK(r.timeline->peak_bytes_per_rank[0] == row.peak);
     CHECK(max_of(r.timeline->peak_bytes_per_rank) == row.peak);
@@ -53,7 +53,7 @@ TEST_CASE("reference schedules at p = 4, m = 8 give the published span, makespan
   }
 }
 
-// ZB paper (arXiv 2401.10241) Table 5, 1.5B model, p = 8; costs from its appendix (FACTS §1).
+// ZB paper (arXiv 2401.10241) Table 5, 1.5B model, p = 8; costs from its appendix (docs/facts/pipeline-schedules.md).
 TEST_CASE("ZB Table 5 bubble rates for the 1.5B model are reproduced to 4 decimals", "[verify][facts]") {
   struct Costs {
     int m;
@@ -83,7 +83,7 @@ TEST_CASE("ZB Table 5 bubble rates for the 1.5B model are reproduced to 4 decima
   }
 }
 
-// FACTS §2: PyTorch's _validate_schedule accepts this (it only counts actions per stage).
+// docs/facts/p2p-semantics.md: PyTorch's _validate_schedule accepts this (it only counts actions per stage).
 TEST_CASE("the schedule PyTorch's validator accepts is a deadlock with its wait-for cycle", "[verify][deadlock]") {
   PipelineSpec s = test::make_loop_spec("validator-accepts", 2, 4, 1, {});
   s.actions = {{step(ActionKind::kF, 0, 0), step(ActionKind::kB, 0, 0), step(ActionKind::kF, 2, 0), step(ActionKind::kB, 2, 0)},
@@ -103,7 +103,7 @@ TEST_CASE("the schedule PyTorch's validator accepts is a deadlock with its wait-
 }
 
 namespace {
-// pytorch/pytorch#172668 (FACTS §2): interleaved, p = 2, 4 stages (loop), m = 2; both ranks
+// pytorch/pytorch#172668 (docs/facts/p2p-semantics.md): interleaved, p = 2, 4 stages (loop), m = 2; both ranks
 // SEND before they RECV at the end. `parity` applies the fix: rank 0 drains its RECV first.
 PipelineSpec issue_172668(bool parity) {
   PipelineSpec s = test::make_loop_spec("pytorch-172668", 2, 4, 2, {});

@@ -780,7 +780,7 @@ TEST_CASE("on every named schedule lowered to SEND/RECV the fast path equals the
     REQUIRE(g);
     for (LowerPolicy policy : {LowerPolicy::kPyTorch, LowerPolicy::kDeferred}) {
       auto lowered = lower_comms(g->actions, g->stage_to_rank, policy, &why, g->pipeline_starts);
-      if (!lowered) continue;  // PyTorch's placement is malformed on some schedules (FACTS §2)
+      if (!lowered) continue;  // PyTorch's placement is malformed on some schedules (docs/facts/p2p-semantics.md)
       PipelineSpec spec = to_pipeline_spec(*g);
       spec.pipeline_starts = g->pipeline_starts;
       spec.actions = std::move(*lowered);

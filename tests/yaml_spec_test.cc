@@ -105,7 +105,7 @@ TEST_CASE("a full spec fills every field with its location", "[spec]") {
   CHECK(spec->microbatches == 4);
   CHECK(spec->placement == "v");
   CHECK(spec->placement_declared);
-  // V placement (FACTS.md section 1): rank r holds stages r and 2p-1-r.
+  // V placement (docs/facts/pipeline-schedules.md): rank r holds stages r and 2p-1-r.
   CHECK(spec->stage_to_rank == std::vector<int32_t>{0, 1, 1, 0});
 
   // Costs: lists per stage, a single value broadcast, B = I + W when B is absent.

@@ -35,7 +35,7 @@ namespace {
 
 /// Cross-communicator order: two ranks that both belong to communicators A and B must enter
 /// them in the same interleaving (issue order = op id order per rank, as the front-ends add
-/// ops), else NCCL can deadlock when the collectives block (FACTS §3). For each B collective k
+/// ops), else NCCL can deadlock when the collectives block (docs/facts/fsdp-zero.md). For each B collective k
 /// of a rank, the number of A collectives that rank issued before it must agree across the
 /// shared ranks. One finding per pair of communicators.
 void check_cross_order(const Program& p, std::vector<Finding>& out) {

@@ -12,7 +12,7 @@
 
 namespace sc {
 
-/// Channel identity (FACTS §2, NVIDIA/Megatron-LM#1450): on every channel the k-th send and the
+/// Channel identity (docs/facts/p2p-semantics.md, NVIDIA/Megatron-LM#1450): on every channel the k-th send and the
 /// k-th recv carry the same logical message (kind, source stage, destination stage,
 /// microbatch, bytes); and the numbers of sends and recvs agree (DeepSpeed PR #5518: a receiver
 /// expecting more messages than the sender sends hangs).
@@ -32,14 +32,14 @@ std::vector<Finding> check_buffer_residency(const Program& program, size_t max_f
 std::vector<Finding> check_memory(const Program& program, const Timeline* timeline,
                                   const WorstCaseMemory* worst, int64_t limit_bytes);
 
-/// Collective agreement (FACTS §3), one finding per communicator that diverges: the k-th
+/// Collective agreement (docs/facts/fsdp-zero.md), one finding per communicator that diverges: the k-th
 /// collective of every member must have the same identity (kind, bytes, dtype, label without
 /// its "(...)" suffix); the majority is taken as intended and the others named as culprits. And
 /// cross-communicator order: ranks sharing two communicators must interleave their collectives
 /// on them the same way (one finding per pair of communicators).
 std::vector<Finding> check_collectives(const Program& program);
 
-/// Numerics (FACTS §5): every reducing collective with its arithmetic (Op::arith) is emulated
+/// Numerics (docs/facts/numerics.md): every reducing collective with its arithmetic (Op::arith) is emulated
 /// bit-exactly (src/numerics) once per distinct configuration (element type, op, algorithm,
 /// channels, divide factors, communicator size): worst relative error over the adversarial
 /// family, systematic bias over gradient-like inputs, underflow, overflow and avg's rounded 1/N,

@@ -84,7 +84,7 @@ std::vector<RankShare> shares_at(const PipelineSpec& s, int32_t ranks) {
 }
 
 // `base` with the generated schedule: each of its stages gets its rank's share divided by the
-// number of stages the schedule puts on that rank (FACTS §1: chunk cost T/v, chunk memory M/v).
+// number of stages the schedule puts on that rank (docs/facts/pipeline-schedules.md: chunk cost T/v, chunk memory M/v).
 // Per-stage tables the spec leaves empty (recompute, costs.R, state bytes) stay empty.
 PipelineSpec with_schedule(const PipelineSpec& base, const std::vector<RankShare>& shares, const Generated& g) {
   PipelineSpec s = base;

@@ -1,6 +1,6 @@
 // `schedcheck plan`: which mix of data, fully-sharded, pipeline and tensor parallelism fits a
 // model on N GPUs, and how fast is it. Enumerates layouts, discards them by the bounds the field
-// knows (CONFIGS.md §6), ranks the rest by an analytic estimate, then verifies the best with the
+// knows (docs/facts/cost-formulas.md#planner-rules), ranks the rest by an analytic estimate, then verifies the best with the
 // same lowering and checks `verify` uses on a config, and ranks those by predicted step time.
 #include <algorithm>
 #include <chrono>
@@ -86,11 +86,11 @@ std::string layout_label(const Candidate& c) {
 }
 
 /// Analytic estimate of one candidate from the cost model alone (no program): per-stage work
-/// Σ(F + I + W + R) of the slowest stage; a pipeline step (m + (p−1)/v)·t (CONFIGS.md §4.7);
+/// Σ(F + I + W + R) of the slowest stage; a pipeline step (m + (p−1)/v)·t (docs/facts/cost-formulas.md#pipeline-bubble);
 /// FSDP without PP pays its all-gathers and reduce-scatter per microbatch, exposed where they
 /// exceed the compute; with PP once per step. Memory: states + in-flight activations of stage 0
 /// (min(m, p) microbatches in 1F1B, × (1 + (p−1)/(p·v)) interleaved; Megatron's estimator,
-/// CONFIGS.md §4.3) + gathered parameters.
+/// docs/facts/cost-formulas.md#activation-memory) + gathered parameters.
 std::string estimate(Candidate& c, const config::JobContext& ctx) {
   config::LoweredJob lj;
   Diagnostics d;
@@ -177,7 +177,7 @@ std::string torchtitan_toml(const TrainingJob& j, const model::ModelDesc& m, con
     out += fmt::format("pipeline_parallel_schedule = \"{}\"\npipeline_parallel_microbatch_size = {}\n",
                        j.schedule == "1f1b" ? "1F1B" : "Interleaved1F1B", j.microbatch_sequences);
     if (j.stages_per_rank > 1) {
-      // ceil((layers + 2) / layers_per_stage) must give pp·v stages (CONFIGS.md §1.4).
+      // ceil((layers + 2) / layers_per_stage) must give pp·v stages (docs/facts/config-keys.md#torchtitan-validation-rules).
       const int64_t stages = static_cast<int64_t>(l.pp) * j.stages_per_rank;
       out += fmt::format("pipeline_parallel_layers_per_stage = {}\n", (m.layers + 2 + stages - 1) / stages);
     }
@@ -245,7 +245,7 @@ int run_plan(const PlanArgs& a) {
       const int32_t dp = a.gpus / (tp * pp);
       const std::string fam = fmt::format("pp{} tp{} dp{}", pp, tp, dp);
       if (dp > seqs) {
-        reject(fmt::format("data-parallel degree above the global batch of {} sequences (CONFIGS.md §6.2)", seqs), fam);
+        reject(fmt::format("data-parallel degree above the global batch of {} sequences (docs/facts/cost-formulas.md#batch-size-bounds)", seqs), fam);
         continue;
       }
       if (seqs % dp != 0) {
@@ -379,7 +379,7 @@ int run_plan(const PlanArgs& a) {
                              c.verdict);
   }
   std::cout << "\n  tok/GPU/mb: tokens per GPU per microbatch / the FSDP crossover above which the backward hides its\n"
-               "  all-gather and reduce-scatter (CONFIGS.md §6.1); bubble: idle fraction of the verified program.\n";
+               "  all-gather and reduce-scatter (docs/facts/cost-formulas.md#fsdp-crossover); bubble: idle fraction of the verified program.\n";
   if (!rejected.empty()) {
     std::cout << "\nrejected before verifying:\n";
     for (const auto& [why, r] : rejected)

@@ -1,5 +1,5 @@
 // DeepSpeed config JSON to a TrainingJob, with DeepSpeed's own checks in its words
-// (CONFIGS.md §3.1-3.3). JSON is read with yaml-cpp, whose marks locate every value.
+// (docs/facts/config-keys.md#deepspeed-zero-keys, #deepspeed-batch-and-precision, #deepspeed-pipeline). JSON is read with yaml-cpp, whose marks locate every value.
 #include <algorithm>
 #include <cmath>
 #include <charconv>
@@ -61,7 +61,7 @@ class DeepSpeedReader {
     j.path = path_;
     j.file = r_.file_start();
     j.hardware = ctx_.hardware;
-    j.schedule = "1f1b";  // the pipeline engine's TrainSchedule (CONFIGS.md §3.3)
+    j.schedule = "1f1b";  // the pipeline engine's TrainSchedule (docs/facts/config-keys.md#deepspeed-pipeline)
     if (!root.IsMap()) {
       r_.error(r_.loc(root), fmt::format("a DeepSpeed config is a JSON object of settings, got {}",
                                          yaml_util::describe(root)));

@@ -16,7 +16,7 @@
 
 namespace sc::config {
 
-/// How the data-parallel group holds the model states (CONFIGS.md §4.5).
+/// How the data-parallel group holds the model states (docs/facts/cost-formulas.md#per-rank-memory-with-sharding).
 enum class Sharding {
   kDdp,        ///< replicated; gradients all-reduced
   kZero1,      ///< optimizer state sharded (Megatron distributed optimizer, DeepSpeed stage 1)
@@ -24,7 +24,7 @@ enum class Sharding {
   kFsdp,       ///< + parameters: FSDP2 / ZeRO-3 (gathered per unit, freed after use)
 };
 
-/// What the job runs. Degrees follow CONFIGS.md §1.4 / §2.2 / §3.2: world = pp·dp_replicate·
+/// What the job runs. Degrees follow docs/facts/config-keys.md#torchtitan-validation-rules, #megatron-derived-sizes, #deepspeed-batch-and-precision: world = pp·dp_replicate·
 /// dp_shard·cp·tp; EP borrows from dp_shard·cp·tp. Batch figures are per optimizer step.
 struct TrainingJob {
   std::string framework;            ///< "torchtitan", "megatron", "deepspeed"
@@ -51,7 +51,7 @@ struct TrainingJob {
   std::string param_dtype = "bf16";  ///< all-gather and compute dtype
   std::string reduce_dtype = "fp32"; ///< gradient reduction dtype
   bool fp32_master = true;           ///< fp32 master weights and Adam moments
-  /// DeepSpeed ZeRO-3 knobs, parameters (CONFIGS.md §3.1).
+  /// DeepSpeed ZeRO-3 knobs, parameters (docs/facts/config-keys.md#deepspeed-zero-keys).
   int64_t prefetch_bucket_params = 50'000'000;
   int64_t max_live_params = 1'000'000'000;
   /// Where each field was set, by field name ("pp", "tp", "cp", "dp_shard", "dp_replicate",

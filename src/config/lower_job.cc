@@ -95,7 +95,7 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   jc.tokens_per_gpu_microbatch = static_cast<int64_t>(tokens);
   jc.tp_ranks_per_modelled_rank = lay.tp;
 
-  // Stage split (torchtitan: embedding and output count as one layer each; CONFIGS.md §1.4).
+  // Stage split (torchtitan: embedding and output count as one layer each; docs/facts/config-keys.md#torchtitan-validation-rules).
   const int32_t stages = lay.pp * job.stages_per_rank;
   const int64_t first_less = job.framework == "torchtitan" ? 1 : 0, last_less = first_less;
   const int64_t effective = m.layers + first_less + last_less;
@@ -167,7 +167,7 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
                                    "and direction) are added to F and I, with tokens spread evenly over experts",
                                    lay.ep, jc.ep_comm_per_layer_s * 1e3));
 
-  // Data-parallel sharding of the model states (CONFIGS.md §4.4-4.5).
+  // Data-parallel sharding of the model states (docs/facts/cost-formulas.md#bytes-per-parameter, #per-rank-memory-with-sharding).
   const bool fsdp = job.sharding == Sharding::kFsdp;
   const int32_t shard = fsdp ? lay.dp_shard * lay.cp : 1;
   const int32_t replicate = fsdp ? lay.dp_replicate : lay.dp_replicate * lay.dp_shard * lay.cp;
@@ -330,7 +330,7 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   p.locs.schedule = job.loc("schedule");
   if (job.sharding == Sharding::kZero1 || job.sharding == Sharding::kZero2)
     jc.notes.push_back("the distributed optimizer's reduce-scatter and all-gather are modelled as one all-reduce "
-                       "(the same bytes on the wire, CONFIGS.md §4.6)");
+                       "(the same bytes on the wire, docs/facts/cost-formulas.md#communication-volume-and-time)");
   std::vector<int64_t> per_rank(lay.pp, 0);  // loop placement; V places the same number of stages per rank
   for (int32_t s = 0; s < stages; ++s)
     per_rank[s % lay.pp] += p.memory.state_bytes[s] + p.memory.params_bytes[s] / (fsdp ? shard : 1);

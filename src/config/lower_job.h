@@ -21,7 +21,7 @@ struct JobCosts {
   model::Efficiency eff;
   int64_t total_params = 0, active_params = 0;
   int64_t tokens_per_step = 0;            ///< global batch in tokens
-  double flops_per_token = 0;             ///< torchtitan's count (CONFIGS.md §4.1)
+  double flops_per_token = 0;             ///< torchtitan's count (docs/facts/cost-formulas.md#flops)
   double flops_per_step = 0;              ///< flops_per_token × tokens_per_step (≈ 6·N·D)
   int64_t tokens_per_gpu_microbatch = 0;  ///< tokens one rank computes per microbatch (b·s/cp)
   /// Per-layer communication folded into the compute times (not separate ops): TP, CP and EP.
@@ -30,7 +30,7 @@ struct JobCosts {
   model::LinkTier dp_tier = model::LinkTier::kIntraNode, pp_tier = model::LinkTier::kIntraNode,
                   tp_tier = model::LinkTier::kIntraNode;
   double dp_bandwidth = 0, pp_bandwidth = 0;
-  /// FSDP crossover (CONFIGS.md §6.1): tokens per GPU per microbatch above which the backward
+  /// FSDP crossover (docs/facts/cost-formulas.md#fsdp-crossover): tokens per GPU per microbatch above which the backward
   /// hides its all-gather and reduce-scatter; 0 without FSDP.
   double fsdp_crossover_tokens = 0;
   int64_t state_bytes_per_rank = 0;       ///< resident model states on the most loaded rank
@@ -49,7 +49,7 @@ struct LoweredJob {
 
 /// Lowers `job`. Model and hardware: the job's, else ctx's, else an error (model) or H100
 /// (hardware, with a note). Pipeline stages split the blocks as torchtitan's auto split does
-/// (embedding and output each count as one layer; CONFIGS.md §1.4) for torchtitan jobs, evenly
+/// (embedding and output each count as one layer; docs/facts/config-keys.md#torchtitan-validation-rules) for torchtitan jobs, evenly
 /// for the others. Each stage's F, I, W and R are the sums of its blocks' layer_cost (plus the
 /// output projection on the last stage); activation bytes likewise, plus the output layer's
 /// inputs and fp32 logits 4·s·b·(h + V)/t on the last stage (Megatron's

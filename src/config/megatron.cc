@@ -1,5 +1,5 @@
 // Megatron-LM arguments (a launch script or an arguments file) to a TrainingJob, with
-// Megatron's own startup checks in its words (CONFIGS.md §2.1-2.3).
+// Megatron's own startup checks in its words (docs/facts/config-keys.md#megatron-flags, #megatron-derived-sizes, #megatron-startup-checks).
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
@@ -669,8 +669,8 @@ bool is_megatron_config(const std::string& path) {
 //   --moe-ffn-hidden-size, --untie-embeddings-and-output-weights; or the ctx.model preset when
 //   the script gives no dimensions.
 // Errors, each at the flag that set the value (the file start for what is absent): argparse's
-// "expected one argument" / "invalid int value", Megatron's startup assertions (CONFIGS.md §2.2,
-// §2.3) in its words, a missing --micro-batch-size, --seq-length, world size or model.
+// "expected one argument" / "invalid int value", Megatron's startup assertions (docs/facts/config-keys.md#megatron-derived-sizes, #megatron-startup-checks)
+// in its words, a missing --micro-batch-size, --seq-length, world size or model.
 bool read_megatron(const std::string& path, const JobContext& ctx, TrainingJob* job, Diagnostics& diags) {
   std::string text, why;
   if (!read_input_file(path, &text, &why)) {

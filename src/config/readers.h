@@ -1,5 +1,5 @@
 // Readers of framework configs: each fills a TrainingJob, applies the framework's own startup
-// validation rules in its words (CONFIGS.md §1.4, §2.2-2.3, §3.2-3.3), located at the key or
+// validation rules in its words (docs/facts/config-keys.md#torchtitan-validation-rules, #megatron-derived-sizes, #megatron-startup-checks, #deepspeed-batch-and-precision, #deepspeed-pipeline), located at the key or
 // flag that set the value, and lists the keys it read but does not model.
 #pragma once
 

@@ -1,5 +1,5 @@
 // The command-line flags of a shell launch script or an arguments file, each located at the
-// file:line:col where its text was written (Megatron-LM's launch scripts; CONFIGS.md §2.4).
+// file:line:col where its text was written (Megatron-LM's launch scripts; docs/facts/config-keys.md#megatron-example-scripts).
 #pragma once
 
 #include <cstdint>

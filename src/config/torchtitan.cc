@@ -1,4 +1,4 @@
-// torchtitan job TOML (CONFIGS.md §1): the era A keys (TOML `JobConfig` at commit 238fa99), the
+// torchtitan job TOML (docs/facts/config-keys.md#torchtitan): the era A keys (TOML `JobConfig` at commit 238fa99), the
 // older names they replaced, and the token-based names of current torchtitan (era C), read with
 // toml++ so that every value keeps its line and column.
 #include <algorithm>
@@ -208,7 +208,7 @@ class Reader {
     deg("expert_tensor_parallel_degree", "etp", &etp_);
     // data_parallel_shard_degree: -1 (the default) means the ranks left over.
     auto shard = get("parallelism", "data_parallel_shard_degree");
-    if (!shard) shard = get("parallelism", "data_parallel_degree");  // before 2024-10 (CONFIGS.md §1.1)
+    if (!shard) shard = get("parallelism", "data_parallel_degree");  // before 2024-10 (docs/facts/config-keys.md#torchtitan-config-eras)
     if (shard) {
       if (auto x = integer(shard, -1)) {
         if (*x == 0) diags_.error(shard->loc, fmt::format("{} must be -1 or at least 1", shard->key));
@@ -252,7 +252,7 @@ class Reader {
 
   void read_training() {
     local_ = get("training", "local_batch_size");
-    if (!local_) local_ = get("training", "batch_size");  // before 2025-06 (CONFIGS.md §1.1)
+    if (!local_) local_ = get("training", "batch_size");  // before 2025-06 (docs/facts/config-keys.md#torchtitan-config-eras)
     if (auto x = integer(local_, 1)) local_batch_ = *x;
     global_ = get("training", "global_batch_size");
     if (auto x = integer(global_, -1)) global_batch_ = *x;
@@ -261,13 +261,13 @@ class Reader {
     if (auto x = integer(seq, 1)) job_.seq_len = *x;
     else if (!seq) job_.seq_len = 2048;  // JobConfig default
     job_.where["seq_len"] = seq ? seq->loc : job_.file;
-    // Era C: tokens per microbatch per data-parallel rank and per step (CONFIGS.md §1.4).
+    // Era C: tokens per microbatch per data-parallel rank and per step (docs/facts/config-keys.md#torchtitan-validation-rules).
     tokens_mb_ = get("training", "num_tokens_per_microbatch_per_dp_rank");
     if (auto x = integer(tokens_mb_, 1)) tokens_per_mb_ = *x;
     tokens_step_ = get("training", "num_tokens_per_train_step");
     if (auto x = integer(tokens_step_, -1)) tokens_per_step_ = *x;
     if (auto v = get("training", "mixed_precision_reduce")) {
-      // torchtitan types it Literal["float32"] (CONFIGS.md §1.3).
+      // torchtitan types it Literal["float32"] (docs/facts/config-keys.md#torchtitan-training-keys).
       if (auto s = string(v); s && *s != "float32")
         diags_.error(v->loc, fmt::format("training.mixed_precision_reduce = \"{}\": torchtitan accepts only "
                                          "\"float32\"", *s));
@@ -317,7 +317,7 @@ class Reader {
     }
   }
 
-  /// torchtitan's startup rules (CONFIGS.md §1.4, §1.5), in its words where it has them.
+  /// torchtitan's startup rules (docs/facts/config-keys.md#torchtitan-validation-rules, #pipeline-schedule-names), in its words where it has them.
   void validate(const std::string& text) {
     Layout& l = job_.layout;
     // World size: --gpus, else the preset comment, else the product of fixed degrees.
@@ -455,7 +455,7 @@ class Reader {
     }
   }
 
-  /// The schedule class, stages per rank and the schedule's own microbatch rule (CONFIGS.md §1.5).
+  /// The schedule class, stages per rank and the schedule's own microbatch rule (docs/facts/config-keys.md#pipeline-schedule-names).
   void resolve_schedule() {
     Layout& l = job_.layout;
     struct Known {

@@ -45,7 +45,7 @@ void write_fsdp_text_report(std::ostream& os, const FsdpVerifyResult& r) {
   os << "\nstep:\n";
   for (size_t i = 0; i < f.step_time_s.size(); ++i)
     os << fmt::format("  step {} time {}\n", i, format_duration(f.step_time_s[i]));
-  os << fmt::format("  communication per rank per step {} ({:.2f}x the parameter bytes {}; FACTS §3 formula {})\n",
+  os << fmt::format("  communication per rank per step {} ({:.2f}x the parameter bytes {}; docs/facts/fsdp-zero.md formula {})\n",
                     format_bytes(f.comm_bytes_per_step),
                     f.params_bytes > 0 ? f.comm_bytes_per_step / f.params_bytes : 0.0, format_bytes(f.params_bytes),
                     s.programs.empty() ? format_bytes(f.expected_comm_bytes_per_step) : "n/a for explicit programs");

@@ -1,5 +1,5 @@
 // FSDP / ZeRO-3 gather-free specs (the `fsdp:` key of a schedcheck YAML spec).
-// Semantics: FACTS.md §3; key reference: specs/fsdp.md.
+// Semantics: docs/facts/fsdp-zero.md; key reference: specs/fsdp.md.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,7 @@ enum class FsdpImplementation { kFsdp1, kFsdp2, kZero3 };
 
 /// FSDP1 `backward_prefetch`: BACKWARD_PRE issues the next unit's all-gather before the
 /// current unit's gradient computation, BACKWARD_POST after it, NONE when the next unit's
-/// backward starts (FACTS §3).
+/// backward starts (docs/facts/fsdp-zero.md).
 enum class BackwardPrefetch { kPre, kPost, kNone };
 
 /// Collective time model for n ranks, B bytes (per-rank all-gather output, reduce-scatter
@@ -45,7 +45,7 @@ struct FsdpUnit {
   SourceLoc loc;                  ///< the unit's entry in the spec
 };
 
-/// Per-rank divergence, to model real hangs (FACTS §3: DeepSpeed#7461, transformers#16688).
+/// Per-rank divergence, to model real hangs (docs/facts/fsdp-zero.md: DeepSpeed#7461, transformers#16688).
 /// Unit names are expanded names ("layer.7"); the loader checks they exist.
 struct FsdpRankOverride {
   std::vector<std::string> skip_units;    ///< this rank runs neither forward nor backward of these

@@ -43,7 +43,7 @@ const std::vector<std::string> kImplementations = {"fsdp1", "fsdp2", "zero3"};
 const std::vector<std::pair<std::string, int>> kDtypes = {{"bf16", 2}, {"fp16", 2}, {"fp32", 4},
                                                           {"fp8", 1},  {"e4m3", 1}, {"e5m2", 1}};
 
-// Options and the implementations they belong to (FACTS §3; PyTorch FSDP1/FSDP2, DeepSpeed).
+// Options and the implementations they belong to (docs/facts/fsdp-zero.md; PyTorch FSDP1/FSDP2, DeepSpeed).
 const std::vector<std::pair<std::string, std::vector<std::string>>> kOptionOwners = {
     {"reshard_after_forward", {"fsdp2"}},
     {"forward_prefetch_depth", {"fsdp2"}},

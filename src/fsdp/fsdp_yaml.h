@@ -1,5 +1,5 @@
 // Loading `fsdp:` specs (FSDP1, FSDP2 and ZeRO-3 gather/free schedules) from YAML, with located
-// diagnostics. Key reference: specs/fsdp.md; semantics: FACTS §3.
+// diagnostics. Key reference: specs/fsdp.md; semantics: docs/facts/fsdp-zero.md.
 #pragma once
 
 #include <cstdint>

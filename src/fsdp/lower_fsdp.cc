@@ -275,7 +275,7 @@ class RankGen {
     reshard(s);
     if (fsdp1() && spec_.backward_prefetch_fsdp1 == BackwardPrefetch::kPost) {
       // BACKWARD_POST prefetches from the post-backward hook, once the current unit's gradient
-      // exists (FACTS §3): the all-gather waits for the backward's end.
+      // exists (docs/facts/fsdp-zero.md): the all-gather waits for the backward's end.
       hook_dep_ = backward_op_[s];
       prefetch_one(s - 1);
       hook_dep_ = kNoOp;

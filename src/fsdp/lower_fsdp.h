@@ -1,6 +1,6 @@
 // Lowering of an FSDP / ZeRO-3 spec into the Program IR: per rank, the CPU issue order of
 // gathers, compute, frees and reductions on compute and communication streams.
-// Semantics: FACTS.md §3.
+// Semantics: docs/facts/fsdp-zero.md.
 #pragma once
 
 #include <cstdint>

@@ -108,7 +108,7 @@ class Builder {
   }
 
  private:
-  /// The arithmetic of a gradient reduction over n ranks (FACTS §5): FSDP2 averages in the
+  /// The arithmetic of a gradient reduction over n ranks (docs/facts/numerics.md): FSDP2 averages in the
   /// collective (NCCL avg; fp16 sums with FSDP1's divide factors), FSDP1 pre-divides by f and
   /// post-divides by n / f, ZeRO-3 sums and divides by n after (gradient_predivide_factor 1).
   /// One Program::arithmetic entry per n.

@@ -1,4 +1,4 @@
-// `schedcheck verify` for FSDP / ZeRO-3 specs: lowering, the checks of FACTS §3, and the
+// `schedcheck verify` for FSDP / ZeRO-3 specs: lowering, the checks of docs/facts/fsdp-zero.md, and the
 // predicted step time, exposed communication and memory.
 #pragma once
 
@@ -24,8 +24,8 @@ struct FsdpUnitExposure {
 /// FSDP figures of a completed program.
 /// comm_bytes_per_step: per rank, bytes each rank sends in one step, sum over its collectives
 /// of (n-1)/n·B (all-reduce 2(n-1)/n·B) for group size n and per-rank bytes B (ring algorithms,
-/// Thakur et al. 2005); the largest over ranks and steps. expected_comm_bytes_per_step: FACTS
-/// §3, (N-1)/N·Ψ·(2·b_c + b_r) per microbatch (all-gather in forward and backward, one
+/// Thakur et al. 2005); the largest over ranks and steps. expected_comm_bytes_per_step: docs/facts/fsdp-zero.md,
+/// (N-1)/N·Ψ·(2·b_c + b_r) per microbatch (all-gather in forward and backward, one
 /// reduce-scatter), plus HSDP's 2(R-1)/R·Ψ·b_r/N; with reshard_after_forward false one
 /// all-gather per microbatch. overlap = 1 - exposed / communication time on the most exposed
 /// rank. step_time_s[i]: end of step i's optimizer minus end of step i-1's (the first from 0),

@@ -24,7 +24,7 @@ int64_t attention_params(const ModelDesc& m) {
     const int64_t o = m.heads * a.v_head_dim * m.dim;
     return q + kv_a + kv_b + o;
   }
-  // wq, wk, wv, wo (CONFIGS.md §4.2, Llama row).
+  // wq, wk, wv, wo (docs/facts/cost-formulas.md#parameter-counts, Llama row).
   return m.dim * m.heads * m.head_dim + 2 * m.dim * m.kv_heads * m.head_dim + m.heads * m.head_dim * m.dim;
 }
 
@@ -116,7 +116,7 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
   const double h = static_cast<double>(m.dim);
   const double lat = in.eff.latency_s;
   // TP: 2 all-gathers + 2 reduce-scatters (SP) or 2 all-reduces per direction, of the whole
-  // microbatch's activation in bf16 (Narayanan et al. 2021; CONFIGS.md §4.6).
+  // microbatch's activation in bf16 (Narayanan et al. 2021; docs/facts/cost-formulas.md#communication-volume-and-time).
   if (lay.tp > 1) {
     const double bytes = tokens * h * 2;
     const double bw = group_bandwidth(in.hardware, in.eff, 1, lay.tp);
@@ -131,7 +131,7 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
     const double bw = group_bandwidth(in.hardware, in.eff, lay.tp, lay.cp);
     c.cp_comm_s = ring_time_s(bytes, lay.cp, bw, lat, false);
   }
-  // EP: dispatch and combine all-to-alls of the routed tokens (CONFIGS.md §4.6, AllToAll row):
+  // EP: dispatch and combine all-to-alls of the routed tokens (docs/facts/cost-formulas.md#communication-volume-and-time, AllToAll row):
   // (ep-1)/ep of tokens·top_k·h·2 bytes leave each rank, twice per direction.
   if (lay.ep > 1 && m.is_moe_layer(layer)) {
     const double bytes = tokens * static_cast<double>(m.moe->top_k) * h * 2;
@@ -180,7 +180,7 @@ double state_bytes_per_param(StateSharding sharding, int32_t d, bool fp32_grads)
     case StateSharding::kReplicated: return 2 + g + k;
     case StateSharding::kOptimizer: return 2 + g + k / n;
     case StateSharding::kGradients: return 2 + (g + k) / n;
-    case StateSharding::kFull: return 16 / n;  // (2 + 2 + K)/N (ZeRO); torchtitan 4 + 4 + 8 (CONFIGS.md §4.4)
+    case StateSharding::kFull: return 16 / n;  // (2 + 2 + K)/N (ZeRO); torchtitan 4 + 4 + 8 (docs/facts/cost-formulas.md#bytes-per-parameter)
   }
   return 0;
 }

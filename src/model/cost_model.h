@@ -1,6 +1,6 @@
 // The model-and-hardware cost model: from a transformer's dimensions, the GPU and the parallel
 // degrees, the per-layer compute times, the model-state, parameter and activation bytes, and the
-// collective and point-to-point times by link tier. Formulas and figures: CONFIGS.md §4-§5
+// collective and point-to-point times by link tier. Formulas and figures: docs/facts/cost-formulas.md, docs/facts/hardware.md
 // (the sources each function names are the ones cited there).
 #pragma once
 
@@ -11,7 +11,7 @@
 
 namespace sc::model {
 
-/// Multi-head latent attention (DeepSeek-V2/V3; CONFIGS.md §1.6). Dimensions in elements.
+/// Multi-head latent attention (DeepSeek-V2/V3; docs/facts/config-keys.md#model-flavors). Dimensions in elements.
 struct Mla {
   int64_t q_lora_rank = 0;      ///< 0: queries projected directly from the hidden state
   int64_t kv_lora_rank = 512;
@@ -22,7 +22,7 @@ struct Mla {
 
 /// Mixture of experts in the feed-forward layers. Layers [0, dense_first) are dense; after
 /// them every `every`-th layer (the last of each group of `every`) is an MoE layer
-/// (torchtitan's interleave_moe_layer_step; CONFIGS.md §1.6).
+/// (torchtitan's interleave_moe_layer_step; docs/facts/config-keys.md#model-flavors).
 struct Moe {
   int64_t experts = 8;          ///< routed experts
   int64_t top_k = 2;            ///< routed experts per token
@@ -32,8 +32,8 @@ struct Moe {
   int64_t every = 1;
 };
 
-/// A decoder-only transformer with SwiGLU MLPs, RMSNorm and no biases (Llama family; CONFIGS.md
-/// §4.2, "Llama" row). Dimensions in elements.
+/// A decoder-only transformer with SwiGLU MLPs, RMSNorm and no biases (Llama family; docs/facts/cost-formulas.md#parameter-counts,
+/// "Llama" row). Dimensions in elements.
 struct ModelDesc {
   std::string name;             ///< preset name ("llama3-8b") or "custom"
   int64_t dim = 0;              ///< hidden size h
@@ -50,7 +50,7 @@ struct ModelDesc {
 
   bool is_moe_layer(int64_t layer) const;
   /// Parameters of block `layer`: attention, MLP (every expert, shared experts and router for
-  /// an MoE layer) and its two RMSNorms. CONFIGS.md §4.2 (Llama row); MLA per the DeepSeek-V3
+  /// an MoE layer) and its two RMSNorms. docs/facts/cost-formulas.md#parameter-counts (Llama row); MLA per the DeepSeek-V3
   /// projections (wq or wq_a/wq_b, wkv_a, kv_norm, wkv_b, wo).
   int64_t layer_params(int64_t layer) const;
   /// The same with only the top_k routed experts (plus shared ones) of an MoE layer.
@@ -64,11 +64,11 @@ struct ModelDesc {
   int64_t active_params() const;
   /// Forward FLOPs of block `layer` per token at sequence length `seq`, split into the linear
   /// part (2 per active parameter) and the attention core (QK^T and AV: 2·heads·(d_qk + d_v)·seq,
-  /// no causal discount, as torchtitan counts it; CONFIGS.md §4.1).
+  /// no causal discount, as torchtitan counts it; docs/facts/cost-formulas.md#flops).
   double layer_linear_flops_per_token(int64_t layer) const;
   double layer_attention_flops_per_token(int64_t seq) const;
   /// Training FLOPs per token as torchtitan's MFU counts them: 6·(N_active − embedding) +
-  /// 6·layers·heads·(d_qk + d_v)·seq (CONFIGS.md §4.1, get_dense_model_nparams_and_flops).
+  /// 6·layers·heads·(d_qk + d_v)·seq (docs/facts/cost-formulas.md#flops, get_dense_model_nparams_and_flops).
   double training_flops_per_token(int64_t seq) const;
 };
 
@@ -82,12 +82,12 @@ struct HardwareDesc {
   int32_t gpus_per_node = 8;
   std::string source;
   /// Achieved fraction of peak per op (Efficiency::compute) runs on this GPU reach, fitted to one
-  /// published run per GPU where there is one (specs/reference/README.md), else CONFIGS.md §5.2's
+  /// published run per GPU where there is one (specs/reference/README.md), else docs/facts/hardware.md#published-mfu's
   /// suggested 0.40.
   double efficiency = 0.40;
 };
 
-/// Achieved fractions of peak. Defaults: CONFIGS.md §5.2 "Suggested defaults" (dense bf16
+/// Achieved fractions of peak. Defaults: docs/facts/hardware.md#published-mfu "Suggested defaults" (dense bf16
 /// 0.40; NVLink 0.6 and InfiniBand 0.9 of nominal, calculon's efficiency model).
 struct Efficiency {
   double compute = 0.40;
@@ -111,7 +111,7 @@ enum class Recompute { kNone, kSelective, kFull };
 
 /// The parallel layout of one model replica on the mesh, innermost first: tp, then cp, then
 /// dp_shard, dp_replicate, pp (torchtitan's dense mesh [pp, dp_replicate, dp_shard·cp, tp];
-/// CONFIGS.md §1.4). EP borrows ranks from dp_shard·cp·tp, it does not multiply the world.
+/// docs/facts/config-keys.md#torchtitan-validation-rules). EP borrows ranks from dp_shard·cp·tp, it does not multiply the world.
 struct Layout {
   int32_t tp = 1, cp = 1, dp_shard = 1, dp_replicate = 1, pp = 1, ep = 1;
   bool sequence_parallel = true;
@@ -127,14 +127,14 @@ LinkTier link_tier(const HardwareDesc& hw, int64_t stride, int64_t size);
 double tier_bandwidth(const HardwareDesc& hw, const Efficiency& eff, LinkTier tier);
 /// Achieved per-rank bandwidth of a collective over a group of `size` ranks `stride` apart,
 /// bytes/s. Inside a node: the NVLink figure. Across nodes the array enters each node through
-/// all its NICs together ("≈ bytes / W_node_egress", scaling-book gpus.md; CONFIGS.md §4.6): the
+/// all its NICs together ("≈ bytes / W_node_egress", scaling-book gpus.md; docs/facts/cost-formulas.md#communication-volume-and-time): the
 /// group's k = min(size, gpus_per_node / stride) members per node share k NICs, so k × the
 /// per-GPU network figure, at most the NVLink figure.
 double group_bandwidth(const HardwareDesc& hw, const Efficiency& eff, int64_t stride, int64_t size);
 
 /// Ring collective time over n ranks of `bytes` per rank (all-gather output, reduce-scatter
 /// input, all-reduce buffer): latency + f·(n−1)/n·bytes/bw, f = 1 for all-gather and
-/// reduce-scatter, 2 for all-reduce (CONFIGS.md §4.6; scaling-book gpus.md). 0 when n <= 1.
+/// reduce-scatter, 2 for all-reduce (docs/facts/cost-formulas.md#communication-volume-and-time; scaling-book gpus.md). 0 when n <= 1.
 double ring_time_s(double bytes, int64_t n, double bw, double latency_s, bool all_reduce);
 
 /// Per-layer costs of one microbatch on one rank (after TP/CP/EP division). Seconds and bytes.
@@ -165,24 +165,24 @@ struct CostInputs {
 
 /// The costs of block `layer`. Compute: FLOPs / (peak·eff.compute). Activations (16-bit,
 /// FlashAttention, so no stored softmax): s·b·h·(18 + 4·F/h)/t with sequence parallelism, per
-/// Megatron's compute_activation_memory (Korthikanti et al. 2022, Table 2; CONFIGS.md §4.3),
+/// Megatron's compute_activation_memory (Korthikanti et al. 2022, Table 2; docs/facts/cost-formulas.md#activation-memory),
 /// with the token count divided by cp; without SP the 10·s·b·h of LayerNorm and dropout inputs
 /// is not divided by t. Full recompute retains the block input 2·s·b·h/(t·cp); selective every
 /// n-th block retains that on one block in n; the per-op policy (torchtitan "op") keeps the
 /// activations (FlashAttention already drops what it recomputes). TP with SP: 2 all-gathers and
 /// 2 reduce-scatters of s·b·h·2 bytes per layer in forward, the same in backward (Narayanan et
-/// al. 2021; CONFIGS.md §4.6); CP: an all-gather of the keys and values; EP: dispatch and
+/// al. 2021; docs/facts/cost-formulas.md#communication-volume-and-time); CP: an all-gather of the keys and values; EP: dispatch and
 /// combine all-to-alls of tokens·top_k·h·2 bytes.
 LayerCost layer_cost(const CostInputs& in, int64_t layer);
 
 /// Bytes per parameter of the resident model states per rank (master weights, gradients and
-/// Adam moments), for a sharding degree d (CONFIGS.md §4.4-4.5).
+/// Adam moments), for a sharding degree d (docs/facts/cost-formulas.md#bytes-per-parameter, #per-rank-memory-with-sharding).
 enum class StateSharding { kReplicated, kOptimizer, kGradients, kFull };
 double state_bytes_per_param(StateSharding sharding, int32_t d, bool fp32_grads);
 
 /// A data-parallel group's FSDP crossover: the tokens per GPU per microbatch above which the
 /// backward's compute hides its all-gather and reduce-scatter: ((b_AG + b_RS)/4)·C/W with C the
-/// achieved FLOP/s and W the achieved bandwidth (CONFIGS.md §6.1, "Precision factor").
+/// achieved FLOP/s and W the achieved bandwidth (docs/facts/cost-formulas.md#fsdp-crossover, "Precision factor").
 double fsdp_crossover_tokens(double param_bytes, double reduce_bytes, double flops, double bw);
 
 }  // namespace sc::model

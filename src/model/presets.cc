@@ -1,4 +1,4 @@
-// Model and GPU presets. Every figure is from CONFIGS.md (section given per entry).
+// Model and GPU presets. Every figure is from a page of docs/facts/ (given per entry).
 #include <algorithm>
 #include <cctype>
 
@@ -29,31 +29,31 @@ ModelDesc llama(std::string name, int64_t dim, int64_t layers, int64_t heads, in
 
 std::vector<ModelDesc> models() {
   std::vector<ModelDesc> v;
-  // CONFIGS.md §1.6, torchtitan llama3 flavors @238fa99 (F from the FeedForward rule).
-  v.push_back(llama("llama3-8b", 4096, 32, 32, 8, 128256, 14336, "torchtitan llama3 flavor 8B (CONFIGS.md §1.6)"));
-  v.push_back(llama("llama3-70b", 8192, 80, 64, 8, 128256, 28672, "torchtitan llama3 flavor 70B (CONFIGS.md §1.6)"));
-  v.push_back(llama("llama3-405b", 16384, 126, 128, 8, 128256, 53248, "torchtitan llama3 flavor 405B (CONFIGS.md §1.6)"));
+  // docs/facts/config-keys.md#model-flavors, torchtitan llama3 flavors @238fa99 (F from the FeedForward rule).
+  v.push_back(llama("llama3-8b", 4096, 32, 32, 8, 128256, 14336, "torchtitan llama3 flavor 8B (docs/facts/config-keys.md#model-flavors)"));
+  v.push_back(llama("llama3-70b", 8192, 80, 64, 8, 128256, 28672, "torchtitan llama3 flavor 70B (docs/facts/config-keys.md#model-flavors)"));
+  v.push_back(llama("llama3-405b", 16384, 126, 128, 8, 128256, 53248, "torchtitan llama3 flavor 405B (docs/facts/config-keys.md#model-flavors)"));
   // torchtitan llama3 "debugmodel": dim 256, 6 layers, 16 heads, vocab 2000; F = round_up(int(2·4·256/3), 256).
   v.push_back(llama("llama3-debug", 256, 6, 16, 16, 2000, 768, "torchtitan llama3 flavor debugmodel"));
   {
-    // CONFIGS.md §1.6: llama4 17bx128e, 128 experts, top-1, one shared, MoE every 2nd layer.
-    ModelDesc m = llama("llama4-17bx128e", 5120, 48, 40, 8, 202048, 16384, "torchtitan llama4 flavor 17bx128e (CONFIGS.md §1.6)");
+    // docs/facts/config-keys.md#model-flavors: llama4 17bx128e, 128 experts, top-1, one shared, MoE every 2nd layer.
+    ModelDesc m = llama("llama4-17bx128e", 5120, 48, 40, 8, 202048, 16384, "torchtitan llama4 flavor 17bx128e (docs/facts/config-keys.md#model-flavors)");
     m.moe = Moe{128, 1, 1, 8192, 0, 2};
     v.push_back(m);
     m.name = "llama4-17bx16e";
-    m.source = "torchtitan llama4 flavor 17bx16e (CONFIGS.md §1.6)";
+    m.source = "torchtitan llama4 flavor 17bx16e (docs/facts/config-keys.md#model-flavors)";
     m.moe = Moe{16, 1, 1, 8192, 0, 1};
     v.push_back(m);
   }
   {
-    // CONFIGS.md §1.6: DeepSeek-V3 16B, MLA (q_lora 0, kv_lora 512), 64 experts, 2 shared, top-6,
+    // docs/facts/config-keys.md#model-flavors: DeepSeek-V3 16B, MLA (q_lora 0, kv_lora 512), 64 experts, 2 shared, top-6,
     // first layer dense; 15.7B total, 2.7B active.
-    ModelDesc m = llama("deepseek-v3-16b", 2048, 27, 16, 16, 102400, 10944, "torchtitan deepseek_v3 flavor 16B (CONFIGS.md §1.6)");
+    ModelDesc m = llama("deepseek-v3-16b", 2048, 27, 16, 16, 102400, 10944, "torchtitan deepseek_v3 flavor 16B (docs/facts/config-keys.md#model-flavors)");
     m.head_dim = 128;
     m.mla = Mla{0, 512, 128, 64, 128};
     m.moe = Moe{64, 6, 2, 1408, 1, 1};
     v.push_back(m);
-    m = llama("deepseek-v3-671b", 7168, 61, 128, 128, 129280, 18432, "torchtitan deepseek_v3 flavor 671B (CONFIGS.md §1.6)");
+    m = llama("deepseek-v3-671b", 7168, 61, 128, 128, 129280, 18432, "torchtitan deepseek_v3 flavor 671B (docs/facts/config-keys.md#model-flavors)");
     m.head_dim = 128;
     m.mla = Mla{1536, 512, 128, 64, 128};
     m.moe = Moe{256, 8, 1, 2048, 3, 1};
@@ -62,7 +62,7 @@ std::vector<ModelDesc> models() {
   {
     // Mixtral 8x7B (Jiang et al. 2024, arXiv 2401.04088, Table 1): dim 4096, 32 layers, 32 heads,
     // 8 KV heads, vocab 32000, expert hidden 14336, 8 experts, top-2; Megatron-LM's
-    // examples/mixtral script runs it (CONFIGS.md §2.4).
+    // examples/mixtral script runs it (docs/facts/config-keys.md#megatron-example-scripts).
     ModelDesc m = llama("mixtral-8x7b", 4096, 32, 32, 8, 32000, 14336, "Mixtral 8x7B (arXiv 2401.04088 Table 1)");
     m.moe = Moe{8, 2, 0, 14336, 0, 1};
     v.push_back(m);
@@ -71,22 +71,22 @@ std::vector<ModelDesc> models() {
 }
 
 std::vector<HardwareDesc> gpus() {
-  // CONFIGS.md §5.1 (bf16 dense peak, HBM, intra-node and scale-out per GPU, per direction).
+  // docs/facts/hardware.md#gpus (bf16 dense peak, HBM, intra-node and scale-out per GPU, per direction).
   // HBM: the vendor's figure read as GiB (HBM stacks come in binary sizes: H100's 80 GB is five
   // 16 GiB stacks).
   constexpr int64_t GiB = int64_t{1} << 30;
   return {
       // A100: 0.62 reproduces torchtitan's Llama 3 8B on 64 A100 (58.2% MFU, docs/performance.md).
-      {"a100-80gb", 312e12, 80 * GiB, 300e9, 25e9, 8, "CONFIGS.md §5.1 A100 80GB SXM", 0.62},
-      {"a100-40gb", 312e12, 40 * GiB, 300e9, 25e9, 8, "CONFIGS.md §5.1 A100 40GB SXM", 0.62},
-      {"h100", 989e12, 80 * GiB, 450e9, 50e9, 8, "CONFIGS.md §5.1 H100 SXM"},
+      {"a100-80gb", 312e12, 80 * GiB, 300e9, 25e9, 8, "docs/facts/hardware.md#gpus A100 80GB SXM", 0.62},
+      {"a100-40gb", 312e12, 40 * GiB, 300e9, 25e9, 8, "docs/facts/hardware.md#gpus A100 40GB SXM", 0.62},
+      {"h100", 989e12, 80 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H100 SXM"},
       // Meta's Grand Teton H100 (96 GB HBM2e, 500 W), where torchtitan's H100 figures were measured;
       // torchtitan counts MFU against the SXM peak. 0.36 reproduces its Llama 3.1 8B on 8 GPUs
       // (5,762 TPS/GPU, benchmarks/llama3_h100_202412_torchtitan.md).
-      {"h100-96gb", 989e12, 96 * GiB, 450e9, 50e9, 8, "CONFIGS.md §5.1 H100 (Meta Grand Teton variant)", 0.36},
-      {"h200", 989e12, 141 * GiB, 450e9, 50e9, 8, "CONFIGS.md §5.1 H200"},
-      {"b200", 2250e12, 192 * GiB, 900e9, 50e9, 8, "CONFIGS.md §5.1 B200"},
-      {"mi300x", 1300e12, 192 * GiB, 448e9, 50e9, 8, "CONFIGS.md §5.1 MI300X"},
+      {"h100-96gb", 989e12, 96 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H100 (Meta Grand Teton variant)", 0.36},
+      {"h200", 989e12, 141 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H200"},
+      {"b200", 2250e12, 192 * GiB, 900e9, 50e9, 8, "docs/facts/hardware.md#gpus B200"},
+      {"mi300x", 1300e12, 192 * GiB, 448e9, 50e9, 8, "docs/facts/hardware.md#gpus MI300X"},
   };
 }
 

@@ -135,12 +135,12 @@ struct Analysis {
 /// PyTorch FSDP1's pre-divide factor, exactly its loop (torch/distributed/fsdp/_runtime_utils.py
 /// and default_hooks.py, _get_gradient_predivide_factor): f = 1; while N % f == 0 and N / f > f:
 /// f *= 2. So 1024 -> 32, 8 -> 4, 6 -> 4, 3 -> 2 (the last step may pass a non-divisor; the
-/// post-divide is N / f, not always an integer). FACTS §5 paraphrases it as the largest power of
+/// post-divide is N / f, not always an integer). docs/facts/numerics.md paraphrases it as the largest power of
 /// two with N % f == 0 and N / f > f, which gives 16 for 1024; the code is what runs.
 int fsdp1_predivide_factor(int ranks);
 
 /// The arithmetic of an FSDP gradient reduce-scatter over `ranks` with reduce dtype `reduce`
-/// (FACTS §5): FSDP2 reduces bf16 and fp32 with avg and fp16 with sum between a pre- and a
+/// (docs/facts/numerics.md): FSDP2 reduces bf16 and fp32 with avg and fp16 with sum between a pre- and a
 /// post-divide; FSDP1 always sums between the pre- and post-divide of fsdp1_predivide_factor. The
 /// algorithm is NCCL's default for the caller to set (ring here).
 ReductionConfig fsdp_reduce_scatter(DType reduce, int ranks, bool fsdp2);

@@ -15,14 +15,14 @@ namespace sc::numerics {
 /// The reduction operator as the framework asks NCCL for it.
 /// - kSum: ncclSum.
 /// - kAvg: ncclAvg; on floating types NCCL pre-multiplies every input by 1/nRanks converted to the
-///   element type and then sums (FACTS §5; NCCL src/enqueue.cc hostToDevRedOp, reduce_kernel.h
+///   element type and then sums (docs/facts/numerics.md; NCCL src/enqueue.cc hostToDevRedOp, reduce_kernel.h
 ///   FuncPreMulSum), so the result is scaled by N * T(1/N) instead of exactly 1.
 /// - kPremulSum: ncclRedOpCreatePreMulSum: every input multiplied by `premul_factor` converted to
 ///   the element type, then summed.
 /// - kMax: ncclMax (exact in every format: no rounding).
 enum class ReduceOp { kSum, kAvg, kPremulSum, kMax };
 
-/// The reduction algorithm and so the order of the additions (FACTS §5, NCCL src/device/all_reduce.h).
+/// The reduction algorithm and so the order of the additions (docs/facts/numerics.md, NCCL src/device/all_reduce.h).
 /// - kRing: every chunk is a left fold in ring order that starts at a chunk-dependent rank, each
 ///   hop rounded to the element type.
 /// - kTree: partial sums of similar weight: the balanced pairwise sum (adjacent pairs, then pairs
@@ -72,7 +72,7 @@ double nccl_scalar(const ReductionConfig& c);
 
 /// Relative error of nccl_scalar for kAvg: N * T(1/N) - 1, computed exactly (the product of an
 /// integer and a short significand is exact in binary64). Zero for other ops.
-/// Example: bf16, N = 3: 3 * 0.333984375 - 1 = +0.001953125 (FACTS §5).
+/// Example: bf16, N = 3: 3 * 0.333984375 - 1 = +0.001953125 (docs/facts/numerics.md).
 double avg_scale_error(const ReductionConfig& c);
 
 /// The exact value the framework means: op over `inputs` (as given, before any cast) with its

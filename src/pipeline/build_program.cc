@@ -358,7 +358,7 @@ class Builder {
     op.stream = reduce_stream_[op.rank];
     const int64_t grads = static_cast<int64_t>(static_cast<double>(params) / comp_->param_dtype_bytes * comp_->reduce_dtype_bytes);
     const char* rdtype = dtype_name(comp_->reduce_dtype);
-    // The arithmetic of each reduction (FACTS §5): FSDP2 averages in the collective (fp16 and
+    // The arithmetic of each reduction (docs/facts/numerics.md): FSDP2 averages in the collective (fp16 and
     // FSDP1 sum with FSDP1's divide factors); DDP divides each gradient by the group size
     // before summing; the tied-embedding all-reduce sums.
     auto arith = [&](const char* kind, int n) -> int32_t {
@@ -443,7 +443,7 @@ class Builder {
   /// the dispatch's after an I or B. Each pair holds a receive buffer of dispatch_bytes from the
   /// start of its first to the end of its second. The action's consumers read the last
   /// all-to-all. Time: ring_s with f = 1, latency + (n-1)/n · bytes / bandwidth (a rank keeps
-  /// 1/n of its buffer; CONFIGS §4.6 AllToAll within a node).
+  /// 1/n of its buffer; docs/facts/cost-formulas.md#communication-volume-and-time AllToAll within a node).
   void add_all_to_alls(OpId compute) {
     Program& p = out_.program;
     const Op c = p.ops[compute];

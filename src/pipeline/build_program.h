@@ -21,9 +21,9 @@ struct PipelineProgram {
 /// Streams: every rank has a "compute" stream; with explicit SEND/RECV actions and
 /// BlockingModel::kCommStream, also a "comm" stream that runs them in order (a pending send
 /// blocks later communication, not compute). With kWholeRank everything runs on "compute".
-/// Ops: one per step; an OVERLAP_F_B step is one op lasting T_F + T_B of its parts (FACTS §1,
+/// Ops: one per step; an OVERLAP_F_B step is one op lasting T_F + T_B of its parts (docs/facts/pipeline-schedules.md,
 /// DualPipe: exact when F&B = F + B). UNSHARD, RESHARD and REDUCE_GRAD are zero-cost markers.
-/// Inputs (FACTS §1, ZB paper): F(s) needs F(s-1); I/B(s) needs F(s) and I/B(s+1) (only F(s)
+/// Inputs (docs/facts/pipeline-schedules.md, ZB paper): F(s) needs F(s-1); I/B(s) needs F(s) and I/B(s+1) (only F(s)
 /// on the last stage); W(s) needs I(s); SEND_F(s) needs F(s); SEND_B(s) needs I/B(s).
 ///  - producer on the same rank: must come earlier in the rank's list (or the same op is not
 ///    allowed), else a causality finding; no extra edge (the stream orders them).

@@ -9,7 +9,7 @@
 
 namespace sc {
 
-/// PyTorch's `_add_unshard_reshard(actions, max_active_stages)` (FACTS §6) on one rank's list:
+/// PyTorch's `_add_unshard_reshard(actions, max_active_stages)` (docs/facts/composed-runtime.md) on one rank's list:
 /// walking its compute actions, at each let next_n be the next `max_active_stages` distinct
 /// stages among the remaining compute actions (this one included); emit RESHARD for the active
 /// stages not in next_n (ascending), UNSHARD for the stages in next_n not active (in the order
@@ -18,7 +18,7 @@ namespace sc {
 /// last step's for the final RESHARDs). O(steps x max_active_stages + steps x stages of the rank).
 std::vector<Step> add_unshard_reshard(const std::vector<Step>& row, int32_t max_active_stages);
 
-/// PyTorch's `_add_reduce_grad(actions, microbatches)` (FACTS §6): right after the
+/// PyTorch's `_add_reduce_grad(actions, microbatches)` (docs/facts/composed-runtime.md): right after the
 /// `microbatches`-th B or W of a stage, `<stage>REDUCE_GRAD` (an OVERLAP_F_B step counts its
 /// backward part). Located at that action.
 std::vector<Step> add_reduce_grad(const std::vector<Step>& row, int32_t microbatches);

@@ -69,7 +69,7 @@ Lists gpipe(int32_t p, int32_t m) {
   return a;
 }
 
-// Schedule1F1B (FACTS §1): min(p-s-1, m) F's; then repeat { F if any left, B }. PyTorch's
+// Schedule1F1B (docs/facts/pipeline-schedules.md): min(p-s-1, m) F's; then repeat { F if any left, B }. PyTorch's
 // runtime warms up with min(m, p-s) F's and then runs B, F pairs: the same order.
 Lists one_f_one_b(int32_t p, int32_t m) {
   Lists a(p);
@@ -84,7 +84,7 @@ Lists one_f_one_b(int32_t p, int32_t m) {
   return a;
 }
 
-// ZB-H1 / ZB-H2 (FACTS §1, from the ZB paper's figures): warm-up F's, then for each j: I_j,
+// ZB-H1 / ZB-H2 (docs/facts/pipeline-schedules.md, from the ZB paper's figures): warm-up F's, then for each j: I_j,
 // W_{j-lag} once j >= lag, the next F if any left; finally the remaining W's in order.
 Lists zb_handcrafted(int32_t p, int32_t m, bool h2) {
   Lists a(p);
@@ -274,7 +274,7 @@ class TwoStageRank {
   std::deque<std::pair<int32_t, int32_t>> weights_;
 };
 
-// ScheduleDualPipeV._calculate_single_rank_operations (FACTS §1 steps 1-8); local stage 0 is
+// ScheduleDualPipeV._calculate_single_rank_operations (docs/facts/pipeline-schedules.md steps 1-8); local stage 0 is
 // r, local stage 1 is 2p-1-r.
 Lists dualpipev(int32_t p, int32_t m) {
   Lists a(p);

@@ -54,7 +54,7 @@ struct Generated {
 /// rejects m < stages): got m = 3, 4 stages", or when the name is unknown ("unknown schedule
 /// 'zbh1'; did you mean 'zb-h1'?"). Sources and rules per name:
 ///  - gpipe: PyTorch ScheduleGPipe (all F, then all B in microbatch order); one stage per rank.
-///  - 1f1b: PyTorch Schedule1F1B (FACTS §1 order, full backward B); one stage per rank;
+///  - 1f1b: PyTorch Schedule1F1B (docs/facts/pipeline-schedules.md order, full backward B); one stage per rank;
 ///    rejects m < stages.
 ///  - interleaved-1f1b: PyTorch ScheduleInterleaved1F1B, loop placement, rounds =
 ///    max(1, m // p), rejects m % rounds != 0. With `megatron`: Megatron-LM
@@ -64,7 +64,7 @@ struct Generated {
 ///  - looped-bfs: PyTorch ScheduleLoopedBFS, loop placement.
 ///  - interleaved-zb: PyTorch ScheduleInterleavedZeroBubble (ZB1P, I and W), loop placement,
 ///    rejects m % rounds != 0.
-///  - zb-h1, zb-h2: ZB paper (arXiv 2401.10241) handcrafted schedules, FACTS §1 orders; one
+///  - zb-h1, zb-h2: ZB paper (arXiv 2401.10241) handcrafted schedules, docs/facts/pipeline-schedules.md orders; one
 ///    stage per rank.
 ///  - zb-v: PyTorch ScheduleZBVZeroBubble, V placement; exactly 2 stages per rank.
 ///  - dualpipev: PyTorch ScheduleDualPipeV (OVERLAP_F_B steps), V placement; exactly 2 stages

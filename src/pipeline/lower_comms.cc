@@ -224,7 +224,7 @@ double unit_duration(const Step& st) {
 
 // As-soon-as-possible simulation of compute-only lists at unit costs (every cross-rank input
 // available when its producer ends): the end time of every step, or nullopt when the steps wait
-// for each other in a cycle. Inputs as in build_program (FACTS §1): F(s) needs F(s-1); I/B(s)
+// for each other in a cycle. Inputs as in build_program (docs/facts/pipeline-schedules.md): F(s) needs F(s-1); I/B(s)
 // needs F(s) and I/B(s+1); W(s) needs I(s); a missing producer is ignored (the structure pass
 // reports it).
 std::optional<std::vector<std::vector<double>>> simulate_unit(const std::vector<std::vector<Step>>& actions,
@@ -313,7 +313,7 @@ std::optional<std::vector<std::vector<double>>> simulate_unit(const std::vector<
 // one global order of all transfers. That order is the unit-time as-soon-as-possible
 // simulation's: transfers sorted by the time their producer ends, ties broken by rank parity
 // (the higher rank's message first, so the lower rank drains its RECVs from a peer before it
-// SENDs to it: FACTS §2, the fix of pytorch/pytorch#172668).
+// SENDs to it: docs/facts/p2p-semantics.md, the fix of pytorch/pytorch#172668).
 //
 // Why it cannot deadlock, under rendezvous, eager or buffered P2P and with a communication
 // stream per rank or a whole rank blocking: every rank's communication ops form a subsequence of

@@ -18,7 +18,7 @@ namespace sc {
 /// kDeferred: each SEND right after its producer, each RECV as late as possible: just before its
 ///   consumer, but never after a communication op that comes later in one global order of all
 ///   transfers (a unit-time as-soon-as-possible simulation, ties broken by the rank-parity rule
-///   of FACTS §2, pytorch/pytorch#172668: the lower rank receives from a peer before it sends to
+///   of docs/facts/p2p-semantics.md, pytorch/pytorch#172668: the lower rank receives from a peer before it sends to
 ///   it). Every rank's communication then follows one global order, so the lists cannot
 ///   deadlock under any P2P semantics (lower_comms.cc gives the argument).
 enum class LowerPolicy { kPyTorch, kDeferred };

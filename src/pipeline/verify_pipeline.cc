@@ -29,7 +29,7 @@ VerifyResult verify(PipelineSpec&& spec_in, const VerifyOptions& options) {
   if (options.semantics) r.spec.p2p.semantics = *options.semantics;
 
   // Composed specs: FSDP and gradient reductions as PyTorch's pipelining runtime places them
-  // (FACTS §6: _add_unshard_reshard, then _add_reduce_grad, before SEND/RECV are added).
+  // (docs/facts/composed-runtime.md: _add_unshard_reshard, then _add_reduce_grad, before SEND/RECV are added).
   // Each kind is added only where the user placed none of it; a forward-only step reduces nothing.
   if (const auto& comp = r.spec.composition) {
     timer.run("place fsdp", [&] {

@@ -48,7 +48,7 @@ struct RouterConfig {
   bool pad_to_capacity = false;  ///< every expert's buffer is padded to capacity (Megatron)
 };
 
-/// Capacity per expert per scope for `tokens` tokens in the scope (FACTS §4, Megatron):
+/// Capacity per expert per scope for `tokens` tokens in the scope (docs/facts/moe-router.md, Megatron):
 /// ceil(tokens * top_k / E * capacity_factor), at least min_capacity. Dropless configurations have
 /// no capacity; callers check `dropless` first.
 inline int64_t expert_capacity(const RouterConfig& c, int64_t tokens) {

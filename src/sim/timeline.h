@@ -14,7 +14,7 @@ struct OpTime {
   double end_s = 0;
 };
 
-/// A prediction. Definitions (issue "verify", FACTS §1):
+/// A prediction. Definitions (issue "verify", docs/facts/pipeline-schedules.md):
 /// span_s = max over ranks of (end of its last compute op - start of its first compute op);
 /// makespan_s = last end - first start over all ops;
 /// bubble_rate = 1 - (sum of busy time over ranks) / (ranks * span_s), busy = compute time;

@@ -68,13 +68,13 @@ struct MemorySpec {
   std::vector<int64_t> retained_bytes;    ///< per stage, with recompute; empty = the defaults above
   /// Per stage, resident on its rank for the whole step and not managed by the schedule: the
   /// model states a framework keeps besides the parameters above (sharded fp32 master weights,
-  /// gradients and optimizer moments; CONFIGS.md §4.4-4.5). Empty = none.
+  /// gradients and optimizer moments; docs/facts/cost-formulas.md#bytes-per-parameter, #per-rank-memory-with-sharding). Empty = none.
   std::vector<int64_t> state_bytes;
 };
 
 /// A pipeline composed with data parallelism on a device mesh (a composed spec: `mesh:` and
 /// optionally `fsdp:`). Every pipeline rank p is replicated over dp_replicate x dp_shard ranks in
-/// torchtitan's dense mesh order [pp, dp_replicate, dp_shard] (CONFIGS.md §1.4): global rank
+/// torchtitan's dense mesh order [pp, dp_replicate, dp_shard] (docs/facts/config-keys.md#torchtitan-validation-rules): global rank
 /// = (p·dp_replicate + replicate)·dp_shard + shard. Each replica runs the pipeline's action
 /// lists; its P2P goes to the neighbour with the same data-parallel coordinates.
 /// With `fsdp`, a stage's parameters (MemorySpec::params_bytes, unsharded bytes in the param
@@ -84,7 +84,7 @@ struct MemorySpec {
 /// REDUCE_GRAD is a reduce-scatter of the stage's gradients (params_bytes x reduce/param dtype
 /// bytes) over the shard group followed, with dp_replicate > 1, by an all-reduce of the shard
 /// over the replicate group (HSDP), both on the rank's reduce stream. A compute-only schedule
-/// gets UNSHARD/RESHARD and REDUCE_GRAD as PyTorch's pipelining runtime places them (FACTS §6).
+/// gets UNSHARD/RESHARD and REDUCE_GRAD as PyTorch's pipelining runtime places them (docs/facts/composed-runtime.md).
 /// Collective times are ring times (Thakur et al. 2005): latency + (n-1)/n·bytes/bandwidth for
 /// all-gather and reduce-scatter over n ranks, latency + 2(n-1)/n·bytes/bandwidth for all-reduce.
 /// MoE layers with expert parallelism in a composed spec (`moe:`): every forward of a stage runs,
@@ -112,7 +112,7 @@ struct Composition {
   double param_dtype_bytes = 2;            ///< bytes per parameter element (bf16)
   double reduce_dtype_bytes = 4;           ///< bytes per gradient element in the reduction (fp32)
   std::string param_dtype = "bf16", reduce_dtype = "fp32";
-  int32_t max_active_stages = 3;           ///< _add_unshard_reshard's window (FACTS §6)
+  int32_t max_active_stages = 3;           ///< _add_unshard_reshard's window (docs/facts/composed-runtime.md)
   /// fsdp.options.unshard_async_op (FSDP2's `_set_unshard_async_op(True)`, pytorch PR #135523):
   /// each all-gather is issued from the compute stream with async_op=True, so NCCL's stream
   /// waits for the compute work issued before it, and c10d records its output on NCCL's stream.
@@ -201,7 +201,7 @@ struct PipelineSpec {
 /// memory peak reads as a count of live (stage, microbatch) activations.
 void apply_unit_defaults(PipelineSpec& spec);
 
-/// Stage-to-rank maps of PyTorch's generators (FACTS §1): loop puts stage s on rank s % ranks;
+/// Stage-to-rank maps of PyTorch's generators (docs/facts/pipeline-schedules.md): loop puts stage s on rank s % ranks;
 /// v (2 stages per rank) puts stages r and 2*ranks-1-r on rank r. Empty when v does not fit
 /// (stages != 2 * ranks).
 std::vector<int32_t> loop_placement(int32_t ranks, int32_t stages);
