@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Measures schedcheck's time and memory predictions against published training runs.
+
+Reads specs/reference/published/runs.toml (each run: a config as its framework writes it, the GPUs
+and hardware preset the config does not state, the published figure with its metric and source),
+verifies each config with the schedcheck binary, and prints a Markdown table of published against
+predicted figures with the signed error.
+
+  scripts/fidelity.py [--binary build/schedcheck]            print the table
+  scripts/fidelity.py --write docs/fidelity.md               replace the table between the markers
+  scripts/fidelity.py --check docs/fidelity.md               exit 1 when the committed table and a
+                                                             fresh run differ by more than 0.5
+                                                             percentage points of error on any run
+
+Metrics (runs.toml): tokens_per_s_per_gpu is the job's predicted tokens per second over its world
+size; tflops_per_gpu is the model FLOPs per step (the job's flops_per_step, 6 N per token plus
+attention, docs/facts/cost-formulas.md) over the step time and the world size. Memory is the
+predicted peak of the fullest rank in GiB (2^30 bytes).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tomllib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CORPUS = os.path.join(ROOT, "specs", "reference", "published")
+BEGIN = "<!-- fidelity table: scripts/fidelity.py --write docs/fidelity.md -->"
+END = "<!-- end of fidelity table -->"
+TOLERANCE_PP = 0.5
+
+
+def predict(binary, run):
+    """(predicted figure, predicted peak GiB, verdict, note) of one run."""
+    path = os.path.join(CORPUS, run["file"])
+    cmd = [binary, "verify", path, "--gpus", str(run["gpus"]), "--hardware", run["hardware"], "--format", "json"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    try:
+        report = json.loads(p.stdout)
+    except json.JSONDecodeError:
+        return None, None, "error", (p.stderr.strip().splitlines() or ["no report"])[0]
+    job = report.get("job", {})
+    pred = job.get("predicted")
+    verdict = report.get("verdict", "error")
+    if not pred:
+        return None, None, verdict, "no prediction"
+    world = job["world"]
+    if run["metric"] == "tokens_per_s_per_gpu":
+        figure = pred["tokens_per_s"] / world
+    elif run["metric"] == "tflops_per_gpu":
+        figure = job["flops_per_step"] / pred["step_time_s"] / world / 1e12
+    else:
+        raise SystemExit(f"runs.toml: {run['file']}: unknown metric {run['metric']!r}")
+    return figure, pred["peak_bytes"] / 2**30, verdict, ""
+
+
+def error_pct(pred, published):
+    return None if pred is None else 100.0 * (pred - published) / published
+
+
+def fmt_err(e):
+    return "-" if e is None else f"{e:+.1f} %"
+
+
+def measure(binary):
+    with open(os.path.join(CORPUS, "runs.toml"), "rb") as f:
+        runs = tomllib.load(f)["run"]
+    rows = []
+    for run in runs:
+        figure, mem, verdict, note = predict(binary, run)
+        rows.append({
+            "file": run["file"], "gpus": run["gpus"], "hardware": run["hardware"], "layout": run["layout"],
+            "metric": run["metric"], "published": run["published"], "predicted": figure,
+            "error": error_pct(figure, run["published"]),
+            "memory_published": run.get("memory_gib"), "memory_predicted": mem,
+            "memory_error": error_pct(mem, run["memory_gib"]) if run.get("memory_gib") and mem is not None else None,
+            "verdict": verdict, "fitted": run.get("fitted", False), "source": run["source"], "note": note,
+        })
+    return rows
+
+
+def table(rows):
+    unit = {"tokens_per_s_per_gpu": "tokens/s/GPU", "tflops_per_gpu": "TFLOP/s/GPU"}
+    out = ["| run | GPUs | layout | published | predicted | error | memory published | memory predicted | "
+           "memory error | verdict | source |",
+           "|---|---:|---|---:|---:|---:|---:|---:|---:|---|---|"]
+    for r in rows:
+        pred = "-" if r["predicted"] is None else f"{r['predicted']:,.1f}"
+        mp = "-" if r["memory_published"] is None else f"{r['memory_published']:.1f} GiB"
+        mm = "-" if r["memory_predicted"] is None else f"{r['memory_predicted']:.1f} GiB"
+        name = r["file"] + (" (fitted)" if r["fitted"] else "")
+        out.append(f"| `{name}` | {r['gpus']:,} | {r['layout']} | {r['published']:,} {unit[r['metric']]} | {pred} | "
+                   f"{fmt_err(r['error'])} | {mp} | {mm} | {fmt_err(r['memory_error'])} | {r['verdict']} | "
+                   f"{r['source']} |")
+    errs = [abs(r["error"]) for r in rows if r["error"] is not None]
+    within = sum(1 for e in errs if e <= 15.0)
+    out.append("")
+    out.append(f"{within} of {len(rows)} runs within ±15 % throughput; median |error| "
+               f"{sorted(errs)[len(errs) // 2]:.1f} %, largest {max(errs):.1f} %." if errs else "no run predicted")
+    return "\n".join(out) + "\n"
+
+
+def parse_errors(text):
+    """{file: (error, memory error)} from a committed table."""
+    got = {}
+    for line in text.splitlines():
+        if not line.startswith("| `"):
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        name = cells[0].strip("`").replace(" (fitted)", "")
+        num = lambda c: None if c == "-" else float(c.replace(" %", ""))
+        got[name] = (num(cells[5]), num(cells[8]))
+    return got
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", default=os.path.join(ROOT, "build", "schedcheck"))
+    ap.add_argument("--write", metavar="DOC")
+    ap.add_argument("--check", metavar="DOC")
+    a = ap.parse_args()
+    rows = measure(a.binary)
+    t = table(rows)
+    if a.check:
+        doc = open(a.check, encoding="utf-8").read()
+        if BEGIN not in doc or END not in doc:
+            sys.exit(f"{a.check}: no fidelity table markers")
+        committed = parse_errors(doc[doc.index(BEGIN):doc.index(END)])
+        bad = []
+        for r in rows:
+            old = committed.get(r["file"])
+            if old is None:
+                bad.append(f"{r['file']}: not in the committed table")
+                continue
+            for what, new, was in (("throughput", r["error"], old[0]), ("memory", r["memory_error"], old[1])):
+                if (new is None) != (was is None) or (new is not None and abs(new - was) > TOLERANCE_PP):
+                    bad.append(f"{r['file']}: {what} error {fmt_err(new)} now, {fmt_err(was)} in {a.check}")
+        if bad:
+            print("\n".join(bad))
+            print(f"fidelity: {len(bad)} figure(s) moved; run scripts/fidelity.py --write {a.check} and say why")
+            sys.exit(1)
+        print(f"fidelity: {len(rows)} runs as committed in {a.check}")
+        return
+    if a.write:
+        doc = open(a.write, encoding="utf-8").read()
+        if BEGIN not in doc or END not in doc:
+            sys.exit(f"{a.write}: no fidelity table markers")
+        doc = doc[:doc.index(BEGIN) + len(BEGIN)] + "\n\n" + t + "\n" + doc[doc.index(END):]
+        tmp = a.write + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(doc)
+        os.replace(tmp, a.write)
+    print(t, end="")
+
+
+if __name__ == "__main__":
+    main()
