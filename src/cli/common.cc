@@ -35,14 +35,6 @@ bool is_csv(const std::string& path) {
 
 namespace {
 
-template <typename T>
-bool resize_uniform(std::vector<T>& v, size_t n) {
-  if (v.size() == n || v.empty()) return true;
-  if (std::any_of(v.begin(), v.end(), [&](const T& x) { return x != v.front(); })) return false;
-  v.assign(n, v.front());
-  return true;
-}
-
 /// Applies `shape` to a loaded spec (see load_spec). False after adding an error to `diags`.
 bool apply_shape(PipelineSpec& spec, const ShapeOverride& shape, Diagnostics& diags) {
   const int32_t old_ranks = spec.ranks, old_stages = spec.stages;
@@ -66,11 +58,10 @@ bool apply_shape(PipelineSpec& spec, const ShapeOverride& shape, Diagnostics& di
   }
   spec.pipeline_starts = {0};
   const size_t n = static_cast<size_t>(spec.stages);
-  if (!(resize_uniform(spec.costs.f_s, n) && resize_uniform(spec.costs.i_s, n) && resize_uniform(spec.costs.w_s, n) &&
-        resize_uniform(spec.costs.b_s, n) && resize_uniform(spec.costs.r_s, n) &&
-        resize_uniform(spec.memory.params_bytes, n) && resize_uniform(spec.memory.activation_bytes, n) &&
-        resize_uniform(spec.memory.weight_grad_bytes, n) && resize_uniform(spec.memory.state_bytes, n) &&
-        resize_uniform(spec.memory.recompute, n) && resize_uniform(spec.memory.retained_bytes, n))) {
+  auto fit = [n](auto& v) { return resize_uniform(v, n, /*allow_empty=*/true); };
+  if (!(fit(spec.costs.f_s) && fit(spec.costs.i_s) && fit(spec.costs.w_s) && fit(spec.costs.b_s) && fit(spec.costs.r_s) &&
+        fit(spec.memory.params_bytes) && fit(spec.memory.activation_bytes) && fit(spec.memory.weight_grad_bytes) &&
+        fit(spec.memory.state_bytes) && fit(spec.memory.recompute) && fit(spec.memory.retained_bytes))) {
     diags.error(spec.locs.file, fmt::format("--ranks/--stages: the spec gives per-stage costs or memory for {} stages; "
                                             "a new stage count needs one value for every stage", old_stages));
     return false;
@@ -318,14 +309,18 @@ bool write_all(int fd, const std::string& text, std::string* why) {
   return true;
 }
 
+/// check_output_path, keeping the resolved target in `*out` for the caller.
+std::string check_target(const std::string& option, const std::string& path, const std::vector<std::string>& inputs,
+                         OutputTarget* out);
+
 }  // namespace
 
 bool write_outputs(const std::vector<OutputFile>& files, const std::vector<std::string>& inputs) {
   namespace fs = std::filesystem;
   std::vector<OutputTarget> targets;
   for (size_t i = 0; i < files.size(); ++i) {
-    std::string problem = check_output_path(files[i].option, files[i].path, inputs);
-    OutputTarget t = resolve_output(files[i].option, files[i].path);
+    OutputTarget t;
+    std::string problem = check_target(files[i].option, files[i].path, inputs, &t);
     for (size_t j = 0; j < i && problem.empty(); ++j)
       if (same_target(targets[j], t))
         problem = fmt::format("{} {} and {} {} name the same file", files[j].option, files[j].path, files[i].option,
@@ -445,7 +440,16 @@ void add_semantics_option(CLI::App* cmd, std::optional<std::string>& value) {
 
 std::string check_output_path(const std::string& option, const std::string& path,
                               const std::vector<std::string>& inputs) {
-  OutputTarget t = resolve_output(option, path);
+  OutputTarget t;
+  return check_target(option, path, inputs, &t);
+}
+
+namespace {
+
+std::string check_target(const std::string& option, const std::string& path, const std::vector<std::string>& inputs,
+                         OutputTarget* out) {
+  OutputTarget& t = *out;
+  t = resolve_output(option, path);
   if (!t.problem.empty()) return t.problem;
   std::vector<std::string> all = inputs;
   all.insert(all.end(), input_files_read().begin(), input_files_read().end());
@@ -458,13 +462,15 @@ std::string check_output_path(const std::string& option, const std::string& path
   return {};
 }
 
+}  // namespace
+
 std::string check_output_paths(const std::vector<std::pair<std::string, std::optional<std::string>>>& named,
                                const std::vector<std::string>& inputs) {
   std::vector<std::pair<std::string, OutputTarget>> seen;
   for (const auto& [option, path] : named) {
     if (!path) continue;
-    if (std::string problem = check_output_path(option, *path, inputs); !problem.empty()) return problem;
-    OutputTarget t = resolve_output(option, *path);
+    OutputTarget t;
+    if (std::string problem = check_target(option, *path, inputs, &t); !problem.empty()) return problem;
     for (const auto& [other, u] : seen)
       if (same_target(u, t)) return fmt::format("{} and {} name the same file {}", other, option, *path);
     seen.emplace_back(option, std::move(t));

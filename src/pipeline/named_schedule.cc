@@ -7,20 +7,6 @@
 #include "pipeline/generators.h"
 
 namespace sc {
-namespace {
-
-// Repeats a per-stage vector given as one value for `n` stages; false when it is a real list of
-// another length.
-template <typename T>
-bool resize_uniform(std::vector<T>& v, size_t n) {
-  if (v.size() == n) return true;
-  if (v.empty() || std::any_of(v.begin(), v.end(), [&](const T& x) { return x != v.front(); })) return false;
-  v.assign(n, v.front());
-  return true;
-}
-
-}  // namespace
-
 bool resolve_named_schedule(PipelineSpec& spec, Diagnostics& diags) {
   if (!spec.named) return true;
   const ScheduleRequest& req = *spec.named;

@@ -1,6 +1,8 @@
 // Resolving a named schedule of a spec (`schedule: {name: 1f1b}`) into action lists.
 #pragma once
 
+#include <vector>
+
 #include "spec/pipeline_spec.h"
 #include "support/diagnostics.h"
 
@@ -14,5 +16,18 @@ namespace sc {
 /// generated stage. A shape the schedule's reference rejects is an error at the `name` value.
 /// Does nothing when spec.named is unset. Returns false after adding errors to `diags`.
 bool resolve_named_schedule(PipelineSpec& spec, Diagnostics& diags);
+
+/// Gives `v` `n` entries: unchanged when it has n already, or when `allow_empty` and it is
+/// empty; else repeated from its one value when all its entries are equal. False (v unchanged)
+/// when its entries differ: a per-stage list written for another stage count.
+template <typename T>
+bool resize_uniform(std::vector<T>& v, size_t n, bool allow_empty = false) {
+  if (v.size() == n || (allow_empty && v.empty())) return true;
+  if (v.empty()) return false;
+  for (const T& x : v)
+    if (x != v.front()) return false;
+  v.assign(n, v.front());
+  return true;
+}
 
 }  // namespace sc
