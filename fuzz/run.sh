@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs each libFuzzer harness for SECONDS (default 60) on its seed corpus (examples/ and specs/),
 # stopping at the first crash, leak, sanitizer report or time-out of one input (10 s).
-#   fuzz/run.sh BUILD_DIR [SECONDS] [NAME...]      NAME: csv pipeline_yaml fsdp_yaml router_yaml torchtitan megatron deepspeed
+#   fuzz/run.sh BUILD_DIR [SECONDS] [NAME...]      NAME: csv pipeline_yaml fsdp_yaml router_yaml torchtitan megatron deepspeed shell_args
 # BUILD_DIR is a tree configured with -DSCHEDCHECK_FUZZ=ON and clang (README.md, "Fuzzing and
 # sanitizers"). New inputs collect in BUILD_DIR/fuzz-corpus/NAME; a failing input is written to
 # BUILD_DIR/fuzz-artifacts/ and the script exits non-zero.
@@ -11,7 +11,7 @@ build="${1:?usage: fuzz/run.sh BUILD_DIR [SECONDS] [NAME...]}"
 seconds="${2:-60}"
 shift $(( $# >= 2 ? 2 : 1 ))
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(csv pipeline_yaml fsdp_yaml router_yaml torchtitan megatron deepspeed)
+[ ${#names[@]} -gt 0 ] || names=(csv pipeline_yaml fsdp_yaml router_yaml torchtitan megatron deepspeed shell_args)
 
 seeds="$build/fuzz-seeds"
 rm -rf "$seeds"
@@ -36,14 +36,16 @@ for name in "${names[@]}"; do
   case "$name" in
     csv) kind=csv ;;
     torchtitan) kind=toml ;;
-    megatron) kind=sh ;;
+    megatron | shell_args) kind=sh ;;
     deepspeed) kind=json ;;
     *) kind=yaml ;;
   esac
   corpus="$build/fuzz-corpus/$name"
   mkdir -p "$corpus"
   echo "== fuzz_$name: ${seconds} s, seeds $(ls "$seeds/$kind" | wc -l), corpus $(ls "$corpus" | wc -l)"
-  if ! "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 -print_final_stats=1 \
+  # The readers' nesting and expansion limits sit at tens of thousands of characters: long
+  # inputs must reach them (the seeds hold the 40,743-sign and 30,927-part reproductions).
+  if ! "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
       -artifact_prefix="$build/fuzz-artifacts/$name-" "$corpus" "$seeds/$kind" 2>"$build/fuzz-$name.log"; then
     echo "fuzz_$name FAILED; the last lines of $build/fuzz-$name.log:" >&2
     tail -40 "$build/fuzz-$name.log" >&2

@@ -129,6 +129,8 @@ class RouterEncoder {
   void add(const z3::expr& e) { solver_.add(e); }
   Outcome check() {
     z3::check_result r = solver_.check();
+    // Once the deadline has passed, an answer may come from an interrupted search: not a proof.
+    if (watchdog_.expired()) return Outcome::kUnknown;
     if (r == z3::sat) {
       model_ = solver_.get_model();
       return Outcome::kSat;

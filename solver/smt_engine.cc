@@ -247,11 +247,16 @@ SmtVerdict smt_check(const Program& program, const SmtOptions& options) {
   bool out_of_time = false;
   try {
     SmtEncoder enc(program, options);
-    if (!enc.deadlock(v)) {
+    // An answer given after the deadline is discarded: Z3 interrupted mid-search can return an
+    // answer of a search it never finished, and a cut-off search is inconclusive, not a verdict.
+    const bool deadlock_ok = enc.deadlock(v) && !enc.out_of_time();
+    if (!deadlock_ok) {
       v.inconclusive = true;
-    } else if (v.completes && !enc.worst_case(v)) {
+      if (v.message.empty()) v.message = "z3: interrupted";
+    } else if (v.completes && (!enc.worst_case(v) || enc.out_of_time())) {
       v.inconclusive = true;
       v.deadlock_established = true;
+      if (v.message.empty()) v.message = "z3: interrupted";
     }
     out_of_time = enc.out_of_time();
   } catch (const z3::exception& e) {

@@ -767,6 +767,9 @@ SynthResult Encoder::run() {
       if (!watchdog_.expired()) out.message = fmt::format("z3: {}", e.msg());
       res = z3::unknown;
     }
+    // An unsat answer once the deadline has passed may come from an interrupted search: not a
+    // proof. (A sat answer is safe: its schedule is replayed by value_of before it is kept.)
+    if (res == z3::unsat && watchdog_.expired()) res = z3::unknown;
     double dt = seconds_since(c0);
     out.solver_seconds += dt;
     out.probes.push_back({bound ? static_cast<double>(*bound) * unit_s_ : -1.0,

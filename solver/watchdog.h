@@ -16,15 +16,22 @@ namespace sc {
 /// once `seconds` of wall time have passed since construction, and again every 50 ms until it is
 /// destroyed (an interrupt that arrives between two solver calls is otherwise lost). A Z3 timeout
 /// is a hint that a long preprocessing step can overrun by seconds; this is the hard limit.
-/// `seconds` <= 0 or not finite: no deadline, no thread. Own it after the context it interrupts
-/// (destroyed first). Callers check expired() before starting another solver call.
+/// `seconds` <= 0 or not finite: no deadline, no thread. A limit above kMaxSeconds (about three
+/// years) is taken as kMaxSeconds, so the deadline never overflows the clock's 64-bit nanosecond
+/// count (which 1e10 s would, and an overflowed deadline lies in the past). Own it after the
+/// context it interrupts (destroyed first). Callers check expired() before starting another
+/// solver call, and discard any answer a solver gave once expired() is true: an interrupted Z3
+/// call is not a verdict.
 class Watchdog {
  public:
   using Clock = std::chrono::steady_clock;
+  /// The longest deadline kept, in seconds (1e8 s, about 3.2 years); longer limits are clamped.
+  static constexpr double kMaxSeconds = 1e8;
 
   Watchdog(double seconds, std::function<void()> interrupt) : start_(Clock::now()), seconds_(seconds) {
     if (!(seconds > 0) || !std::isfinite(seconds)) return;
-    deadline_ = start_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    deadline_ = start_ + std::chrono::duration_cast<Clock::duration>(
+                             std::chrono::duration<double>(std::min(seconds, kMaxSeconds)));
     thread_ = std::thread([this, f = std::move(interrupt)] {
       std::unique_lock<std::mutex> lock(mu_);
       if (cv_.wait_until(lock, deadline_, [this] { return stop_; })) return;

@@ -5,16 +5,13 @@
 #include "catch.h"
 #include "config/readers.h"
 #include "config/shell_args.h"
+#include "diag_util.h"
 #include "test_util.h"
 
 namespace sc::config {
 namespace {
 
-std::string all_text(const Diagnostics& d) {
-  std::string s;
-  for (const auto& x : d.all()) s += format_diagnostic(x) + "\n";
-  return s;
-}
+using sc::test::all_text;
 
 /// The first diagnostic of `severity` whose message holds `needle`, or null.
 const Diagnostic* find_diag(const Diagnostics& d, Severity severity, const std::string& needle) {

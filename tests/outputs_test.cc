@@ -260,3 +260,20 @@ TEST_CASE("a misspelt option of any command gets the closest known option", "[cl
   auto fine = run_schedcheck("gen zb-h1 --ranks 4 --microbatches 8");
   CHECK(fine.exit_code == 0);
 }
+
+TEST_CASE("diff --git with an ambiguous revision name reads the spec, not git's warning", "[cli][diff]") {
+  // A branch and a tag both named `amb`: git resolves it (the tag, with a warning on stderr). The
+  // warning once reached the YAML reader as the file ("unknown key 'warning'").
+  const fs::path d = make_repo("git_ambiguous");
+  if (d.empty()) {
+    SC_SKIP("git is missing");
+  }
+  REQUIRE(sh("cd '" + d.string() + "' && git branch amb && git tag amb > /dev/null 2>&1") == 0);
+  auto r = run_in(d, "diff --git amb specs/a.yaml --format json");
+  INFO(r.out);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("unknown key") == std::string::npos);
+  const json j = json::parse(r.out.substr(r.out.find('{')));
+  CHECK(j["diffs"][0]["old"] == "specs/a.yaml@amb");
+  CHECK(j["diffs"][0]["figures"]["span"]["absolute"] == 0.0);
+}

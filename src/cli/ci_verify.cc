@@ -83,6 +83,12 @@ int run_recorded(const std::vector<std::string>& files, const RecordedOptions& o
       std::cerr << "schedcheck: error: " << why << "\n";
       return kExitUsage;
     }
+    for (const Budget& earlier : overrides)
+      if (earlier.key == b->key) {  // the last one would win silently: say which one was meant
+        std::cerr << fmt::format("schedcheck: error: --budget {} is given twice ('{}' and '{}'); give it once\n",
+                                 b->key, earlier.text, b->text);
+        return kExitUsage;
+      }
     overrides.push_back(*b);
   }
   // Every file's budgets are read before anything is checked: a bad budget stops the run.

@@ -26,6 +26,8 @@ using model::Recompute;
 
 /// Exit code when no layout fits: the memory code, as the reason is almost always memory.
 constexpr int kExitNoLayout = 13;
+/// No layout verified because every candidate left was past schedcheck's own size limit.
+constexpr int kExitPlanInconclusive = 5;
 
 struct PlanArgs {
   std::string model, hardware = "h100", batch_tokens, format = "text";
@@ -335,6 +337,14 @@ int run_plan(const PlanArgs& a) {
     return x.pred.step_s < y.pred.step_s;
   });
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // Layouts that only our own size limit kept from being verified are not refuted: when no
+  // layout was verified and some were set aside for size, the answer is inconclusive (exit 5),
+  // not "no layout holds" (exit 13).
+  int too_large = 0;
+  for (const auto& [why, r] : rejected)
+    if (why.rfind("the program to verify is too large", 0) == 0) too_large += r.first;
+  const bool holds = n_verify > 0 && cands.front().verdict == "holds";
+  const int exit_code = holds ? 0 : n_verify == 0 && too_large > 0 ? kExitPlanInconclusive : kExitNoLayout;
   const double flops_step = m->training_flops_per_token(a.seq_len) * static_cast<double>(*tokens);
 
   if (a.format == "json") {
@@ -357,8 +367,9 @@ int run_plan(const PlanArgs& a) {
     nlohmann::json rej = nlohmann::json::array();
     for (const auto& [why, r] : rejected) rej.push_back({{"reason", why}, {"count", r.first}, {"example", r.second}});
     out["rejected"] = rej;
+    out["exit_code"] = exit_code;
     std::cout << out.dump(2) << "\n";
-    return n_verify > 0 && cands.front().verdict == "holds" ? 0 : kExitNoLayout;
+    return exit_code;
   }
 
   std::cout << fmt::format("plan: {} on {} × {}, {} tokens per step ({} sequences of {}), {:.3g} FLOP per step\n",
@@ -395,9 +406,14 @@ int run_plan(const PlanArgs& a) {
                              best - cands.data() + 1, a.emit ? fmt::format(", written to {}", *a.emit) : "", toml);
     if (a.emit && !write_output(*a.emit, toml)) return kExitUsage;
   }
-  if (n_verify == 0 || cands.front().verdict != "holds")
-    std::cout << "\nno layout holds: every candidate was rejected or failed its check (exit 13)\n";
-  return n_verify > 0 && cands.front().verdict == "holds" ? 0 : kExitNoLayout;
+  if (exit_code == kExitPlanInconclusive)
+    std::cout << fmt::format("\nno layout was verified: {} candidate(s) lower to more than {:.0e} ops, schedcheck's limit, "
+                             "and the rest were rejected; this is not a verdict on those layouts (exit 5)\n",
+                             too_large, config::kMaxJobOps);
+  else if (exit_code == kExitNoLayout)
+    std::cout << fmt::format("\nno layout holds: every candidate was rejected or failed its check{} (exit 13)\n",
+                             too_large > 0 ? fmt::format("; {} more were too large to verify", too_large) : "");
+  return exit_code;
 }
 
 }  // namespace
@@ -412,7 +428,8 @@ Command add_plan(CLI::App& parent) {
               "the microbatch count and an analytic memory bound; verifies the best by estimate (deadlock, memory per\n"
               "rank over all interleavings, timeline) and prints them ranked, why the others were rejected, and the\n"
               "best as a torchtitan job config (--emit FILE writes it).\n"
-              "Exit codes: 0 a layout holds; 13 none does; 2 an unknown preset or a malformed batch.");
+              "Exit codes: 0 a layout holds; 13 none does; 5 none was verified because every candidate left lowers past "
+              "schedcheck's size limit (not a verdict); 2 an unknown preset or a malformed batch.");
   cmd->add_option("--model", a->model, fmt::format("model preset: {}", fmt::join(model::model_preset_names(), ", ")))
       ->required();
   cmd->add_option("--hardware", a->hardware,

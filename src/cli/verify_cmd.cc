@@ -33,6 +33,9 @@ int run_fsdp_verify(const std::vector<std::string>& files, const std::string& fo
 
 namespace {
 
+/// Wall-clock bound of the router proofs when --time-limit is not given, seconds.
+constexpr double kRouterDefaultTimeLimitS = 60;
+
 struct VerifyArgs {
   std::vector<std::string> files;
   std::string format = "text";
@@ -189,7 +192,10 @@ int run_verify(const VerifyArgs& a) {
     return run_config_verify(a.files, a.format, a.job,
                              ConfigOutputs{a.trace.value_or(""), a.dot.value_or(""), a.svg.value_or(""), a.min_cut,
                                            a.timeline_ops});
-  double time_limit_s = 0;
+  // Router proofs get a default wall-clock bound (a 127-byte spec of 16 experts under expert
+  // choice searches for minutes); --time-limit overrides it. The SMT engine has none by default.
+  const bool router = !a.files.empty() && is_router_spec_file(a.files.front());
+  double time_limit_s = router ? kRouterDefaultTimeLimitS : 0;
   if (a.time_limit) {
     std::string why;
     auto tl = parse_duration_s(*a.time_limit, &why);
@@ -199,7 +205,7 @@ int run_verify(const VerifyArgs& a) {
     }
     time_limit_s = *tl;
   }
-  if (!a.files.empty() && is_router_spec_file(a.files.front()))
+  if (router)
     return run_router_verify(a.files, a.format, time_limit_s, a.rlimit);
   VerifyOptions opt;
   if (a.semantics) opt.semantics = parse_semantics(*a.semantics);  // validated by the option
@@ -324,7 +330,8 @@ Command add_verify(CLI::App& parent) {
       ->check(CLI::IsMember({"graph", "smt"}));
   cmd->add_option("--time-limit", a->time_limit,
                   "wall-clock limit of the solver, as 30s or 2min: --engine smt (all its queries) and the router "
-                  "proofs (all properties); when it runs out the check exits 5 and says what was established");
+                  "proofs (all properties; 60s unless given); when it runs out the check exits 5 and says what was "
+                  "established");
   cmd->add_option("--rlimit", a->rlimit,
                   "Z3 resource limit per solver check (repeatable effort, unlike --time-limit): --engine smt and "
                   "the router proofs; 0 = none for smt, the router's default otherwise");

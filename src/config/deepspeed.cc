@@ -397,7 +397,7 @@ bool read_deepspeed(const std::string& path, const JobContext& ctx, TrainingJob*
   }
   std::optional<YAML::Node> root;
   try {
-    root = YAML::Load(text);
+    root = YAML::Load(yaml_util::json_for_yaml(text));
   } catch (const YAML::Exception& e) {
     const SourceLoc at = e.mark.is_null() ? r.file_start() : r.at(e.mark.line, e.mark.column);
     diags.error(at, fmt::format("invalid JSON: {}", yaml_util::printable(e.msg)));

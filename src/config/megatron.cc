@@ -685,9 +685,8 @@ bool read_megatron(const std::string& path, const JobContext& ctx, TrainingJob* 
   }
   const int32_t file = register_source(path, text);
   ShellArgs sh = read_shell_args(file, text);
-  if (!sh.too_long.empty()) {
-    diags.error(sh.too_long_loc, fmt::format("{} expands to more than {} characters: a launch script's values are "
-                                             "short, so this is not read", sh.too_long, kMaxShellValue));
+  if (!sh.limit_error.empty()) {
+    diags.error(sh.limit_loc, sh.limit_error);
     return false;
   }
   return MegatronReader(path, file, std::move(sh), ctx, diags).run(job);

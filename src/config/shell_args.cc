@@ -55,14 +55,25 @@ size_t assignment_prefix(const std::string& raw, bool* append_op) {
 /// variables (empty or unset: 0). nullopt on anything else or a division by zero.
 class Arith {
  public:
-  /// `depth` counts variables evaluated inside variables (A=B, B=A stops at 16).
-  Arith(const std::string& s, const std::map<std::string, Text>& vars, int depth = 0)
-      : s_(s), vars_(vars), depth_(depth) {}
+  /// Values of variables already evaluated in one `$((...))` (nullopt: not a number). Variables
+  /// do not change during an evaluation, so each is evaluated once: `a=b+b+b+b`, `b=c+c+c+c`, ...
+  /// costs the sum of the values' lengths, not 4^depth.
+  using Memo = std::map<std::string, std::optional<int64_t>>;
+  /// `depth` counts variables evaluated inside variables (A=B, B=A stops at 16; a variable that
+  /// fails there fails in the whole evaluation). `deep` is set
+  /// when parentheses and unary signs nest more than kMaxShellNesting deep (then nullopt).
+  Arith(const std::string& s, const std::map<std::string, Text>& vars, Memo& memo, bool* deep, int depth = 0)
+      : s_(s), vars_(vars), memo_(memo), deep_(deep), depth_(depth) {}
   std::optional<int64_t> run() {
     auto v = expr();
     skip();
     if (!v || i_ != s_.size()) return std::nullopt;
     return v;
+  }
+  /// Evaluates `s` as a whole (a fresh memo); `deep` as above.
+  static std::optional<int64_t> eval(const std::string& s, const std::map<std::string, Text>& vars, bool* deep) {
+    Memo memo;
+    return Arith(s, vars, memo, deep).run();
   }
 
  private:
@@ -93,10 +104,23 @@ class Arith {
     }
     return v;
   }
+  /// Counts one level of nesting while alive; too deep sets *deep_.
+  struct Nest {
+    Arith& a;
+    explicit Nest(Arith& arith) : a(arith) { ++a.nest_; }
+    ~Nest() { --a.nest_; }
+    bool too_deep() const {
+      if (a.nest_ <= kMaxShellNesting) return false;
+      *a.deep_ = true;
+      return true;
+    }
+  };
   std::optional<int64_t> unary() {
     skip();
     if (i_ < s_.size() && (s_[i_] == '-' || s_[i_] == '+')) {
       char op = s_[i_++];
+      Nest nest(*this);
+      if (nest.too_deep()) return std::nullopt;
       auto v = unary();
       if (!v) return std::nullopt;
       if (op == '-' && *v == INT64_MIN) return std::nullopt;
@@ -109,6 +133,8 @@ class Arith {
     if (i_ >= s_.size()) return std::nullopt;
     if (s_[i_] == '(') {
       ++i_;
+      Nest nest(*this);
+      if (nest.too_deep()) return std::nullopt;
       auto v = expr();
       skip();
       if (!v || i_ >= s_.size() || s_[i_] != ')') return std::nullopt;
@@ -124,17 +150,26 @@ class Arith {
     if (is_name_start(s_[i_])) {
       size_t b = i_;
       while (i_ < s_.size() && is_name_char(s_[i_])) ++i_;
-      auto it = vars_.find(s_.substr(b, i_ - b));
+      const std::string name = s_.substr(b, i_ - b);
+      auto it = vars_.find(name);
       if (it == vars_.end() || it->second.empty()) return 0;
       if (depth_ >= 16) return std::nullopt;
-      return Arith(str(it->second), vars_, depth_ + 1).run();
+      if (auto m = memo_.find(name); m != memo_.end()) return m->second;
+      auto v = Arith(str(it->second), vars_, memo_, deep_, depth_ + 1).run();
+      // A failure is memoised too (a cycle, or a chain past depth 16 reached from deeper in),
+      // so that no variable is evaluated twice: time stays linear in the values' lengths.
+      memo_[name] = v;
+      return v;
     }
     return std::nullopt;
   }
 
   const std::string& s_;
   const std::map<std::string, Text>& vars_;
+  Memo& memo_;
+  bool* deep_;
   int depth_ = 0;
+  int nest_ = 0;
   size_t i_ = 0;
 };
 
@@ -319,11 +354,14 @@ class Shell {
       advance();
       std::string inner = balanced('(', ')');
       if (peek() == ')') advance();
-      auto v = Arith(plain(inner), scalars_).run();
-      append(t, v ? std::to_string(*v) : "$((" + inner + "))", at);
+      bool deep = false;
+      auto v = Arith::eval(plain(inner), scalars_, &deep);
+      if (deep) limit(at, "$((...)) nests parentheses or signs more than " + std::to_string(kMaxShellNesting) +
+                              " deep: a launch script's arithmetic is shallow, so this is not read");
+      splice(t, v ? std::to_string(*v) : "$((" + inner + "))", "$((...))", at);
     } else if (c == '(') {
       advance();
-      append(t, "$(" + balanced('(', ')') + ")", at);
+      splice(t, "$(" + balanced('(', ')') + ")", "$(...)", at);
     } else if (c == '{') {
       advance();
       parameter(t, balanced('{', '}'), at);
@@ -333,8 +371,7 @@ class Shell {
         name += peek();
         advance();
       }
-      const Text v = value_of(name);
-      t.insert(t.end(), v.begin(), v.end());
+      splice(t, value_of(name), name, at);
     } else if (std::isdigit(static_cast<unsigned char>(c)) || (c != '\0' && std::string("@*#?$!-").find(c) != std::string::npos)) {
       advance();  // positional and special parameters: unset here
     } else {
@@ -386,7 +423,9 @@ class Shell {
           value.insert(value.end(), array->second[j].begin(), array->second[j].end());
         }
       } else {
-        auto n = Arith(plain(*index), scalars_).run();
+        bool deep = false;
+        auto n = Arith::eval(plain(*index), scalars_, &deep);
+        if (deep) limit(at, "an array index nests more than " + std::to_string(kMaxShellNesting) + " deep");
         if (n && *n >= 0 && static_cast<size_t>(*n) < array->second.size()) value = array->second[*n];
       }
     } else if (!index || *index == "0" || *index == "@" || *index == "*") {
@@ -403,7 +442,7 @@ class Shell {
     const std::string word = op.empty() ? std::string() : inner.substr(k + op.size());
     const bool set = op.size() == 2 ? !value.empty() : (scalars_.count(name) || array != arrays_.end());
     if (op == ":-" || op == "-") {
-      if (!set) return append(t, plain(word), at);
+      if (!set) return splice(t, plain(word), name, at);
     } else if (op == ":=" || op == "=") {
       if (!set) {
         value.clear();
@@ -414,15 +453,49 @@ class Shell {
         }
       }
     } else if (op == ":+" || op == "+") {
-      if (set) append(t, plain(word), at);
+      if (set) splice(t, plain(word), name, at);
       return;
     }
-    t.insert(t.end(), value.begin(), value.end());
+    splice(t, value, name, at);
+  }
+
+  /// Records the first limit the script runs into (see ShellArgs::limit_error).
+  void limit(const SourceLoc& at, const std::string& message) {
+    if (!out_.limit_error.empty()) return;
+    out_.limit_error = message;
+    out_.limit_loc = at;
+  }
+  /// Appends the expansion `v` of `name` to `t`, checked before it is built: past kMaxShellValue
+  /// characters in one word, or kMaxShellExpansion for the whole script, it is cut and the limit
+  /// recorded. Time and memory are then bounded by the limits, whatever the script.
+  void splice(Text& t, const Text& v, const std::string& name, const SourceLoc& at) {
+    size_t room = std::min(kMaxShellValue - std::min(kMaxShellValue, t.size()),
+                           kMaxShellExpansion - std::min(kMaxShellExpansion, expanded_));
+    if (v.size() > room)
+      limit(at, (expanded_ + v.size() > kMaxShellExpansion
+                     ? "the script's expansions produce more than " + std::to_string(kMaxShellExpansion) + " characters"
+                     : name + " expands to more than " + std::to_string(kMaxShellValue) + " characters") +
+                    ": a launch script's values are short, so this is not read");
+    const size_t n = std::min(room, v.size());
+    t.insert(t.end(), v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n));
+    expanded_ += n;
+  }
+  void splice(Text& t, const std::string& v, const std::string& name, const SourceLoc& at) {
+    Text x;
+    x.reserve(std::min(v.size(), kMaxShellValue + 1));
+    for (size_t k = 0; k < v.size() && k <= kMaxShellValue; ++k) x.push_back(Ch{v[k], at});
+    splice(t, x, name, at);
   }
 
   /// `text` expanded as the inside of a double-quoted string, without locations: for defaults,
   /// array indices and arithmetic. Quotes are removed.
   std::string plain(const std::string& text) {
+    if (plain_depth_ >= kMaxShellNesting) {
+      limit(here(), "${...} defaults nest more than " + std::to_string(kMaxShellNesting) +
+                        " deep: a launch script's expansions are shallow, so this is not read");
+      return {};
+    }
+    ++plain_depth_;
     const std::string* saved_s = s_;
     const size_t saved_i = i_;
     const int32_t saved_line = line_, saved_col = col_;
@@ -451,6 +524,7 @@ class Shell {
     i_ = saved_i;
     line_ = saved_line;
     col_ = saved_col;
+    --plain_depth_;
     return str(t);
   }
 
@@ -540,10 +614,8 @@ class Shell {
             for (const Text& t : dst) chars += t.size() + 1;
             if (chars > kMaxShellValue) {  // an array doubling itself, as `X+=( "${X[@]}" )` in a loop would
               while (!dst.empty() && chars > kMaxShellValue) chars -= dst.back().size() + 1, dst.pop_back();
-              if (out_.too_long.empty()) {
-                out_.too_long = name;
-                out_.too_long_loc = start;
-              }
+              limit(start, name + " expands to more than " + std::to_string(kMaxShellValue) +
+                               " characters: a launch script's values are short, so this is not read");
             }
             scalars_.erase(name);
           } else {
@@ -555,10 +627,8 @@ class Shell {
             }
             if (value.size() > kMaxShellValue) {
               value.resize(kMaxShellValue);
-              if (out_.too_long.empty()) {
-                out_.too_long = name;
-                out_.too_long_loc = start;
-              }
+              limit(start, name + " expands to more than " + std::to_string(kMaxShellValue) +
+                               " characters: a launch script's values are short, so this is not read");
             }
             scalars_[name] = std::move(value);
             scalar_loc_[name] = start;
@@ -664,6 +734,8 @@ class Shell {
   std::map<std::string, std::vector<Text>> arrays_;
   std::vector<std::string> array_order_;
   bool command_flags_ = false;
+  size_t expanded_ = 0;  ///< characters produced by expansions so far (kMaxShellExpansion)
+  int plain_depth_ = 0;  ///< nesting of plain() (kMaxShellNesting)
   std::vector<std::string> heredoc_delims_;  // opened by the current command
   ShellArgs out_;
 };

@@ -39,14 +39,23 @@ struct ShellArgs {
   std::map<std::string, ShellVar> vars;
   /// Lines of the `if` keywords: every branch of an `if` block was read, none evaluated.
   std::vector<int32_t> if_lines;
-  /// A variable whose value grew past kMaxShellValue characters (cut there), and where; empty
-  /// when none did. A launch script's values are short; this guards against `A="$A$A"` chains.
-  std::string too_long;
-  SourceLoc too_long_loc;
+  /// The first limit the script ran into, as a message ("A expands to more than 65536
+  /// characters ..."), and where; empty when none. A launch script's values are short and
+  /// shallow; these guard against `A="$A$A"` chains, `$V` repeated thousands of times and
+  /// nesting thousands deep. After a limit, expansions that would pass it are cut.
+  std::string limit_error;
+  SourceLoc limit_loc;
 };
 
-/// Longest variable value read_shell_args keeps, in characters.
+/// Longest word or variable value read_shell_args keeps, in characters; checked before each
+/// expansion is inserted, so no value is ever built larger.
 inline constexpr size_t kMaxShellValue = size_t{1} << 16;
+/// Most characters all expansions of one script may produce together (4 Mi characters, about
+/// 64 MiB with their locations; a real launch script expands to a few KiB). Bounds memory and
+/// time by the output, not the input.
+inline constexpr size_t kMaxShellExpansion = size_t{1} << 22;
+/// Deepest nesting of `${...:-${...}}` defaults and of `$((...))` parentheses and unary signs.
+inline constexpr int kMaxShellNesting = 64;
 
 /// Reads the flags of a bash launch script or a plain arguments file registered as `file`
 /// (register_source) with text `text`. What it understands, as bash does: comments, `\` line

@@ -13,6 +13,7 @@
 #include <toml++/toml.h>
 
 #include "config/readers.h"
+#include "config/toml_limits.h"
 #include "model/cost_model.h"
 #include "support/source.h"
 
@@ -65,6 +66,10 @@ class Reader {
     job_.framework = "torchtitan";
     job_.path = path_;
     job_.file = SourceLoc{file_, 1, 1};
+    if (auto limit = toml_nesting_limit(text)) {  // before toml++, which recurses on nesting
+      diags_.error(SourceLoc{file_, limit->line, limit->col}, limit->message);
+      return false;
+    }
     try {
       root_ = toml::parse(text, path_);
     } catch (const toml::parse_error& e) {

@@ -17,6 +17,18 @@ bool resolve_named_schedule(PipelineSpec& spec, Diagnostics& diags) {
   opt.chunks = req.chunks;
   opt.megatron = req.megatron;
   if (spec.locs.stages.valid()) opt.stages = spec.stages;
+  // A few bytes of spec can name billions of ops: bound the program before generating it.
+  const double stages = static_cast<double>(spec.locs.stages.valid() ? spec.stages
+                                                                      : int64_t{spec.ranks} * req.chunks.value_or(1));
+  const double pairs = stages * spec.microbatches;
+  if (pairs > kMaxNamedPairs) {
+    diags.error(req.loc, fmt::format("{} at {:.0f} stages x {} microbatches is {:.3g} (stage, microbatch) pairs, more "
+                                     "than the {:.3g} schedcheck checks at once (about {:.0f} bytes each with their "
+                                     "sends and receives, {:.0f} GiB in all); model fewer ranks or microbatches",
+                                     req.name, stages, spec.microbatches, pairs, kMaxNamedPairs, kNamedBytesPerPair,
+                                     kNamedMemoryBudgetBytes / double(int64_t{1} << 30)));
+    return false;
+  }
   std::string why;
   std::optional<Generated> g = generate(opt, &why);
   if (!g) {

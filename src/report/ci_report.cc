@@ -349,7 +349,11 @@ std::string github_escape(const std::string& text, bool property) {
       case '\n': out += "%0A"; break;
       case ':': out += property ? "%3A" : ":"; break;
       case ',': out += property ? "%2C" : ","; break;
-      default: out += c;
+      default:
+        // Other control characters (ESC, \x01, DEL) from spec text would reach the CI log raw,
+        // where they can rewrite the terminal: shown as \xNN, which the runner does not decode.
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+        else out += c;
     }
   }
   return out;

@@ -23,7 +23,12 @@ std::optional<double> parse_value(BudgetUnit unit, const std::string& text, std:
         *why = fmt::format("expected a fraction (0.05) or a percentage (5%), got '{}'", text);
         return std::nullopt;
       }
-      return percent ? v / 100 : v;
+      const double fraction = percent ? v / 100 : v;
+      if (fraction > 1) {  // a rate is at most the whole: 200% or 2.5 is a typo, never a budget
+        *why = fmt::format("a rate is at most 1 (100%), got '{}'", text);
+        return std::nullopt;
+      }
+      return fraction;
     }
     case BudgetUnit::kSeconds: return parse_duration_s(text, why);
     case BudgetUnit::kBytes: {

@@ -435,22 +435,13 @@ std::optional<RouterSpec> parse_registered(int32_t file, const std::string& name
   return loader.guard([&] { return loader.load(root, yaml_util::default_name(name)); });
 }
 
-bool read_text(const std::string& path, std::string& text) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return false;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  text = ss.str();
-  return true;
-}
-
 }  // namespace
 
 bool is_router_spec(const std::string& path) {
   std::string text;
-  return yaml_util::has_yaml_extension(path) && read_text(path, text) && yaml_util::declares_key(text, "router");
+  std::string why;  // read_input_file applies the input size cap before reading
+  return yaml_util::has_yaml_extension(path) && read_input_file(path, &text, &why) &&
+         yaml_util::declares_key(text, "router");
 }
 
 std::optional<RouterSpec> load_router_spec(const std::string& path, Diagnostics& diags) {

@@ -15,6 +15,46 @@
 
 namespace sc::yaml_util {
 
+std::string json_for_yaml(const std::string& json_text) {
+  auto hex4 = [&](size_t at, unsigned* v) {
+    if (at + 4 > json_text.size()) return false;
+    *v = 0;
+    for (size_t k = at; k < at + 4; ++k) {
+      const char c = json_text[k];
+      const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      if (d < 0) return false;
+      *v = *v * 16 + static_cast<unsigned>(d);
+    }
+    return true;
+  };
+  std::string out;
+  out.reserve(json_text.size());
+  bool in_string = false;
+  for (size_t i = 0; i < json_text.size(); ++i) {
+    const char c = json_text[i];
+    if (!in_string) {
+      in_string = c == '"';
+      out += c;
+      continue;
+    }
+    if (c == '"') in_string = false;
+    if (c != '\\' || i + 1 >= json_text.size()) {
+      out += c;
+      continue;
+    }
+    unsigned hi = 0, lo = 0;
+    if (json_text[i + 1] == 'u' && hex4(i + 2, &hi) && hi >= 0xD800 && hi <= 0xDBFF &&
+        json_text[i + 6] == '\\' && json_text[i + 7] == 'u' && hex4(i + 8, &lo) && lo >= 0xDC00 && lo <= 0xDFFF) {
+      out += fmt::format("\\U{:08x}", 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00));
+      i += 11;
+      continue;
+    }
+    out += c;  // any other escape: copied with the character it escapes
+    out += json_text[++i];
+  }
+  return out;
+}
+
 std::string printable(std::string_view s) {
   std::string out;
   for (unsigned char c : s) {
@@ -43,18 +83,49 @@ bool has_yaml_extension(const std::string& path) {
 
 bool declares_key(const std::string& text, const std::string& key) {
   if (text.find('\0') != std::string::npos) return false;
+  // Block style (every spec we read): a top-level key is a line that starts at column 0 with the
+  // key, plain or quoted, then ':'. Lines of nested maps, lists and block scalars are indented,
+  // comments start with '#'. One pass over the text, no parse: detection runs for every front-end.
+  size_t b = 0;
+  bool flow = false;
+  while (b < text.size()) {
+    size_t e = text.find('\n', b);
+    if (e == std::string::npos) e = text.size();
+    std::string_view line(text.data() + b, e - b);
+    b = e + 1;
+    if (line.empty() || line[0] == ' ' || line[0] == '\t' || line[0] == '#' || line[0] == '\r' || line[0] == '-' ||
+        line[0] == '%' || line.rfind("...", 0) == 0)
+      continue;
+    if (line[0] == '{' || line[0] == '[') {  // a flow-style document: parsed below
+      flow = true;
+      break;
+    }
+    std::string_view name;
+    size_t after = 0;
+    if (line[0] == '"' || line[0] == '\'') {
+      const size_t close = line.find(line[0], 1);
+      if (close == std::string_view::npos) continue;
+      name = line.substr(1, close - 1);
+      after = close + 1;
+      while (after < line.size() && (line[after] == ' ' || line[after] == '\t')) ++after;
+    } else {
+      after = line.find(':');
+      if (after == std::string_view::npos) continue;
+      name = line.substr(0, after);
+      while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.remove_suffix(1);
+    }
+    if (after < line.size() && line[after] == ':' &&
+        (after + 1 == line.size() || line[after + 1] == ' ' || line[after + 1] == '\t' || line[after + 1] == '\r') &&
+        name == key)
+      return true;
+  }
+  if (!flow) return false;
   try {
     const YAML::Node root = YAML::Load(text);
-    if (root.IsMap()) return static_cast<bool>(root[key]);
+    return root.IsMap() && static_cast<bool>(root[key]);
   } catch (const YAML::Exception&) {
-    // Broken YAML: a line that starts with "key:" decides.
+    return false;
   }
-  const std::string prefix = key + ":";
-  std::istringstream lines(text);
-  std::string line;
-  while (std::getline(lines, line))
-    if (line.rfind(prefix, 0) == 0) return true;
-  return false;
 }
 
 std::optional<SpecFile> read_spec_file(const std::string& path, Diagnostics& diags) {

@@ -50,6 +50,12 @@ inline std::string describe(const YAML::Node& n) {
   return fmt::format("'{}'", s);
 }
 
+/// JSON text that nlohmann::json accepted, made readable by yaml-cpp with the same values: a
+/// UTF-16 surrogate pair escape (`\ud83d\ude00`, valid JSON for one code point above U+FFFF)
+/// becomes YAML's `\U0001f600`, which yaml-cpp 0.7 reads (it refuses each half of the pair).
+/// Everything else is unchanged; a line holding a pair has its later columns 2 less per pair.
+std::string json_for_yaml(const std::string& json_text);
+
 /// `s` with every byte below 0x20, 0x7f and every byte from 0x80 shown as \xNN (lower-case hex),
 /// so text from yaml-cpp's messages or from junk input prints safely. Other bytes are unchanged.
 std::string printable(std::string_view s);
@@ -62,9 +68,11 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
 /// it has no stem.
 std::string default_name(const std::string& path);
 
-/// Whether `text` declares top-level key `key`: true when it parses as a YAML map holding `key`,
-/// or, when it does not parse, when one of its lines starts with "key:". False for text with a
-/// NUL byte and for any other document. Never throws.
+/// Whether `text` declares top-level key `key`: a line that starts at column 0 with `key:` (or
+/// `"key":`), in one pass without parsing (time linear in the text, so front-end detection costs
+/// no YAML parse); a flow-style document (`{...}` at column 0) is parsed once instead. Broken
+/// YAML with such a line counts as declaring it, so that its errors come from the right
+/// front-end. False for text with a NUL byte and for any other document. Never throws.
 bool declares_key(const std::string& text, const std::string& key);
 
 /// True when `path` ends in .yaml or .yml: only such files are specs with YAML keys (a CSV,
