@@ -289,3 +289,37 @@ TEST_CASE("on a terminal the progress line never shares a line with the output, 
   CHECK(probes == 1);
   CHECK(status == 0);
 }
+
+TEST_CASE("diff of a batch change compares throughput and MFU, not step time", "[cli][diff]") {
+  // Doubling torchtitan's local_batch_size doubles the tokens per step (2,097,152 -> 4,194,304 for
+  // this 64-GPU example: 32 data-parallel shards x 8 sequences x 8,192 tokens, then x 16). The step
+  // takes about twice as long; that was reported as "step time +94%" and, with time=5%, exit 19,
+  // though each token got cheaper.
+  std::string text = sc::test::read_file(sc::test::source_path("examples/torchtitan-llama3-8b-pp2.toml"));
+  const size_t at = text.find("local_batch_size = 8\n");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, 21, "local_batch_size = 16\n");
+  const std::string doubled = sc::test::write_temp("schedcheck-diff-batch", "doubled.toml", text);
+  auto r = run_schedcheck("diff examples/torchtitan-llama3-8b-pp2.toml '" + doubled +
+                          "' --fail-on-regression time=5% --format json", false);
+  INFO(r.out);
+  CHECK(r.exit_code == 0);
+  const json j = json::parse(r.out);
+  const json& figs = j["diffs"][0]["figures"];
+  CHECK(figs["tokens_per_step"]["old"] == 2097152.0);
+  CHECK(figs["tokens_per_step"]["new"] == 4194304.0);
+  CHECK(figs["step_time"]["like_for_like"] == false);
+  CHECK(figs["span"]["like_for_like"] == false);
+  CHECK(figs["throughput"]["higher_is_better"] == true);
+  CHECK(figs["throughput"]["new"].get<double>() > figs["throughput"]["old"].get<double>());
+  CHECK(figs["mfu"]["relative"].get<double>() == Approx(figs["throughput"]["relative"].get<double>()));
+  CHECK(j["diffs"][0]["notes"][0].get<std::string>().find("the work per step changed from 2097152 to 4194304 tokens") == 0);
+  CHECK(j["diffs"][0]["regressions"].empty());
+
+  // The other way round, throughput falls (by the same 3 %): a regression under time= or throughput=.
+  auto back = run_schedcheck("diff '" + doubled + "' examples/torchtitan-llama3-8b-pp2.toml --fail-on-regression throughput=1%");
+  INFO(back.out);
+  CHECK(back.exit_code == 19);
+  CHECK(back.out.find("REGRESSION: throughput (tokens/s) (throughput)") != std::string::npos);
+  CHECK(back.out.find("step time (step_time)") == std::string::npos);  // not like for like: never a regression
+}

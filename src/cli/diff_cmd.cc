@@ -381,7 +381,8 @@ Command add_diff(CLI::App& parent) {
   auto a = std::make_shared<DiffArgs>();
   CLI::App* cmd = parent.add_subcommand(
       "diff", "Compare the verify results of two inputs of one kind (two specs, two CSVs): verdict, findings added\n"
-              "and removed, span or step time, bubble rate, peak and worst-case memory per rank, communication.\n"
+              "and removed, span or step time, bubble rate, peak and worst-case memory per rank, communication; for\n"
+              "framework configs also tokens per step, throughput (tokens/s) and MFU.\n"
               "  schedcheck diff examples/gpu-1f1b-p4-m8.yaml examples/gpu-zbh1-p4-m8.yaml\n"
               "  schedcheck diff --git origin/main specs/prod.yaml --fail-on-regression time=5%,memory=2%\n"
               "Exit codes: 0 no regression beyond the thresholds; 19 a regression; 1 usage; 2 spec error.");
@@ -390,9 +391,11 @@ Command add_diff(CLI::App& parent) {
   cmd->add_option("--format", a->format, "text, json or markdown (a table for a pull-request comment)")
       ->check(CLI::IsMember({"text", "json", "markdown"}));
   cmd->add_option("--fail-on-regression", a->fail_on_regression,
-                  "exit 19 when a figure grows by more than its threshold: time=5% (span, step time, exposed "
-                  "communication), memory=2% (peak and worst-case bytes per rank), bubble=, comm= (bytes, "
-                  "messages), a single figure key (span=1%), and findings (any new finding)");
+                  "exit 19 when a figure changes for the worse by more than its threshold: time=5% (span, step "
+                  "time, exposed communication, and a fall of throughput in tokens/s), memory=2% (peak and "
+                  "worst-case bytes per rank), bubble=, comm= (bytes, messages), throughput= and mfu= (a fall, "
+                  "framework configs), a single figure key (span=1%), and findings (any new finding). When the "
+                  "tokens per step differ, step time and communication are shown but not compared");
   return {cmd, [a] { return run_diff(*a); }};
 }
 

@@ -15,15 +15,42 @@ namespace {
 
 using nlohmann::json;
 
+/// The figures of a framework config's job that only a diff shows (budgets bound step time and
+/// memory): the work of a step and what it yields per token.
+struct TokenFigure {
+  const char* key;
+  BudgetUnit unit;
+  const char* what;
+  bool higher_is_better;
+};
+const std::vector<TokenFigure>& token_figures() {
+  static const std::vector<TokenFigure> f = {
+      {"tokens_per_step", BudgetUnit::kCount, "tokens per step (global batch)", false},
+      {"throughput", BudgetUnit::kCount, "throughput (tokens/s)", true},
+      {"mfu", BudgetUnit::kFraction, "MFU", true},
+  };
+  return f;
+}
+
+std::optional<RankedValue> token_figure(const ReportFigures& f, const std::string& key) {
+  const std::optional<double>& v = key == "tokens_per_step" ? f.tokens_per_step : key == "throughput" ? f.tokens_per_s : f.mfu;
+  if (!v) return std::nullopt;
+  return RankedValue{*v, -1};
+}
+
 const char* what_of(const std::string& key) {
   for (const BudgetKey& k : budget_keys())
+    if (key == k.key) return k.what;
+  for (const TokenFigure& k : token_figures())
     if (key == k.key) return k.what;
   return "";
 }
 
 /// The threshold group of a figure key.
 const char* group_of(const std::string& key) {
-  if (key == "span" || key == "step_time" || key == "exposed_comm") return "time";
+  if (key == "span" || key == "step_time" || key == "exposed_comm" || key == "throughput") return "time";
+  if (key == "mfu") return "mfu";
+  if (key == "tokens_per_step") return "work";
   if (key == "peak_bytes_per_rank" || key == "worst_case_bytes_per_rank") return "memory";
   if (key == "comm_bytes" || key == "messages") return "comm";
   return "bubble";
@@ -88,6 +115,28 @@ ReportDiff diff_reports(const std::string& old_label, const std::string& old_jso
     FigureChange c{k.key, k.unit, figure_for_key(d.old_figures, k.key), figure_for_key(d.new_figures, k.key)};
     if (c.old_value || c.new_value) d.figures.push_back(c);
   }
+  for (const TokenFigure& k : token_figures()) {
+    FigureChange c{k.key, k.unit, token_figure(d.old_figures, k.key), token_figure(d.new_figures, k.key),
+                   k.higher_is_better};
+    if (c.old_value || c.new_value) d.figures.push_back(c);
+  }
+  // Like for like: a config's span is the lowered program's (one step, or two for FSDP without a
+  // pipeline), so its step time is the figure; and when the work per step changed (a batch
+  // change), a step's time and traffic measure different work, while throughput and MFU do not.
+  const auto& of = d.old_figures;
+  const auto& nf = d.new_figures;
+  const bool jobs = of.tokens_per_step && nf.tokens_per_step;
+  const bool work_changed = jobs && std::abs(*of.tokens_per_step - *nf.tokens_per_step) > 0.5;
+  for (FigureChange& c : d.figures) {
+    if (jobs && c.key == "span") c.informational = true;
+    if (work_changed && (c.key == "span" || c.key == "step_time" || c.key == "comm_bytes" || c.key == "messages" ||
+                         c.key == "exposed_comm"))
+      c.informational = true;
+  }
+  if (work_changed)
+    d.notes.push_back(fmt::format("the work per step changed from {:.0f} to {:.0f} tokens: step time and communication "
+                                  "measure different work and are not regressions; throughput and MFU compare like for like",
+                                  *of.tokens_per_step, *nf.tokens_per_step));
   return d;
 }
 
@@ -95,6 +144,8 @@ std::optional<Thresholds> parse_thresholds(const std::string& text, std::string*
   static const std::vector<std::string> groups = {"time", "memory", "bubble", "comm", "findings"};
   std::vector<std::string> keys = groups;
   for (const BudgetKey& k : budget_keys()) keys.push_back(k.key);
+  keys.push_back("throughput");
+  keys.push_back("mfu");
   Thresholds t;
   size_t start = 0;
   while (start <= text.size()) {
@@ -140,8 +191,11 @@ void find_regressions(ReportDiff& d, const Thresholds& t) {
   for (const FigureChange& c : d.figures) {
     auto it = t.find(c.key);
     if (it == t.end()) it = t.find(group_of(c.key));
-    if (it == t.end() || !c.absolute() || *c.absolute() <= 0) continue;
-    const double rel = c.relative() ? *c.relative() : std::numeric_limits<double>::infinity();
+    if (it == t.end() || c.informational || !c.absolute()) continue;
+    // For the worse: up for times, memory and traffic; down for throughput and MFU.
+    const double worse = c.higher_is_better ? -*c.absolute() : *c.absolute();
+    if (worse <= 0) continue;
+    const double rel = c.relative() ? std::abs(*c.relative()) : std::numeric_limits<double>::infinity();
     if (rel <= it->second + 1e-12) continue;
     d.regressions.push_back(fmt::format("{} ({}) {} -> {} ({}) exceeds {}={:.4g}%", what_of(c.key), c.key,
                                         value_text(c, c.old_value), value_text(c, c.new_value), rel_text(c), it->first,
@@ -165,8 +219,9 @@ std::string diff_text(const std::vector<ReportDiff>& diffs) {
     for (const auto& c : d.figures) w = std::max(w, std::string(what_of(c.key)).size());
     out += fmt::format("  {:<{}}  {:>18}  {:>18}  {:>14}  {:>9}\n", "figure", w, "old", "new", "change", "relative");
     for (const auto& c : d.figures)
-      out += fmt::format("  {:<{}}  {:>18}  {:>18}  {:>14}  {:>9}\n", what_of(c.key), w, value_text(c, c.old_value),
-                         value_text(c, c.new_value), abs_text(c), rel_text(c));
+      out += fmt::format("  {:<{}}  {:>18}  {:>18}  {:>14}  {:>9}{}\n", what_of(c.key), w, value_text(c, c.old_value),
+                         value_text(c, c.new_value), abs_text(c), rel_text(c), c.informational ? "  (not like for like)" : "");
+    for (const auto& n : d.notes) out += "  note: " + n + "\n";
     for (const auto& r : d.regressions) out += fmt::format("{}: REGRESSION: {}\n", d.new_label, r);
   }
   return out;
@@ -188,7 +243,9 @@ std::string diff_json(const std::vector<ReportDiff>& diffs, int exit_code) {
                      {"old_rank", rank(c.old_value)},
                      {"new_rank", rank(c.new_value)},
                      {"absolute", c.absolute() ? json(*c.absolute()) : json(nullptr)},
-                     {"relative", c.relative() ? json(*c.relative()) : json(nullptr)}};
+                     {"relative", c.relative() ? json(*c.relative()) : json(nullptr)},
+                     {"higher_is_better", c.higher_is_better},
+                     {"like_for_like", !c.informational}};
     }
     list.push_back({{"old", d.old_label},
                     {"new", d.new_label},
@@ -197,6 +254,7 @@ std::string diff_json(const std::vector<ReportDiff>& diffs, int exit_code) {
                     {"findings_added", d.findings_added},
                     {"findings_removed", d.findings_removed},
                     {"figures", figs},
+                    {"notes", d.notes},
                     {"regressions", d.regressions}});
   }
   json j = {{"schema_version", kReportSchemaVersion},
@@ -222,8 +280,9 @@ std::string diff_markdown(const std::vector<ReportDiff>& diffs) {
     if (!d.findings_added.empty() || !d.findings_removed.empty()) out += "\n";
     out += "| figure | old | new | change | relative |\n|---|---:|---:|---:|---:|\n";
     for (const auto& c : d.figures)
-      out += fmt::format("| {} | {} | {} | {} | {} |\n", what_of(c.key), cell(value_text(c, c.old_value)),
-                         cell(value_text(c, c.new_value)), abs_text(c), rel_text(c));
+      out += fmt::format("| {}{} | {} | {} | {} | {} |\n", what_of(c.key), c.informational ? " (not like for like)" : "",
+                         cell(value_text(c, c.old_value)), cell(value_text(c, c.new_value)), abs_text(c), rel_text(c));
+    for (const auto& n : d.notes) out += "\n_Note:_ " + cell(n) + "\n";
     if (!d.regressions.empty()) {
       out += "\n**Regressions:**\n\n";
       for (const auto& r : d.regressions) out += "- :x: " + cell(r) + "\n";

@@ -12,11 +12,18 @@
 
 namespace sc {
 
-/// One figure (a budget_keys() key) before and after; either side absent when its report has none.
+/// One figure (a budget_keys() key, or a per-token figure of a framework config: throughput,
+/// mfu, tokens_per_step) before and after; either side absent when its report has none.
 struct FigureChange {
   std::string key;
   BudgetUnit unit = BudgetUnit::kCount;
   std::optional<RankedValue> old_value, new_value;
+  /// Throughput and MFU: a decrease is the regression. Every other figure: an increase.
+  bool higher_is_better = false;
+  /// Not a like-for-like figure of this pair (a step's time or traffic when the work per step
+  /// changed; the span of lowered programs of configs, which covers one or two steps by layout):
+  /// shown, never a regression.
+  bool informational = false;
   /// new - old, and (new - old) / old (absent when old is 0 or either side is absent).
   std::optional<double> absolute() const;
   std::optional<double> relative() const;
@@ -27,18 +34,21 @@ struct ReportDiff {
   std::string old_label, new_label;
   ReportFigures old_figures, new_figures;
   std::vector<std::string> findings_added, findings_removed;  ///< "kind: message", as multisets
-  std::vector<FigureChange> figures;  ///< in budget_keys() order, only those either side has
+  std::vector<FigureChange> figures;  ///< in budget_keys() order, then the per-token figures; only those either side has
   std::vector<std::string> regressions;  ///< filled by find_regressions
+  /// Why figures are informational ("the work per step changed from 2.1M to 4.19M tokens: ...").
+  std::vector<std::string> notes;
 };
 
 /// Compares two verify reports (JSON objects as `verify --format json` prints them).
 ReportDiff diff_reports(const std::string& old_label, const std::string& old_json, const std::string& new_label,
                         const std::string& new_json);
 
-/// Largest allowed relative increase per figure key; "time" stands for span, step_time and
-/// exposed_comm, "memory" for peak_bytes_per_rank and worst_case_bytes_per_rank, "comm" for
-/// comm_bytes and messages, "bubble" for bubble_rate; "findings" (any value) makes a new finding
-/// a regression.
+/// Largest allowed relative change for the worse per figure key; "time" stands for span,
+/// step_time, exposed_comm and throughput (time per token: a fall of throughput), "memory" for
+/// peak_bytes_per_rank and worst_case_bytes_per_rank, "comm" for comm_bytes and messages,
+/// "bubble" for bubble_rate; `throughput` and `mfu` alone bound a fall of those; "findings" (any
+/// value) makes a new finding a regression.
 using Thresholds = std::map<std::string, double>;
 
 /// Parses "time=5%,memory=2%" (values as fractions 0.05 or percentages 5%); nullopt with `*why`
@@ -56,7 +66,7 @@ std::string diff_text(const std::vector<ReportDiff>& diffs);
 
 /// JSON: {schema_version, schedcheck_version, exit_code, diffs: [{old, new, verdict: {old, new},
 /// exit_code: {old, new}, findings_added, findings_removed, figures: {KEY: {unit, old, new,
-/// old_rank, new_rank, absolute, relative}}, regressions}]}.
+/// old_rank, new_rank, absolute, relative, higher_is_better, like_for_like}}, notes, regressions}]}.
 std::string diff_json(const std::vector<ReportDiff>& diffs, int exit_code);
 
 /// GitHub-flavoured Markdown for a pull-request comment: a heading per pair and a table.

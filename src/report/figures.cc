@@ -66,6 +66,9 @@ ReportFigures figures_of_report(const std::string& report_json) {
   if (auto implicit = number_at(j, {"stats", "implicit_transfers"}); implicit && f.messages) *f.messages += *implicit;
   f.comm_bytes = number_at(j, {"fsdp_figures", "comm_bytes_per_step"});
   if (!f.comm_bytes) f.comm_bytes = number_at(j, {"stats", "message_bytes"});
+  f.tokens_per_step = number_at(j, {"job", "tokens_per_step"});
+  f.tokens_per_s = number_at(j, {"job", "predicted", "tokens_per_s"});
+  f.mfu = number_at(j, {"job", "predicted", "mfu"});
   return f;
 }
 

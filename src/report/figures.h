@@ -32,6 +32,9 @@ struct ReportFigures {
   std::optional<RankedValue> worst_case_bytes;  ///< max over ranks of memory.worst_case_bytes_per_rank
   std::optional<double> messages;    ///< stats.messages + stats.implicit_transfers (P2P messages)
   std::optional<double> comm_bytes;  ///< fsdp_figures.comm_bytes_per_step, else stats.message_bytes (P2P)
+  /// A framework config's job only: job.tokens_per_step (the global batch in tokens, the work of
+  /// one optimizer step), job.predicted.tokens_per_s and job.predicted.mfu (a fraction).
+  std::optional<double> tokens_per_step, tokens_per_s, mfu;
 };
 
 /// The figures of `report_json` (one report object). Never fails: a missing or mistyped key
