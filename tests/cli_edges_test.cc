@@ -6,6 +6,7 @@
 
 #include "catch.h"
 #include "cli_util.h"
+#include "test_util.h"
 
 namespace {
 using nlohmann::json;
@@ -53,4 +54,27 @@ TEST_CASE("synth takes --microbatches, --ranks and --stages over the spec's", "[
   CHECK(j["actions"].size() == 8);
   auto bad = run_schedcheck("synth examples/synth-p4-m8.yaml --ranks 3 --stages 8");
   CHECK(bad.exit_code == 2);
+}
+
+TEST_CASE("a launch script's environment comes from --env, which is refused where it cannot apply", "[cli]") {
+  const std::string path = sc::test::write_temp(
+      "schedcheck-cli-edges", "slurm.sh",
+      "NNODES=${SLURM_NNODES:-1}\n"
+      "torchrun --nproc_per_node 8 --nnodes $NNODES pretrain_gpt.py --num-layers 32 --hidden-size 4096 \\\n"
+      "  --num-attention-heads 32 --seq-length 4096 --max-position-embeddings 4096 --vocab-size 128256 \\\n"
+      "  --micro-batch-size 1 --global-batch-size 64 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2\n");
+  auto r = run_schedcheck("verify '" + path + "' --hardware h100 --env SLURM_NNODES=4 --format json", false);
+  INFO(r.out);
+  REQUIRE(r.out.find('{') != std::string::npos);
+  const json j = json::parse(r.out.substr(r.out.find('{')));
+  CHECK(j["job"]["world"] == 32);
+  auto bad = run_schedcheck("verify '" + path + "' --env 4X=1");
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.out.find("--env 4X=1: expected NAME=VALUE") != std::string::npos);
+  auto twice = run_schedcheck("verify '" + path + "' --env A=1 --env A=2");
+  CHECK(twice.exit_code == 1);
+  CHECK(twice.out.find("--env A is given twice") != std::string::npos);
+  auto other = run_schedcheck("verify examples/llama7b-pp8-1f1b.yaml --env A=1");
+  CHECK(other.exit_code == 1);
+  CHECK(other.out.find("--env does not apply to examples/llama7b-pp8-1f1b.yaml") != std::string::npos);
 }

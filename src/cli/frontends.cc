@@ -23,14 +23,20 @@ bool anything(const std::string&) { return true; }
 const std::vector<std::string> kConfigOptions = {"--gpus", "--model", "--hardware", "--seq-len", "--efficiency", "--budget", "--trace", "--dot", "--svg",
                                                  "--memory-min-cut", "--timeline-ops"};
 
+std::vector<std::string> with(std::vector<std::string> options, std::initializer_list<const char*> more) {
+  options.insert(options.end(), more.begin(), more.end());
+  return options;
+}
+
 }  // namespace
 
 const std::vector<FrontEnd>& front_ends() {
   static const std::vector<FrontEnd> table = {
       {"torchtitan", "torchtitan job configs (.toml)", config::is_torchtitan_config, kConfigOptions},
       {"deepspeed", "DeepSpeed configs (.json with zero_optimization or a batch size)", config::is_deepspeed_config,
-       kConfigOptions},
-      {"megatron", "Megatron-LM launch scripts and argument files", config::is_megatron_config, kConfigOptions},
+       with(kConfigOptions, {"--micro-batch-size", "--grad-accum"})},
+      {"megatron", "Megatron-LM launch scripts and argument files", config::is_megatron_config,
+       with(kConfigOptions, {"--env"})},
       {"router", "router specs (a top-level router: key)", is_router_spec, {"--time-limit", "--rlimit"}},
       {"fsdp", "fsdp specs (a top-level fsdp: key, no mesh:)", is_fsdp_spec, {"--trace", "--dot", "--svg", "--memory-min-cut", "--budget"}},
       {"composed", "composed specs (a top-level mesh: key)", composed,

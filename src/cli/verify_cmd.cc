@@ -1,5 +1,6 @@
 // `schedcheck verify`: check schedules and predict their timeline.
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -53,6 +54,7 @@ struct VerifyArgs {
   config::JobContext job;  ///< --gpus, --model, --hardware (framework configs)
   std::optional<std::string> junit;
   std::vector<std::string> budgets;  ///< --budget KEY=VALUE
+  std::vector<std::string> env;      ///< --env NAME=VALUE (launch scripts), parsed into job.env
   bool recorded = false;             ///< one file of a recorded run (ci_verify.h)
   std::optional<std::string> time_limit;  ///< wall clock of the solver (--engine smt, router proofs)
   uint64_t rlimit = 0;                     ///< Z3 resource limit per solver check; 0 = the default
@@ -136,7 +138,31 @@ int unreadable_input(const std::string& file, const std::string& format) {
   return report_spec_errors(d);
 }
 
-int run_verify(const VerifyArgs& a) {
+/// Parses each --env NAME=VALUE into `job->env`; the problem (a bad name, a name given twice),
+/// or empty.
+std::string parse_env(const std::vector<std::string>& items, config::JobContext* job) {
+  for (const std::string& item : items) {
+    const size_t eq = item.find('=');
+    const std::string name = item.substr(0, eq);
+    const bool valid = eq != std::string::npos && !name.empty() &&
+                       (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
+                       std::all_of(name.begin(), name.end(),
+                                   [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    if (!valid) return fmt::format("--env {}: expected NAME=VALUE with a shell variable name (SLURM_NNODES=4)", item);
+    if (!job->env.emplace(name, item.substr(eq + 1)).second)
+      return fmt::format("--env {} is given twice; give it once", name);
+  }
+  return {};
+}
+
+int run_verify(const VerifyArgs& a_in) {
+  VerifyArgs parsed = a_in;
+  parsed.env.clear();  // moved into job.env once: runs for single files below start from `parsed`
+  if (std::string problem = parse_env(a_in.env, &parsed.job); !problem.empty()) {
+    std::cerr << "schedcheck: error: " << problem << "\n";
+    return kExitUsage;
+  }
+  const VerifyArgs& a = parsed;
   // Every option must apply to every file it is given with (never silently ignored).
   const std::vector<std::pair<const char*, bool>> given = {
       {"--semantics", a.semantics.has_value()}, {"--placement", a.placement.has_value()},
@@ -147,6 +173,8 @@ int run_verify(const VerifyArgs& a) {
       {"--gpus", a.job.gpus > 0},                {"--model", !a.job.model.empty()},
       {"--hardware", !a.job.hardware.empty()},  {"--seq-len", a.job.seq_len > 0},
       {"--efficiency", a.job.efficiency > 0},
+      {"--micro-batch-size", a.job.micro_batch_size > 0}, {"--grad-accum", a.job.grad_accum > 0},
+      {"--env", !a.job.env.empty()},
       {"--budget", !a.budgets.empty()},
       {"--time-limit", a.time_limit.has_value()}, {"--rlimit", a.rlimit > 0}};
   std::set<int> runners;
@@ -342,6 +370,16 @@ Command add_verify(CLI::App& parent) {
                   fmt::format("framework configs: the model preset, when the config names none or to replace its model (with a "
                               "warning): {}",
                               fmt::join(model::model_preset_names(), ", ")));
+  cmd->add_option("--env", a->env,
+                  "Megatron-LM launch scripts: NAME=VALUE, a variable of the launch environment (SLURM_NNODES=4), "
+                  "repeatable; unset variables are unset, and a ${NAME:-default} that took its default is noted");
+  cmd->add_option("--micro-batch-size", a->job.micro_batch_size,
+                  "DeepSpeed configs that leave train_micro_batch_size_per_gpu to the autotuner (\"auto\" or absent): "
+                  "the value the run uses")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  cmd->add_option("--grad-accum", a->job.grad_accum,
+                  "DeepSpeed configs that leave gradient_accumulation_steps to the autotuner: the value the run uses")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   cmd->add_option("--seq-len", a->job.seq_len, "framework configs: the sequence length, when the config states none (DeepSpeed)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   cmd->add_option("--efficiency", a->job.efficiency,

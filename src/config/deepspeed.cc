@@ -106,20 +106,26 @@ class DeepSpeedReader {
     return static_cast<int64_t>(d);
   }
 
+  /// A batch key left to the autotuner (`"auto"`, filled in by the Hugging Face Trainer).
+  static bool is_auto(const Entry& e) { return e.value.IsScalar() && e.value.Scalar() == "auto"; }
+
   void unmodelled(TrainingJob& j, const std::string& name, const Entry& e) {
     j.unmodelled.emplace_back(name, r_.loc(e.key));
   }
 
   void top_key(const std::string& name, const Entry& e, TrainingJob& j) {
     if (name == "train_batch_size") {
-      train_ = count(e, name, 1, kMaxBatch);
       train_loc_ = r_.loc(e);
+      if (is_auto(e)) train_auto_ = true;
+      else train_ = count(e, name, 1, kMaxBatch);
     } else if (name == "train_micro_batch_size_per_gpu") {
-      micro_ = count(e, name, 1, kMaxBatch);
       micro_loc_ = r_.loc(e);
+      if (is_auto(e)) micro_auto_ = true;
+      else micro_ = count(e, name, 1, kMaxBatch);
     } else if (name == "gradient_accumulation_steps") {
-      gas_ = count(e, name, 1, kMaxBatch);
       gas_loc_ = r_.loc(e);
+      if (is_auto(e)) gas_auto_ = true;
+      else gas_ = count(e, name, 1, kMaxBatch);
     } else if (name == "zero_optimization") {
       zero(e, j);
     } else if (name == "bf16" || name == "bfloat16" || name == "fp16") {
@@ -275,9 +281,38 @@ class DeepSpeedReader {
     batch(j, dp);
   }
 
+  /// --micro-batch-size and --grad-accum fill the keys the config leaves to the autotuner
+  /// ("auto" or absent); a key the config sets to a number is not replaced (an error).
+  bool from_command_line(std::optional<int64_t>& value, const SourceLoc& loc, int64_t given, const char* key,
+                         const char* option) {
+    if (given <= 0) return true;
+    if (value) {
+      diags_.error(loc, fmt::format("{} is set here to {}; {} applies to configs that leave it to the autotuner "
+                                    "(\"auto\" or absent)", key, *value, option));
+      return false;
+    }
+    value = given;
+    return true;
+  }
+
   void batch(TrainingJob& j, int64_t dp) {
-    const bool bad = (train_loc_.valid() && !train_) || (micro_loc_.valid() && !micro_) || (gas_loc_.valid() && !gas_);
+    const bool bad = (train_loc_.valid() && !train_ && !train_auto_) || (micro_loc_.valid() && !micro_ && !micro_auto_) ||
+                     (gas_loc_.valid() && !gas_ && !gas_auto_);
     if (bad) return;  // already reported
+    if (!from_command_line(micro_, micro_loc_, ctx_.micro_batch_size, "train_micro_batch_size_per_gpu",
+                           "--micro-batch-size") ||
+        !from_command_line(gas_, gas_loc_, ctx_.grad_accum, "gradient_accumulation_steps", "--grad-accum"))
+      return;
+    // "auto" keys the command line did not fill: the microbatch size must be given (nothing
+    // determines it); accumulation defaults to 1 unless the global batch fixes it; a global batch
+    // of "auto" follows from the other two.
+    if ((micro_auto_ && !micro_) || (train_auto_ && !micro_)) {
+      diags_.error(micro_auto_ ? micro_loc_ : train_loc_,
+                   "the batch is left to the autotuner (\"auto\", filled in by the Hugging Face Trainer): give "
+                   "--micro-batch-size N (and --grad-accum N, default 1) for the values the run uses");
+      return;
+    }
+    if (gas_auto_ && !gas_ && !train_) gas_ = 1;
     int64_t train = train_.value_or(0), micro = micro_.value_or(0), gas = gas_.value_or(0);
     if (train_ && micro_ && gas_) {
     } else if (train_ && micro_) {
@@ -329,6 +364,7 @@ class DeepSpeedReader {
   Diagnostics& diags_;
   Reader r_;
   std::optional<int64_t> train_, micro_, gas_;
+  bool train_auto_ = false, micro_auto_ = false, gas_auto_ = false;  ///< "auto": left to the autotuner
   SourceLoc train_loc_, micro_loc_, gas_loc_;
   int stage_ = 0;
   SourceLoc stage_loc_;

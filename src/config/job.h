@@ -73,6 +73,14 @@ struct JobContext {
   std::string hardware;             ///< --hardware
   int64_t seq_len = 0;              ///< --seq-len, for configs that state none (DeepSpeed)
   double efficiency = 0;            ///< --efficiency: achieved fraction of peak; 0 = the GPU preset's
+  /// --micro-batch-size / --grad-accum: DeepSpeed's train_micro_batch_size_per_gpu and
+  /// gradient_accumulation_steps where the config leaves them to the autotuner ("auto" or
+  /// absent); 0 = not given.
+  int64_t micro_batch_size = 0;
+  int64_t grad_accum = 0;
+  /// --env NAME=VALUE: the caller's environment as a launch script sees it (`${SLURM_NNODES:-1}`
+  /// takes VALUE); names not given are unset, as in an empty environment.
+  std::map<std::string, std::string> env;
 };
 
 }  // namespace sc::config

@@ -684,11 +684,16 @@ bool read_megatron(const std::string& path, const JobContext& ctx, TrainingJob* 
     return false;
   }
   const int32_t file = register_source(path, text);
-  ShellArgs sh = read_shell_args(file, text);
+  ShellArgs sh = read_shell_args(file, text, ctx.env);
   if (!sh.limit_error.empty()) {
     diags.error(sh.limit_loc, sh.limit_error);
     return false;
   }
+  // A launcher sets these (SLURM_NNODES, MASTER_ADDR, ...); here they are unset unless --env
+  // gives them, so say which defaults decided the job.
+  for (const auto& d : sh.defaults_used)
+    diags.note(d.loc, fmt::format("{} is not set, so its default '{}' was used; --env {}=VALUE sets it as the "
+                                  "launch environment would", d.name, d.value, d.name));
   return MegatronReader(path, file, std::move(sh), ctx, diags).run(job);
 }
 

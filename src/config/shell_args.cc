@@ -183,7 +183,14 @@ const std::set<std::string> kDeclarers = {"export", "local", "declare", "readonl
 
 class Shell {
  public:
-  Shell(int32_t file, const std::string& text) : s_(&text), file_(file) {}
+  Shell(int32_t file, const std::string& text, const std::map<std::string, std::string>& env) : s_(&text), file_(file) {
+    for (const auto& [name, value] : env) {  // set before the first line, as exported variables are
+      Text t;
+      append(t, value.substr(0, kMaxShellValue), SourceLoc{});
+      scalars_[name] = std::move(t);
+      scalar_loc_[name] = SourceLoc{};
+    }
+  }
 
   ShellArgs run() {
     while (!eof()) {
@@ -442,7 +449,14 @@ class Shell {
     const std::string word = op.empty() ? std::string() : inner.substr(k + op.size());
     const bool set = op.size() == 2 ? !value.empty() : (scalars_.count(name) || array != arrays_.end());
     if (op == ":-" || op == "-") {
-      if (!set) return splice(t, plain(word), name, at);
+      if (!set) {
+        const std::string fallback = plain(word);
+        if (!name.empty() && is_name_start(name[0]) && !scalars_.count(name) && array == arrays_.end() &&
+            std::none_of(out_.defaults_used.begin(), out_.defaults_used.end(),
+                         [&](const ShellArgs::DefaultUsed& d) { return d.name == name; }))
+          out_.defaults_used.push_back({name, fallback, at});
+        return splice(t, fallback, name, at);
+      }
     } else if (op == ":=" || op == "=") {
       if (!set) {
         value.clear();
@@ -742,6 +756,8 @@ class Shell {
 
 }  // namespace
 
-ShellArgs read_shell_args(int32_t file, const std::string& text) { return Shell(file, text).run(); }
+ShellArgs read_shell_args(int32_t file, const std::string& text, const std::map<std::string, std::string>& env) {
+  return Shell(file, text, env).run();
+}
 
 }  // namespace sc::config

@@ -45,6 +45,14 @@ struct ShellArgs {
   /// nesting thousands deep. After a limit, expansions that would pass it are cut.
   std::string limit_error;
   SourceLoc limit_loc;
+  /// `${NAME:-default}` (or `${NAME-default}`) that took its default because NAME was set
+  /// neither by the script nor by the caller's environment: the name, the default's value and
+  /// where, in script order, each name once.
+  struct DefaultUsed {
+    std::string name, value;
+    SourceLoc loc;
+  };
+  std::vector<DefaultUsed> defaults_used;
 };
 
 /// Longest word or variable value read_shell_args keeps, in characters; checked before each
@@ -70,6 +78,10 @@ inline constexpr int kMaxShellNesting = 64;
 /// and a quote pair around a whole word ('99,1,0') is removed. When no command holds a flag (an
 /// arguments file that is a list of arrays only), the flags of every array are taken in the
 /// order the arrays were first set. Never fails: text it does not understand gives no flags.
-ShellArgs read_shell_args(int32_t file, const std::string& text);
+/// `env` is the caller's environment as the script would see it (`--env NAME=VALUE`): its
+/// variables are set before the first line, as exported variables are; every other variable the
+/// script does not set is unset (not the environment schedcheck itself runs in, so that a check
+/// gives the same answer on every machine).
+ShellArgs read_shell_args(int32_t file, const std::string& text, const std::map<std::string, std::string>& env = {});
 
 }  // namespace sc::config
