@@ -323,3 +323,28 @@ TEST_CASE("diff of a batch change compares throughput and MFU, not step time", "
   CHECK(back.out.find("REGRESSION: throughput (tokens/s) (throughput)") != std::string::npos);
   CHECK(back.out.find("step time (step_time)") == std::string::npos);  // not like for like: never a regression
 }
+
+TEST_CASE("diff and compare of gen outputs with different chunk counts say the work differs", "[cli][diff][compare]") {
+  // gen writes per-stage costs (F = I = W = 1, B = 2): 1F1B at p = 4, m = 8 does 4 x 8 x 3 s = 96 s of
+  // compute, interleaved 1F1B with 2 chunks per rank twice the stages, 192 s.
+  const std::string dir = (std::filesystem::temp_directory_path() / "schedcheck-diff-work").string();
+  std::filesystem::create_directories(dir);
+  REQUIRE(run_schedcheck("gen 1f1b --ranks 4 --microbatches 8 --format yaml -o " + dir + "/g1.yaml").exit_code == 0);
+  REQUIRE(run_schedcheck("gen interleaved-1f1b --ranks 4 --microbatches 8 --chunks 2 --format yaml -o " + dir + "/g2.yaml")
+              .exit_code == 0);
+  auto d = run_schedcheck("diff " + dir + "/g1.yaml " + dir + "/g2.yaml --fail-on-regression time=5% --format json", false);
+  INFO(d.out);
+  CHECK(d.exit_code == 0);  // span 33 s -> 57 s, but for twice the work: not a regression
+  const json j = json::parse(d.out);
+  CHECK(j["diffs"][0]["figures"]["span"]["like_for_like"] == false);
+  CHECK(j["diffs"][0]["notes"][0] == "the two schedules do not do the same work (compute summed over ranks 96 s and "
+                                     "192 s): span, step time and communication compare different amounts of work and "
+                                     "are not regressions");
+  auto c = run_schedcheck("compare " + dir + "/g1.yaml " + dir + "/g2.yaml --schedules self");
+  INFO(c.out);
+  CHECK(c.out.find("at 4 ranks and 8 microbatches the schedules do not do the same work (compute summed over ranks: " +
+                   dir + "/g1.yaml: self 96 s, " + dir + "/g2.yaml: self 192 s)") != std::string::npos);
+  // Generated schedules of one spec share its costs: no note.
+  auto same = run_schedcheck("compare examples/compare-p4-m8.yaml --schedules 1f1b,zb-h1,interleaved-1f1b");
+  CHECK(same.out.find("do not do the same work") == std::string::npos);
+}

@@ -1,6 +1,7 @@
 // `schedcheck compare`: named schedules (and the spec's own) under one model, over sweeps of
 // ranks, microbatches and chunks, for one or several spec files; one table, JSON or CSV.
 #include <algorithm>
+#include <map>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -270,6 +271,12 @@ class Table {
     const int32_t chunks = chunks_of(spec);
     auto j = nlohmann::json::parse(json_report(r));
     j["messages"] = messages_of(r);
+    // The work the row does: every compute op's duration, summed over ranks (seconds).
+    double work_s = 0;
+    for (const Op& op : r.program.ops)
+      if (op.kind == OpKind::kCompute) work_s += op.duration_s;
+    j["compute_s"] = work_s;
+    work_.push_back({spec.ranks, spec.microbatches, label_, work_s});
     j["file"] = file;
     j["point"] = point_json(name, spec.ranks, spec.microbatches, chunks);
     json_.push_back(j);
@@ -303,6 +310,24 @@ class Table {
         r.spec.name = label;
         drawn_.push_back(std::move(r));
       }
+    }
+  }
+
+  /// Names rows in work notes ("self", or "FILE: 1f1b" with several files).
+  void set_label(const std::string& label) { label_ = label; }
+  /// Notes, per point (ranks, microbatches) over every file, where the rows' schedules do not
+  /// do the same work (compute summed over ranks): their spans then compare different work.
+  void work_notes(const std::string& prefix) {
+    std::map<std::pair<int32_t, int32_t>, std::vector<const Work*>> by_point;
+    for (const Work& w : work_) by_point[{w.ranks, w.microbatches}].push_back(&w);
+    for (const auto& [pt, rows] : by_point) {
+      auto [lo, hi] = std::minmax_element(rows.begin(), rows.end(), [](const Work* x, const Work* y) { return x->work_s < y->work_s; });
+      if ((*hi)->work_s <= (*lo)->work_s * (1 + 1e-9)) continue;
+      std::string list;
+      for (const Work* w : rows) list += fmt::format("{}{} {}", list.empty() ? "" : ", ", w->name, format_duration(w->work_s));
+      note(fmt::format("{}at {} and {} the schedules do not do the same work (compute summed over ranks: {}); a span "
+                       "compares like for like only between rows of equal work",
+                       prefix, format_count(pt.first, "rank"), format_count(pt.second, "microbatch", "microbatches"), list));
     }
   }
 
@@ -345,6 +370,13 @@ class Table {
   std::ostringstream text_, csv_;
   std::vector<std::string> notes_;
   std::vector<VerifyResult> drawn_;
+  struct Work {
+    int32_t ranks, microbatches;
+    std::string name;
+    double work_s;
+  };
+  std::vector<Work> work_;  ///< every row so far
+  std::string label_;
   int64_t drawn_ops_ = 0, drawn_rows_ = 0;
   int exit_ = 0;
 };
@@ -415,6 +447,7 @@ int run_compare(const CompareArgs& a) {
       std::vector<RankShare> shares = shares_at(base, pt.ranks);
       for (const auto& name : names) {
         std::string label = several ? base.path + ": " + name : name;
+        table.set_label(several ? base.path + ": " + name : name);
         if (a.swept()) label += fmt::format(" (p = {}, m = {}{})", pt.ranks, pt.microbatches, pt.chunks ? fmt::format(", v = {}", *pt.chunks) : "");
         if (name == kSelf) {
           if (!own_shape(base, pt)) {
@@ -448,6 +481,7 @@ int run_compare(const CompareArgs& a) {
                              self_ran == 0 ? "no swept point has that shape, so it is left out"
                                            : "left out at " + format_count(self_skipped, "other point")));
   }
+  table.work_notes("");
   int exit = table.exit_code();
   if (a.svg && (table.drawn_ops() > Table::kMaxDrawnOps || table.drawn_rows() > Table::kMaxDrawnRows)) {
     table.print(std::cout, std::cerr);

@@ -126,14 +126,24 @@ ReportDiff diff_reports(const std::string& old_label, const std::string& old_jso
   const auto& of = d.old_figures;
   const auto& nf = d.new_figures;
   const bool jobs = of.tokens_per_step && nf.tokens_per_step;
-  const bool work_changed = jobs && std::abs(*of.tokens_per_step - *nf.tokens_per_step) > 0.5;
+  const bool tokens_changed = jobs && std::abs(*of.tokens_per_step - *nf.tokens_per_step) > 0.5;
+  // Schedules: the compute summed over ranks (two `gen` outputs of different chunk counts with
+  // the same per-stage costs do different work).
+  const bool compute_changed = !jobs && of.compute_s && nf.compute_s &&
+                               std::abs(*of.compute_s - *nf.compute_s) > 1e-9 * std::max(*of.compute_s, *nf.compute_s);
+  const bool work_changed = tokens_changed || compute_changed;
   for (FigureChange& c : d.figures) {
     if (jobs && c.key == "span") c.informational = true;
     if (work_changed && (c.key == "span" || c.key == "step_time" || c.key == "comm_bytes" || c.key == "messages" ||
                          c.key == "exposed_comm"))
       c.informational = true;
   }
-  if (work_changed)
+  if (compute_changed)
+    d.notes.push_back(fmt::format("the two schedules do not do the same work (compute summed over ranks {} and {}): span, "
+                                  "step time and communication compare different amounts of work and are not regressions",
+                                  format_budget_value(BudgetUnit::kSeconds, *of.compute_s),
+                                  format_budget_value(BudgetUnit::kSeconds, *nf.compute_s)));
+  if (tokens_changed)
     d.notes.push_back(fmt::format("the work per step changed from {:.0f} to {:.0f} tokens: step time and communication "
                                   "measure different work and are not regressions; throughput and MFU compare like for like",
                                   *of.tokens_per_step, *nf.tokens_per_step));

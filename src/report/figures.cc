@@ -69,6 +69,7 @@ ReportFigures figures_of_report(const std::string& report_json) {
   f.tokens_per_step = number_at(j, {"job", "tokens_per_step"});
   f.tokens_per_s = number_at(j, {"job", "predicted", "tokens_per_s"});
   f.mfu = number_at(j, {"job", "predicted", "mfu"});
+  f.compute_s = number_at(j, {"stats", "compute_s"});
   return f;
 }
 

@@ -35,6 +35,8 @@ struct ReportFigures {
   /// A framework config's job only: job.tokens_per_step (the global batch in tokens, the work of
   /// one optimizer step), job.predicted.tokens_per_s and job.predicted.mfu (a fraction).
   std::optional<double> tokens_per_step, tokens_per_s, mfu;
+  /// stats.compute_s: the work of the program, every compute op's duration summed over ranks.
+  std::optional<double> compute_s;
 };
 
 /// The figures of `report_json` (one report object). Never fails: a missing or mistyped key

@@ -116,7 +116,11 @@ std::string json_report(const VerifyResult& r) {
     passes[p.pass] = p.seconds;
     total += p.seconds;
   }
+  double compute_s = 0;  // the work: every compute op's duration, summed over ranks
+  for (const Op& op : r.program.ops)
+    if (op.kind == OpKind::kCompute) compute_s += op.duration_s;
   j["stats"] = {{"ops", r.program.ops.size()},
+                {"compute_s", compute_s},
                 {"edges", r.edges},
                 {"streams", r.program.streams.size()},
                 {"messages", messages},
