@@ -567,7 +567,7 @@ TEST_CASE("the dry run of batched P2P groups reproduces the prediction exactly",
   // The lazy-creation deadlock with its fix (communicators created eagerly): ranks 1 and 2 batch
   // two sends to one peer and two receives from one peer.
   std::string lazy = test::read_file(test::source_path("examples/batched-lazy-group-init-deadlock.yaml"));
-  const auto at = lazy.find("comm_init: lazy");
+  const auto at = lazy.rfind("comm_init: lazy");  // the spec line, not its comment
   REQUIRE(at != std::string::npos);
   lazy.replace(at, 15, "comm_init: eager");
   require_exact(dry_run(test::write_temp("schedcheck-gpu-plan-test", "batched-eager.yaml", lazy)),
