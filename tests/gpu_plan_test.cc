@@ -501,6 +501,28 @@ TEST_CASE("a batched P2P group's members run together on lanes and the stream mo
   CHECK(run.out.find("every op ran once") != std::string::npos);
 }
 
+TEST_CASE("the batched shape-exchange example's plan replays every op to its predicted times", "[gpu-plan]") {
+  // Groups of 2 to 4 members whose partners stand in other groups: a member is ready for its
+  // partner only at its group's launch, once every member's deps are done (1RECV_F1 waits, with
+  // its group, for 1F0 before 0SEND_F1 may start).
+  VerifyResult r = verify(load("examples/megatron-pp2-shape-exchange-parity.yaml"), {});
+  REQUIRE(r.findings.empty());
+  REQUIRE(r.program.groups.size() == 18);
+  auto plan = make_plan(r.program, *r.timeline);
+  REQUIRE(plan);
+  std::set<int32_t> recorded;
+  for (const Command& c : plan->commands) {
+    if (c.kind == CmdKind::kRecord) recorded.insert(c.event);
+    if (c.kind == CmdKind::kWait) CHECK(recorded.count(c.event) == 1);
+  }
+  require_replay_matches(r, *plan);
+  ReplayResult rep = replay(*plan);
+  CHECK(check_execution(*plan, rep.tickets, rep.leaked_bytes_per_rank).empty());
+  const int32_t send = item_of(*plan, "0SEND_F1"), f0 = item_of(*plan, "1F0");
+  CHECK(rep.items[send].start_s >= rep.items[f0].end_s);
+  CHECK(rep.items[send].start_s == Approx(r.timeline->ops[send].start_s).margin(1e-12));
+}
+
 TEST_CASE("schedcheck run --dry-run plans and replays a schedule without a GPU", "[gpu-plan][cli]") {
   auto run = test::run_schedcheck("run examples/gpu-zbh1-p4-m8.yaml --dry-run");
   CHECK(run.exit_code == 0);
