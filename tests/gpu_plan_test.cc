@@ -523,6 +523,39 @@ TEST_CASE("the batched shape-exchange example's plan replays every op to its pre
   CHECK(rep.items[send].start_s == Approx(r.timeline->ops[send].start_s).margin(1e-12));
 }
 
+TEST_CASE("in the batched examples no consumer of a group member starts before its group ends", "[gpu-plan]") {
+  // NCCL completes a group call as a unit: an op on another stream that consumes one member
+  // waits for every member. The prediction and the plan let it wait for its member only; in the
+  // batched examples the two agree (verify_gpu/README.md, "Batched groups: the plan and NCCL").
+  std::string eager = test::read_file(test::source_path("examples/batched-lazy-group-init-deadlock.yaml"));
+  const auto at = eager.rfind("comm_init: lazy");
+  REQUIRE(at != std::string::npos);
+  eager.replace(at, 15, "comm_init: eager");
+  const std::string eager_path = test::write_temp("schedcheck-gpu-plan-test", "batched-eager-consumers.yaml", eager);
+  for (auto [path, consumers] : {std::pair{test::source_path("examples/megatron-pp2-shape-exchange-parity.yaml"), 22},
+                                 std::pair{eager_path, 4}}) {
+    INFO(path);
+    Diagnostics d;
+    auto spec = load_yaml_spec(path, d);
+    REQUIRE(spec);
+    VerifyResult r = verify(*spec, {});
+    REQUIRE(r.findings.empty());
+    const Program& p = r.program;
+    int seen = 0;
+    for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id)
+      for (const Dep* dep = p.deps_begin(id); dep != p.deps_end(id); ++dep) {
+        const int32_t g = p.ops[dep->src].group();
+        if (g < 0 || p.ops[id].group() == g) continue;
+        ++seen;
+        double group_end = 0;
+        for (OpId m : p.groups[g]) group_end = std::max(group_end, r.timeline->ops[m].end_s);
+        INFO(p.label(id) << " consumes " << p.label(dep->src));
+        CHECK(r.timeline->ops[id].start_s >= group_end);
+      }
+    CHECK(seen == consumers);
+  }
+}
+
 TEST_CASE("schedcheck run --dry-run plans and replays a schedule without a GPU", "[gpu-plan][cli]") {
   auto run = test::run_schedcheck("run examples/gpu-zbh1-p4-m8.yaml --dry-run");
   CHECK(run.exit_code == 0);
