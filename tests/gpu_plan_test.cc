@@ -2,6 +2,7 @@
 // prediction, comparison, order agreement, correctness check, reports and the `run` command.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -500,6 +501,61 @@ TEST_CASE("a batched P2P group's members run together on lanes and the stream mo
   CHECK(run.out.find("every op ran once") != std::string::npos);
 }
 
+TEST_CASE("the batched shape-exchange example's plan replays every op to its predicted times", "[gpu-plan]") {
+  // Groups of 2 to 4 members whose partners stand in other groups: a member is ready for its
+  // partner only at its group's launch, once every member's deps are done (1RECV_F1 waits, with
+  // its group, for 1F0 before 0SEND_F1 may start).
+  VerifyResult r = verify(load("examples/megatron-pp2-shape-exchange-parity.yaml"), {});
+  REQUIRE(r.findings.empty());
+  REQUIRE(r.program.groups.size() == 18);
+  auto plan = make_plan(r.program, *r.timeline);
+  REQUIRE(plan);
+  std::set<int32_t> recorded;
+  for (const Command& c : plan->commands) {
+    if (c.kind == CmdKind::kRecord) recorded.insert(c.event);
+    if (c.kind == CmdKind::kWait) CHECK(recorded.count(c.event) == 1);
+  }
+  require_replay_matches(r, *plan);
+  ReplayResult rep = replay(*plan);
+  CHECK(check_execution(*plan, rep.tickets, rep.leaked_bytes_per_rank).empty());
+  const int32_t send = item_of(*plan, "0SEND_F1"), f0 = item_of(*plan, "1F0");
+  CHECK(rep.items[send].start_s >= rep.items[f0].end_s);
+  CHECK(rep.items[send].start_s == Approx(r.timeline->ops[send].start_s).margin(1e-12));
+}
+
+TEST_CASE("in the batched examples no consumer of a group member starts before its group ends", "[gpu-plan]") {
+  // NCCL completes a group call as a unit: an op on another stream that consumes one member
+  // waits for every member. The prediction and the plan let it wait for its member only; in the
+  // batched examples the two agree (verify_gpu/README.md, "Batched groups: the plan and NCCL").
+  std::string eager = test::read_file(test::source_path("examples/batched-lazy-group-init-deadlock.yaml"));
+  const auto at = eager.rfind("comm_init: lazy");
+  REQUIRE(at != std::string::npos);
+  eager.replace(at, 15, "comm_init: eager");
+  const std::string eager_path = test::write_temp("schedcheck-gpu-plan-test", "batched-eager-consumers.yaml", eager);
+  for (auto [path, consumers] : {std::pair{test::source_path("examples/megatron-pp2-shape-exchange-parity.yaml"), 22},
+                                 std::pair{eager_path, 4}}) {
+    INFO(path);
+    Diagnostics d;
+    auto spec = load_yaml_spec(path, d);
+    REQUIRE(spec);
+    VerifyResult r = verify(*spec, {});
+    REQUIRE(r.findings.empty());
+    const Program& p = r.program;
+    int seen = 0;
+    for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id)
+      for (const Dep* dep = p.deps_begin(id); dep != p.deps_end(id); ++dep) {
+        const int32_t g = p.ops[dep->src].group();
+        if (g < 0 || p.ops[id].group() == g) continue;
+        ++seen;
+        double group_end = 0;
+        for (OpId m : p.groups[g]) group_end = std::max(group_end, r.timeline->ops[m].end_s);
+        INFO(p.label(id) << " consumes " << p.label(dep->src));
+        CHECK(r.timeline->ops[id].start_s >= group_end);
+      }
+    CHECK(seen == consumers);
+  }
+}
+
 TEST_CASE("schedcheck run --dry-run plans and replays a schedule without a GPU", "[gpu-plan][cli]") {
   auto run = test::run_schedcheck("run examples/gpu-zbh1-p4-m8.yaml --dry-run");
   CHECK(run.exit_code == 0);
@@ -514,6 +570,106 @@ TEST_CASE("schedcheck run --dry-run plans and replays a schedule without a GPU",
   auto j = nlohmann::json::parse(js.out);
   CHECK(j["measured"]["verdict"] == "agrees");
   CHECK(j["semantics"]["explicit_comms"] == true);
+}
+
+// What `schedcheck run PATH --dry-run --format json` gave: its exit code and, when run accepted
+// the spec (planned and replayed it: the JSON has a `measured` object), the predicted and the
+// replayed makespan in seconds and the correctness pass's problems.
+struct DryRun {
+  int exit_code = -1;
+  bool replayed = false;
+  double predicted_s = -1, replayed_s = -2;
+  std::vector<std::string> problems;
+};
+
+DryRun dry_run(const std::string& path, const std::string& extra = "") {
+  auto run = test::run_schedcheck("run '" + path + "' --dry-run --format json" + extra, false);
+  DryRun d;
+  d.exit_code = run.exit_code;
+  auto j = nlohmann::json::parse(run.out, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("measured")) return d;
+  d.replayed = true;
+  for (const auto& c : j["measured"]["checks"])
+    if (c["figure"] == "makespan" && c["predicted"].is_number() && c["measured"].is_number()) {
+      d.predicted_s = c["predicted"].get<double>();
+      d.replayed_s = c["measured"].get<double>();
+    }
+  for (const auto& p : j["measured"]["correctness"]["problems"]) d.problems.push_back(p.get<std::string>());
+  return d;
+}
+
+// Exact to the nanosecond (the replay adds the same durations as the simulation; only the
+// order of additions may differ).
+void require_exact(const DryRun& d, const std::string& what) {
+  INFO(what);
+  REQUIRE(d.replayed);
+  CHECK(d.exit_code == 0);
+  CHECK(d.predicted_s > 0);
+  CHECK(std::abs(d.replayed_s - d.predicted_s) < 1e-9);
+  std::string problems;
+  for (const auto& p : d.problems) problems += p + "\n";
+  INFO(problems);
+  CHECK(d.problems.empty());
+}
+
+TEST_CASE("the dry run of batched P2P groups reproduces the prediction exactly", "[gpu-plan][cli][dry-run]") {
+  // Megatron's parity-ordered shape exchange: groups of 2 to 4 members on both ranks, partners in
+  // other groups. Before the group's ready points were recorded at its launch, the replay started
+  // 0SEND_F1 before 1F0 ended (29.073 ms replayed for 30.801 ms predicted, exit 20).
+  DryRun parity = dry_run(test::source_path("examples/megatron-pp2-shape-exchange-parity.yaml"));
+  require_exact(parity, "megatron-pp2-shape-exchange-parity");
+  CHECK(parity.predicted_s == Approx(30.801e-3).margin(0.5e-6));
+  // Under eager and buffered sends the groups are timed by the same rules (29.073 ms: no send
+  // waits for its receive to be posted).
+  for (const char* sem : {"eager", "buffered:1"}) {
+    DryRun d = dry_run(test::source_path("examples/megatron-pp2-shape-exchange-parity.yaml"),
+                       std::string(" --semantics ") + sem);
+    require_exact(d, std::string("megatron-pp2-shape-exchange-parity --semantics ") + sem);
+    CHECK(d.predicted_s == Approx(29.073e-3).margin(0.5e-6));
+  }
+  // The lazy-creation deadlock with its fix (communicators created eagerly): ranks 1 and 2 batch
+  // two sends to one peer and two receives from one peer.
+  std::string lazy = test::read_file(test::source_path("examples/batched-lazy-group-init-deadlock.yaml"));
+  const auto at = lazy.rfind("comm_init: lazy");  // the spec line, not its comment
+  REQUIRE(at != std::string::npos);
+  lazy.replace(at, 15, "comm_init: eager");
+  require_exact(dry_run(test::write_temp("schedcheck-gpu-plan-test", "batched-eager.yaml", lazy)),
+                "batched-lazy-group-init-deadlock with comm_init: eager");
+  // The text report says so too: no figure differs and every op ran once.
+  auto text = test::run_schedcheck("run examples/megatron-pp2-shape-exchange-parity.yaml --dry-run");
+  CHECK(text.exit_code == 0);
+  CHECK(text.out.find("DIFFERS") == std::string::npos);
+  CHECK(text.out.find("every op ran once") != std::string::npos);
+}
+
+TEST_CASE("run --dry-run reproduces the predicted makespan of every example and reference spec it accepts",
+          "[gpu-plan][cli][dry-run]") {
+  std::vector<std::string> files;
+  for (const char* dir : {"examples", "specs/reference"})
+    for (const auto& e : std::filesystem::recursive_directory_iterator(test::source_path(dir)))
+      if (e.is_regular_file() && e.path().extension() != ".md")
+        files.push_back(std::filesystem::relative(e.path(), SCHEDCHECK_SOURCE_DIR).string());
+  std::sort(files.begin(), files.end());
+  std::set<std::string> accepted;
+  for (const auto& f : files) {
+    DryRun d = dry_run(test::source_path(f));
+    INFO(f << ": exit " << d.exit_code);
+    if (!d.replayed) {
+      // Refused: not a front-end run executes (2), lazy communicator creation (2), or verify's
+      // findings (10-14). Never a disagreement (20) or an internal error (70).
+      CHECK((d.exit_code == 2 || (d.exit_code >= 10 && d.exit_code <= 14)));
+      continue;
+    }
+    accepted.insert(f);
+    require_exact(d, f);
+  }
+  // The batched and GPU examples and the reference pipelines are among those run accepts.
+  for (const char* f : {"examples/megatron-pp2-shape-exchange-parity.yaml", "examples/gpu-1f1b-p4-m8.yaml",
+                        "examples/gpu-zbh1-p4-m8.yaml", "examples/gpu-fsdp2-8layers.yaml",
+                        "specs/reference/p4-m8-1f1b.yaml", "specs/reference/zb-table5-1.5b-m24.yaml"}) {
+    INFO(f);
+    CHECK(accepted.count(f) == 1);
+  }
 }
 
 TEST_CASE("schedcheck run refuses deadlocks and spec errors, and needs a GPU otherwise", "[gpu-plan][cli]") {

@@ -115,6 +115,15 @@ TEST_CASE("the FSDP example (8 ranks, collectives as copies) runs within 5 perce
   require_agrees(x);
 }
 
+TEST_CASE("the batched P2P example (Megatron's parity-ordered groups) runs within 5 percent", "[gpu]") {
+  // Members of a group on batch lanes, launched together once every member's deps are done;
+  // a rendezvous partner waits for the group's launch (the correctness pass checks it).
+  Ran x = run_spec(load("examples/megatron-pp2-shape-exchange-parity.yaml"));
+  REQUIRE_FALSE(x.r.program.groups.empty());
+  CHECK(x.m.correctness_problems.empty());
+  require_agrees(x);
+}
+
 TEST_CASE("explicit rendezvous sends are copies held to the link time", "[gpu]") {
   VerifyOptions vo;
   vo.lower = LowerPolicy::kPyTorch;

@@ -134,6 +134,13 @@ class Builder {
     return it->second;
   }
 
+  // The step that records an op's ready event: its arrival, or for a member of a batched group
+  // the arrival of the group's last member (the group's launch).
+  int32_t ready_step(OpId id) const {
+    const int32_t g = p_.ops[id].group();
+    return g < 0 ? arrive_[id] : arrive_[p_.groups[g].back()];
+  }
+
   bool mem_effects_empty(OpId id) const { return p_.mem_begin(id) == p_.mem_end(id); }
 
   int32_t add_event(bool timing, int32_t item, bool is_start) {
@@ -282,7 +289,15 @@ class Builder {
       steps_[arrive_[id]].cmds.push_back(wait(s, plan_.items[prev].end_event));
       edge(body_[prev], arrive_[id]);
     }
-    if (ready_event_[id] >= 0) steps_[arrive_[id]].cmds.push_back(record(s, ready_event_[id]));
+    // The ready point partners wait for. A batched group's members are all ready at the group's
+    // launch, when the last member has arrived (every member's deps are done, the timeline's
+    // group start): their ready events are recorded there, after the last member's waits.
+    if (op.group() < 0) {
+      if (ready_event_[id] >= 0) steps_[arrive_[id]].cmds.push_back(record(s, ready_event_[id]));
+    } else if (id == p_.groups[op.group()].back()) {
+      for (OpId m : p_.groups[op.group()])
+        if (ready_event_[m] >= 0) steps_[arrive_[id]].cmds.push_back(record(s, ready_event_[m]));
+    }
     edge(arrive_[id], body_[id]);
 
     std::vector<Command>& body = steps_[body_[id]].cmds;
@@ -322,7 +337,7 @@ class Builder {
         break;
       case OpKind::kSend: {
         if (rendezvous_pair(id)) {
-          wait_step(op.match(), ready_event_[op.match()], arrive_[op.match()]);
+          wait_step(op.match(), ready_event_[op.match()], ready_step(op.match()));
         } else if (p_.semantics.kind == Semantics::kBuffered && op.channel() >= 0) {
           // The k-th send waits for the (k - N)-th receive of its channel to end.
           const Channel& ch = p_.channels[op.channel()];
@@ -347,7 +362,7 @@ class Builder {
         break;
       }
       case OpKind::kRecv: {
-        if (rendezvous_pair(id)) wait_step(op.match(), ready_event_[op.match()], arrive_[op.match()]);
+        if (rendezvous_pair(id)) wait_step(op.match(), ready_event_[op.match()], ready_step(op.match()));
         body.push_back(record(s, it.start_event));
         if (op.match() != kNoOp) wait_step(op.match(), plan_.items[op.match()].end_event, body_[op.match()]);
         body.push_back(record(s, it.end_event));
@@ -356,7 +371,7 @@ class Builder {
       case OpKind::kCollective: {
         std::vector<OpId> members = op.comm() >= 0 ? p_.instance(id) : std::vector<OpId>{};
         for (OpId m : members)
-          if (m != kNoOp && m != id) wait_step(m, ready_event_[m], arrive_[m]);
+          if (m != kNoOp && m != id) wait_step(m, ready_event_[m], ready_step(m));
         body.push_back(record(s, it.start_event));
         // Ranks sharing a GPU: the collective's traffic as one copy from the next member's send
         // buffer into this rank's receive buffer ((n-1)/n of the bytes, a ring's share).

@@ -46,6 +46,8 @@ struct Item {
 
 /// A CUDA event of the plan. Timing events (item start and end) are created with timing
 /// enabled; the others (an op's "ready" point for a rendezvous or collective partner) without.
+/// A member of a batched P2P group is ready at the group's launch: its ready event is recorded
+/// on its IR stream after every member's deps (Program::groups, the timeline's group start).
 struct PlanEvent {
   bool timing = false;
   int32_t item = -1;     ///< timing events: the item whose start or end this is

@@ -2,7 +2,7 @@
 # On a machine with a GPU: builds schedcheck with CUDA, runs the GPU tests (ctest -L gpu) and
 # `schedcheck run` on the GPU examples, and writes every figure to one results folder.
 #   verify_gpu/run-on-gpu.sh [RESULTS_DIR]      (default: $OUT if set, else verify_gpu/results)
-# Takes a few minutes: configure + build (16 cores ~2-3 min), gpu tests (~20 s), five specs run
+# Takes a few minutes: configure + build (16 cores ~2-3 min), gpu tests (~20 s), six specs run
 # twice each (text with trace, then JSON; ~1 min).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -46,6 +46,7 @@ run zbh1-p4-m8 examples/gpu-zbh1-p4-m8.yaml
 run 1f1b-p4-m8-sendrecv examples/gpu-1f1b-p4-m8.yaml --lower pytorch
 run zbh1-p4-m8-sendrecv examples/gpu-zbh1-p4-m8.yaml --lower deferred --semantics rendezvous
 run fsdp2-8layers examples/gpu-fsdp2-8layers.yaml
+run megatron-pp2-parity-batched examples/megatron-pp2-shape-exchange-parity.yaml
 
 say "## summary: gpu tests exit $GPU_TESTS, runs $([ $status -eq 0 ] && echo agree || echo 'DIFFER or failed')"
 [ "$GPU_TESTS" -eq 0 ] && [ $status -eq 0 ]
