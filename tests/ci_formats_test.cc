@@ -170,7 +170,7 @@ TEST_CASE("github annotations stop at the cap and say how many were left out", "
     findings.push_back({{"kind", "memory"}, {"message", "m" + std::to_string(i)}, {"ranks", {i}}, {"ops", json::array()},
                         {"locations", json::array()}});
   records.push_back({{"path", "a.yaml"}, {"verdict", "violated"}, {"exit_code", 13}, {"findings", findings}});
-  const std::string out = sc::github_annotations(records.dump(), 13, 5);
+  const std::string out = sc::github_annotations(records, 13, 5);
   size_t errors = 0;
   for (size_t p = out.find("::error "); p != std::string::npos; p = out.find("::error ", p + 1)) ++errors;
   CHECK(errors == 5);

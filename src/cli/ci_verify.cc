@@ -48,7 +48,7 @@ bool needs_recorded_run(const std::vector<std::string>& files, const RecordedOpt
   return false;
 }
 
-std::string record_of(const std::string& file, const RunOneFile& run_one, int* exit_code, bool quiet) {
+json record_of(const std::string& file, const RunOneFile& run_one, int* exit_code, bool quiet) {
   std::string out;
   {
     std::optional<Capture> errors;  // dropped: the text run that follows prints them
@@ -64,7 +64,7 @@ std::string record_of(const std::string& file, const RunOneFile& run_one, int* e
   if (!j.contains("exit_code")) j["exit_code"] = *exit_code;
   if (!j.contains("verdict")) j["verdict"] = *exit_code == kExitSpec ? "error" : "violated";
   j["path"] = file;
-  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  return j;
 }
 
 int run_recorded(const std::vector<std::string>& files, const RecordedOptions& options, const RunOneFile& run_one) {
@@ -109,10 +109,9 @@ int run_recorded(const std::vector<std::string>& files, const RecordedOptions& o
                                           {"col", d.loc.col}, {"message", d.message}});
         if (!rec["diagnostics"].empty()) records.push_back(rec);
       }
-      const std::string all = records.dump();
-      if (options.format == "sarif") std::cout << sarif_log(all, kExitSpec);
-      if (options.format == "github") std::cout << github_annotations(all, kExitSpec);
-      if (options.junit && !write_output(*options.junit, junit_xml(all))) return kExitUsage;
+      if (options.format == "sarif") std::cout << sarif_log(records, kExitSpec);
+      if (options.format == "github") std::cout << github_annotations(records, kExitSpec);
+      if (options.junit && !write_output(*options.junit, junit_xml(records))) return kExitUsage;
     }
     return report_spec_errors(diags);
   }
@@ -121,13 +120,13 @@ int run_recorded(const std::vector<std::string>& files, const RecordedOptions& o
   json records = json::array();
   for (size_t i = 0; i < files.size(); ++i) {
     int code = 0;
-    std::string record = record_of(files[i], run_one, &code, options.format == "text");
+    json record = record_of(files[i], run_one, &code, options.format == "text");
     std::vector<BudgetCheck> checks;
     if (code != kExitSpec && !budgets[i].empty()) {
       checks = check_budgets(figures_of_report(record), budgets[i]);
       for (const auto& c : checks)
         if (c.exceeded) code = combine_exit(code, kExitBudget);
-      record = add_budget_results(record, checks, code);
+      add_budget_results(record, checks, code);
     }
     exit = combine_exit(exit, code);
     if (options.format == "text") {
@@ -152,18 +151,17 @@ int run_recorded(const std::vector<std::string>& files, const RecordedOptions& o
                                    checks.size(), code);
       }
     }
-    records.push_back(json::parse(record));
+    records.push_back(std::move(record));
   }
-  const std::string all = records.dump();
   if (options.format == "json") {
     const json& out = records.size() == 1 ? records[0] : records;
     std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   } else if (options.format == "sarif") {
-    std::cout << sarif_log(all, exit);
+    std::cout << sarif_log(records, exit);
   } else if (options.format == "github") {
-    std::cout << github_annotations(all, exit);
+    std::cout << github_annotations(records, exit);
   }
-  if (options.junit && !write_output(*options.junit, junit_xml(all))) return kExitUsage;
+  if (options.junit && !write_output(*options.junit, junit_xml(records))) return kExitUsage;
   return exit;
 }
 

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace sc::cli {
 
 /// Exit code of an exceeded budget (alone; with other violations it combines to 10).
@@ -37,7 +39,7 @@ int run_recorded(const std::vector<std::string>& files, const RecordedOptions& o
 /// The versioned JSON report of one file as `run_one` prints it, with `path` set; a run that
 /// printed no JSON (a router spec error) becomes {path, exit_code, verdict "error"}. `quiet`
 /// drops what the run prints on standard error (when another run of the file will print it).
-std::string record_of(const std::string& file, const RunOneFile& run_one, int* exit_code, bool quiet = false);
+nlohmann::json record_of(const std::string& file, const RunOneFile& run_one, int* exit_code, bool quiet = false);
 
 }  // namespace sc::cli
 

@@ -269,7 +269,7 @@ class Table {
   void result(const std::string& file, const std::string& name, const PipelineSpec& spec, VerifyResult r,
               const std::string& label) {
     const int32_t chunks = chunks_of(spec);
-    auto j = nlohmann::json::parse(json_report(r));
+    nlohmann::json j = json_report_value(r);
     j["messages"] = messages_of(r);
     // The work the row does: every compute op's duration, summed over ranks (seconds).
     double work_s = 0;

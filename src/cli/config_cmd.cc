@@ -159,7 +159,7 @@ int run_config_verify(const std::vector<std::string>& files, const std::string& 
     const std::optional<VerifyResult>& vr = v.pipeline;
     config::LoweredJob& lowered = v.lowered;
     if (format == "json") {
-      nlohmann::json j = nlohmann::json::parse(fr ? fsdp_json_report(*fr) : json_report(*vr));
+      nlohmann::json j = fr ? fsdp_json_value(*fr) : json_report_value(*vr);
       j["path"] = files[i];
       j["job"] = job_json(job, lowered.costs, p);
       if (files.size() == 1) std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";

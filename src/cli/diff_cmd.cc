@@ -16,6 +16,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cli/ci_verify.h"
 #include "cli/common.h"
@@ -300,8 +301,8 @@ int run_diff(const DiffArgs& a) {
   std::function<void()> prepare_old;  // set per git file: materialises what the old side reads
   // One pair compared: `old_record` / `new_record` stand in for an absent side (an added or a
   // deleted file); otherwise each side is verified through its front-end.
-  auto compare = [&](const Side& old_side, const Side& new_side, const std::string* old_record_given,
-                     const std::string* new_record_given) -> int {
+  auto compare = [&](const Side& old_side, const Side& new_side, const nlohmann::json* old_record_given,
+                     const nlohmann::json* new_record_given) -> int {
     if (!old_record_given && !new_record_given) {
       const FrontEnd& fo = front_end_for(old_side.path);
       const FrontEnd& fn = front_end_for(new_side.path);
@@ -313,10 +314,10 @@ int run_diff(const DiffArgs& a) {
     }
     int old_code = 0, new_code = 0;
     // The new side first: the files it reads are those to materialise for the old one.
-    const std::string new_record =
+    const nlohmann::json new_record =
         new_record_given ? *new_record_given : record_of(new_side.path, verify_one_file, &new_code);
     if (new_code != kExitSpec && prepare_old) prepare_old();
-    const std::string old_record =
+    const nlohmann::json old_record =
         old_record_given ? *old_record_given : record_of(old_side.path, verify_one_file, &old_code);
     if (old_code == kExitSpec || new_code == kExitSpec) {
       std::cerr << fmt::format("schedcheck: error: {} has spec errors (above); nothing to compare\n",
@@ -357,8 +358,8 @@ int run_diff(const DiffArgs& a) {
         if (rel && blob_exists(commit, *rel, top)) materialise(*rel);
       }
     };
-    static const std::string kAbsent = R"({"verdict": "absent", "exit_code": 0})";
-    static const std::string kDeleted = R"({"verdict": "deleted", "exit_code": 0})";
+    static const nlohmann::json kAbsent = {{"verdict", "absent"}, {"exit_code", 0}};
+    static const nlohmann::json kDeleted = {{"verdict", "deleted"}, {"exit_code", 0}};
     int code = 0;
     if (!g.in_tree) code = compare(Side{old_label, old_path}, Side{g.arg + " (deleted)", g.arg}, nullptr, &kDeleted);
     else if (!g.at_rev) code = compare(Side{old_label + " (absent)", old_path}, Side{g.arg, g.arg}, &kAbsent, nullptr);

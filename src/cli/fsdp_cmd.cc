@@ -100,7 +100,7 @@ int run_fsdp_verify(const std::vector<std::string>& files, const std::string& fo
     exit = combine_exit(exit, code);
     if (format == "json") {
       if (specs.size() == 1) std::cout << fsdp_json_report(r);
-      else all.push_back(nlohmann::json::parse(fsdp_json_report(r)));
+      else all.push_back(fsdp_json_value(r));
     } else {
       if (i) std::cout << "\n";
       write_fsdp_text_report(std::cout, r);

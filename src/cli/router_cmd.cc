@@ -46,7 +46,7 @@ int run_router_verify(const std::vector<std::string>& files, const std::string& 
     exit = combine_exit(exit, r.exit_code);  // kRouterExitSeveral is the same 10
     if (format == "json") {
       if (specs.size() == 1) std::cout << router_json_report(files[i], r);
-      else all.push_back(nlohmann::json::parse(router_json_report(files[i], r)));
+      else all.push_back(router_json_value(files[i], r));
     } else {
       if (i) std::cout << "\n";
       std::cout << router_text_report(files[i], r);

@@ -161,7 +161,7 @@ int run_synth(const SynthArgs& a) {
         acts[std::to_string(k)] = line;
       }
       j["actions"] = acts;
-      j["verify"] = nlohmann::json::parse(json_report(*vr));
+      j["verify"] = json_report_value(*vr);
     }
     std::cout << j.dump(2) << "\n";
     return exit;

@@ -285,7 +285,7 @@ int run_verify(const VerifyArgs& a_in) {
     exit = combine_exit(exit, r.exit_code);
     if (a.format == "json") {
       if (specs.size() == 1) std::cout << json_report(r);
-      else all.push_back(nlohmann::json::parse(json_report(r)));
+      else all.push_back(json_report_value(r));
     } else {
       if (i) std::cout << "\n";
       write_text_report(std::cout, r, a.timeline_ops);

@@ -83,8 +83,12 @@ void write_fsdp_text_report(std::ostream& os, const FsdpVerifyResult& r) {
 }
 
 std::string fsdp_json_report(const FsdpVerifyResult& r) {
+  return fsdp_json_value(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+nlohmann::json fsdp_json_value(const FsdpVerifyResult& r) {
   using nlohmann::json;
-  json j = json::parse(json_report(r.base));
+  json j = json_report_value(r.base);
   const FsdpSpec& s = r.spec;
   j.erase("schedule");
   json units = json::array();
@@ -129,7 +133,7 @@ std::string fsdp_json_report(const FsdpVerifyResult& r) {
   for (const Op& o : r.base.program.ops) collectives += o.kind == OpKind::kCollective ? 1 : 0;
   j["stats"]["collectives"] = collectives;
   j["stats"]["communicators"] = r.base.program.comms.size();
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return j;
 }
 
 }  // namespace sc

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "pipeline/verify_pipeline.h"
 #include "fsdp/fsdp_spec.h"
 #include "fsdp/lower_fsdp.h"
@@ -79,5 +81,7 @@ void write_fsdp_text_report(std::ostream& os, const FsdpVerifyResult& r);
 /// replicate sizes, units, options) and an `fsdp_figures` object (FsdpFigures, units in key
 /// names).
 std::string fsdp_json_report(const FsdpVerifyResult& r);
+/// The same report as a JSON value (for renderers that add to it or read it).
+nlohmann::json fsdp_json_value(const FsdpVerifyResult& r);
 
 }  // namespace sc

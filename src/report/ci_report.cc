@@ -203,8 +203,7 @@ const FindingRule* finding_rules(size_t* count) {
   return kRules;
 }
 
-std::string sarif_log(const std::string& records_json, int exit_code) {
-  const json records = json::parse(records_json);
+std::string sarif_log(const json& records, int exit_code) {
   std::vector<json> rules;
   std::map<std::string, size_t> index;
   for (const auto* r : rule_list()) {
@@ -267,8 +266,7 @@ std::string sarif_log(const std::string& records_json, int exit_code) {
   return log.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
-std::string junit_xml(const std::string& records_json) {
-  const json records = json::parse(records_json);
+std::string junit_xml(const json& records) {
   std::string suites;
   size_t all_tests = 0, all_failures = 0, all_errors = 0;
   double all_seconds = 0;
@@ -359,8 +357,7 @@ std::string github_escape(const std::string& text, bool property) {
   return out;
 }
 
-std::string github_annotations(const std::string& records_json, int exit_code, size_t max_annotations) {
-  const json records = json::parse(records_json);
+std::string github_annotations(const json& records, int exit_code, size_t max_annotations) {
   std::string out;
   size_t total = 0, written = 0;
   std::map<std::string, size_t> verdicts;

@@ -5,16 +5,18 @@
 #include <cstddef>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace sc {
 
-/// All three render the per-file results of one `schedcheck verify` run. `records_json` is a
-/// JSON list with one verify report object per input file, as `verify --format json` prints it
+/// All three render the per-file results of one `schedcheck verify` run. `records` is a JSON
+/// list (a value, never text parsed back) with one verify report object per input file, as `verify --format json` prints it
 /// (schema/report.schema.json, schema_version 1): each object has `path`, `exit_code`,
 /// `verdict` ("holds", "violated", "inconclusive" or "error") and `findings` ({kind, message,
 /// ops, locations: [{file, line, col} or null]}, ops and locations index-aligned); a spec error
 /// has `diagnostics` ({severity, file, line, col, message}) instead. Router reports add
 /// `properties` (name -> {result, message}). Throws nlohmann::json::exception only when
-/// `records_json` is not such a list (a programming error).
+/// `records` is not such a list (a programming error).
 
 /// Rule ids of SARIF results and JUnit test names: the finding kinds a front-end reports and
 /// "spec-error". Each has a one-line description and a help text.
@@ -33,20 +35,20 @@ const FindingRule* finding_rules(size_t* count);
 /// partialFingerprints["schedcheckFindingHash/v1"]: a hash of the file, the kind, the ops (or the
 /// message with its digits removed) and the ranks, not of line numbers, so an edit elsewhere in
 /// the file keeps a finding's identity. `exit_code` is the run's (invocations[0].exitCode).
-std::string sarif_log(const std::string& records_json, int exit_code);
+std::string sarif_log(const nlohmann::json& records, int exit_code);
 
 /// JUnit XML: <testsuites> with a <testsuite name=PATH> per file and a <testcase
 /// classname=PATH name=PROPERTY> per checked property (structure, causality, deadlock, channel,
 /// residency, memory, numerics, and budget when budgets were checked; a router's own
 /// properties); a violated property has one <failure message=... type=KIND> per finding with its
 /// located ops as text; a spec error is one test case "spec" with an <error>. Times in seconds.
-std::string junit_xml(const std::string& records_json);
+std::string junit_xml(const nlohmann::json& records);
 
 /// GitHub Actions workflow commands: `::error file=F,line=L,col=C,title=schedcheck KIND::MSG` per
 /// finding and spec error (at most `max_annotations`, then one `::warning::` saying how many
 /// were left out), then a plain summary line "schedcheck: N files, H hold, V violated, ...
 /// (exit X)". Property values escape %, CR, LF, ':' and ','; messages escape %, CR and LF.
-std::string github_annotations(const std::string& records_json, int exit_code, size_t max_annotations = 50);
+std::string github_annotations(const nlohmann::json& records, int exit_code, size_t max_annotations = 50);
 
 /// `text` escaped for a workflow command's message (%, \r, \n as %25, %0D, %0A), or for a
 /// property value (`property`: also ':' and ',' as %3A, %2C).

@@ -102,8 +102,8 @@ std::optional<double> FigureChange::relative() const {
   return (new_value->value - old_value->value) / old_value->value;
 }
 
-ReportDiff diff_reports(const std::string& old_label, const std::string& old_json, const std::string& new_label,
-                        const std::string& new_json) {
+ReportDiff diff_reports(const std::string& old_label, const json& old_json, const std::string& new_label,
+                        const json& new_json) {
   ReportDiff d;
   d.old_label = old_label;
   d.new_label = new_label;

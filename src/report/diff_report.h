@@ -41,8 +41,8 @@ struct ReportDiff {
 };
 
 /// Compares two verify reports (JSON objects as `verify --format json` prints them).
-ReportDiff diff_reports(const std::string& old_label, const std::string& old_json, const std::string& new_label,
-                        const std::string& new_json);
+ReportDiff diff_reports(const std::string& old_label, const nlohmann::json& old_report, const std::string& new_label,
+                        const nlohmann::json& new_report);
 
 /// Largest allowed relative change for the worse per figure key; "time" stands for span,
 /// step_time, exposed_comm and throughput (time per token: a fall of throughput), "memory" for

@@ -43,9 +43,8 @@ const BudgetKey& key_of(const std::string& key) {
 
 }  // namespace
 
-ReportFigures figures_of_report(const std::string& report_json) {
+ReportFigures figures_of_report(const json& j) {
   ReportFigures f;
-  const json j = json::parse(report_json, nullptr, false);
   if (!j.is_object()) return f;
   f.verdict = j.value("verdict", "");
   f.exit_code = j.value("exit_code", 0);
@@ -108,8 +107,7 @@ std::string budget_message(const BudgetCheck& c) {
   return fmt::format("{} ({}) {}{} exceeds the budget of {}{}", k.what, c.budget.key, value, on, limit, over);
 }
 
-std::string add_budget_results(const std::string& report_json, const std::vector<BudgetCheck>& checks, int exit_code) {
-  json j = json::parse(report_json);
+void add_budget_results(json& j, const std::vector<BudgetCheck>& checks, int exit_code) {
   json list = json::array();
   bool any = false;
   for (const BudgetCheck& c : checks) {
@@ -140,7 +138,6 @@ std::string add_budget_results(const std::string& report_json, const std::vector
   j["budgets"] = list;
   j["exit_code"] = exit_code;
   if (any) j["verdict"] = "violated";
-  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace sc

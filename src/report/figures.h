@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "spec/budget.h"
 
 namespace sc {
@@ -39,9 +41,9 @@ struct ReportFigures {
   std::optional<double> compute_s;
 };
 
-/// The figures of `report_json` (one report object). Never fails: a missing or mistyped key
-/// leaves its figure absent.
-ReportFigures figures_of_report(const std::string& report_json);
+/// The figures of `report` (one report object). Never fails: a missing or mistyped key leaves
+/// its figure absent.
+ReportFigures figures_of_report(const nlohmann::json& report);
 
 /// The figure `key` of budget_keys() in `f`, or none.
 std::optional<RankedValue> figure_for_key(const ReportFigures& f, const std::string& key);
@@ -63,11 +65,10 @@ std::vector<BudgetCheck> check_budgets(const ReportFigures& f, const std::vector
 /// "span: not predicted for this file" without a value.
 std::string budget_message(const BudgetCheck& c);
 
-/// `report_json` with the budget checks added: a `budgets` list ({key, value, rank, limit,
-/// unit, exceeded, source, file, line, col}), a finding of kind "budget" per exceeded budget
-/// (located at the budget's line, or naming the command line), `exit_code` as given and verdict
-/// "violated" when a budget is exceeded. Returns the new JSON text.
-std::string add_budget_results(const std::string& report_json, const std::vector<BudgetCheck>& checks,
-                               int exit_code);
+/// Adds the budget checks to `report` (one report object): a `budgets` list ({key, value, rank,
+/// limit, unit, exceeded, source, file, line, col}), a finding of kind "budget" per exceeded
+/// budget (located at the budget's line, or naming the command line), `exit_code` as given and
+/// verdict "violated" when a budget is exceeded.
+void add_budget_results(nlohmann::json& report, const std::vector<BudgetCheck>& checks, int exit_code);
 
 }  // namespace sc

@@ -21,6 +21,10 @@ const char* blocking_name(BlockingModel b) {
 }  // namespace
 
 std::string json_report(const VerifyResult& r) {
+  return json_report_value(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+json json_report_value(const VerifyResult& r) {
   json j;
   j["schema_version"] = kReportSchemaVersion;
   j["schedcheck_version"] = kToolVersion;
@@ -128,7 +132,7 @@ std::string json_report(const VerifyResult& r) {
                 {"implicit_transfers", transfers},
                 {"seconds_per_pass", passes},
                 {"seconds", total}};
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return j;
 }
 
 }  // namespace sc

@@ -4,6 +4,8 @@
 #include <iosfwd>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "pipeline/verify_pipeline.h"
 
 namespace sc {
@@ -31,6 +33,9 @@ void write_text_report(std::ostream& os, const VerifyResult& r, size_t timeline_
 /// ({peak_bytes_per_rank, worst_case_bytes_per_rank, limit_bytes}), stats (ops, edges, time per
 /// pass), plus schedule, placement, units.
 std::string json_report(const VerifyResult& r);
+/// The same report as a JSON value: what renderers that add to it or read it (CI formats,
+/// budgets, diff, compare, the framework-config report) take, so that no report is parsed back.
+nlohmann::json json_report_value(const VerifyResult& r);
 
 /// Chrome trace event JSON (Perfetto and chrome://tracing open it): an X event per op that ran
 /// (pid = rank, tid = stream; a recv posted before its send also gets a "(waiting)" slice up to

@@ -218,6 +218,10 @@ std::string router_text_report(const std::string& path, const RouterReport& r) {
 }
 
 std::string router_json_report(const std::string& path, const RouterReport& r) {
+  return router_json_value(path, r).dump(2) + "\n";
+}
+
+json router_json_value(const std::string& path, const RouterReport& r) {
   const RouterSpec& s = r.spec;
   json j;
   j["schema_version"] = kReportSchemaVersion;
@@ -282,7 +286,7 @@ std::string router_json_report(const std::string& path, const RouterReport& r) {
   j["semantics"] = {{"scores", "integers compared by order (order-invariant routing: no loss of generality)"},
                     {"inference", "batch-1 incremental decoding: each token routed alone"}};
   j["stats"] = {{"seconds", r.seconds}};
-  return j.dump(2) + "\n";
+  return j;
 }
 
 }  // namespace sc

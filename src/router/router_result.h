@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "router/dispatch.h"
 #include "router/plain_router.h"
 #include "router/router_config.h"
@@ -72,6 +74,8 @@ std::string router_text_report(const std::string& path, const RouterReport& r);
 
 /// One JSON object: verdict, exit_code, router, bound, properties, findings, dispatch, stats.
 std::string router_json_report(const std::string& path, const RouterReport& r);
+/// The same report as a JSON value (for renderers that add to it or read it).
+nlohmann::json router_json_value(const std::string& path, const RouterReport& r);
 
 /// "(b, t)" for token index `token` at `seq_len` tokens per sequence.
 std::string token_name(int32_t token, int32_t seq_len);
