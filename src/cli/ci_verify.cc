@@ -20,19 +20,6 @@ namespace {
 
 using nlohmann::json;
 
-/// Redirects `stream` (std::cout by default) into a string for its lifetime.
-class Capture {
- public:
-  explicit Capture(std::ostream& stream = std::cout) : stream_(stream), old_(stream.rdbuf(buf_.rdbuf())) {}
-  ~Capture() { stream_.rdbuf(old_); }
-  std::string text() const { return buf_.str(); }
-
- private:
-  std::ostream& stream_;
-  std::ostringstream buf_;
-  std::streambuf* old_;
-};
-
 bool declares_budget(const std::string& path) {
   std::string text, why;
   return yaml_util::has_yaml_extension(path) && read_input_file(path, &text, &why) &&
@@ -48,23 +35,31 @@ bool needs_recorded_run(const std::vector<std::string>& files, const RecordedOpt
   return false;
 }
 
-json record_of(const std::string& file, const RunOneFile& run_one, int* exit_code, bool quiet) {
-  std::string out;
-  {
-    std::optional<Capture> errors;  // dropped: the text run that follows prints them
-    if (quiet) errors.emplace(std::cerr);
-    Capture capture;
-    *exit_code = run_one(file, "json");
-    out = capture.text();
-  }
-  json j = json::parse(out, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) j = json::object();
+namespace {
+
+/// `j` (one file's report, or null when the run gave none) with the keys every record has.
+json completed(json j, const std::string& file, int exit_code) {
+  if (!j.is_object()) j = json::object();
   if (!j.contains("schema_version")) j["schema_version"] = kReportSchemaVersion;
   if (!j.contains("schedcheck_version")) j["schedcheck_version"] = kToolVersion;
-  if (!j.contains("exit_code")) j["exit_code"] = *exit_code;
-  if (!j.contains("verdict")) j["verdict"] = *exit_code == kExitSpec ? "error" : "violated";
+  if (!j.contains("exit_code")) j["exit_code"] = exit_code;
+  if (!j.contains("verdict")) j["verdict"] = exit_code == kExitSpec ? "error" : "violated";
   j["path"] = file;
   return j;
+}
+
+/// Runs `file` once into a sink of `format` whose text goes to `text`; its record.
+json run_into(const std::string& file, const RunOneFile& run_one, const std::string& format, std::ostream& text,
+              int* exit_code) {
+  ReportSink sink(text, format, false);
+  *exit_code = run_one(file, sink);
+  return completed(sink.values().empty() ? json() : sink.values().back(), file, *exit_code);
+}
+
+}  // namespace
+
+json record_of(const std::string& file, const RunOneFile& run_one, int* exit_code) {
+  return run_into(file, run_one, "json", std::cout, exit_code);
 }
 
 int run_recorded(const std::vector<std::string>& files, const RecordedOptions& options, const RunOneFile& run_one) {
@@ -96,7 +91,8 @@ int run_recorded(const std::vector<std::string>& files, const RecordedOptions& o
   Diagnostics diags;
   for (const auto& f : files) budgets.push_back(with_overrides(load_budgets(f, diags), overrides));
   if (diags.has_errors()) {
-    if (options.format == "json") print_json_diagnostics(diags);
+    if (options.format == "json")
+      std::cout << diagnostics_value(diags).dump(2, ' ', false, json::error_handler_t::replace) << "\n";
     if (options.format == "sarif" || options.format == "github" || options.junit) {
       // CI readers get the errors as results too: a record per file with its diagnostics.
       json records = json::array();
@@ -120,7 +116,10 @@ int run_recorded(const std::vector<std::string>& files, const RecordedOptions& o
   json records = json::array();
   for (size_t i = 0; i < files.size(); ++i) {
     int code = 0;
-    json record = record_of(files[i], run_one, &code, options.format == "text");
+    // One run per file: its record, and for text its report (written here, printed below with
+    // its budgets).
+    std::ostringstream text;
+    json record = run_into(files[i], run_one, options.format == "text" ? "text" : "json", text, &code);
     std::vector<BudgetCheck> checks;
     if (code != kExitSpec && !budgets[i].empty()) {
       checks = check_budgets(figures_of_report(record), budgets[i]);
@@ -130,14 +129,8 @@ int run_recorded(const std::vector<std::string>& files, const RecordedOptions& o
     }
     exit = combine_exit(exit, code);
     if (options.format == "text") {
-      std::string text;
-      {
-        Capture capture;
-        run_one(files[i], "text");
-        text = capture.text();
-      }
       if (i) std::cout << "\n";
-      std::cout << text;
+      std::cout << text.str();
       if (!checks.empty()) {
         std::cout << "budgets:\n";
         size_t exceeded = 0;

@@ -14,9 +14,11 @@ namespace sc::cli {
 /// Exit code of an exceeded budget (alone; with other violations it combines to 10).
 inline constexpr int kExitBudget = 18;
 
+class ReportSink;  // cli/common.h
+
 /// Runs one input file through its front-end's verify with the other options of the command,
-/// printing in `format` ("text" or "json") on standard output; returns its exit code.
-using RunOneFile = std::function<int(const std::string& file, const std::string& format)>;
+/// adding its report to `sink` (and its text, when the sink wants text); returns its exit code.
+using RunOneFile = std::function<int(const std::string& file, ReportSink& sink)>;
 
 /// What the recorded run prints and checks beyond the per-file reports.
 struct RecordedOptions {
@@ -28,25 +30,24 @@ struct RecordedOptions {
 /// True when `format`, `options` or a file's `budget:` mapping need the recorded run.
 bool needs_recorded_run(const std::vector<std::string>& files, const RecordedOptions& options);
 
-/// Checks each of `files` on its own with `run_one` (its JSON report captured as its record; for
-/// text also its text report), adds its budgets (the spec's `budget:` overridden by --budget),
+/// Checks each of `files` once on its own with `run_one` (its JSON report value is its record;
+/// for text also its text report), adds its budgets (the spec's `budget:` overridden by --budget),
 /// and prints text (each file's report, then its budgets), json (one object, a list for
 /// several), sarif or github; writes JUnit XML to options.junit when given. A malformed --budget
 /// is a usage error (1); a malformed budget: mapping a spec error (2, located). The exit code
 /// combines the files' (combine_exit), an exceeded budget counting kExitBudget.
 int run_recorded(const std::vector<std::string>& files, const RecordedOptions& options, const RunOneFile& run_one);
 
-/// The versioned JSON report of one file as `run_one` prints it, with `path` set; a run that
-/// printed no JSON (a router spec error) becomes {path, exit_code, verdict "error"}. `quiet`
-/// drops what the run prints on standard error (when another run of the file will print it).
-nlohmann::json record_of(const std::string& file, const RunOneFile& run_one, int* exit_code, bool quiet = false);
+/// The versioned JSON report of one file as `run_one` gives it, with `path` set; a run that
+/// gave no report (a usage error) becomes {path, exit_code, verdict "error" or "violated"}.
+nlohmann::json record_of(const std::string& file, const RunOneFile& run_one, int* exit_code);
 
 }  // namespace sc::cli
 
 namespace sc::cli {
 
 /// Verifies one input file with default options through its front-end (the table in
-/// frontends.h), printing `format` ("text" or "json"); returns its exit code (verify_cmd.cc).
-int verify_one_file(const std::string& file, const std::string& format);
+/// frontends.h), adding its report to `sink`; returns its exit code (verify_cmd.cc).
+int verify_one_file(const std::string& file, ReportSink& sink);
 
 }  // namespace sc::cli

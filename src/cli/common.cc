@@ -478,7 +478,7 @@ std::string check_output_paths(const std::vector<std::pair<std::string, std::opt
   return {};
 }
 
-void print_json_diagnostics(const Diagnostics& diags) {
+nlohmann::json diagnostics_value(const Diagnostics& diags) {
   nlohmann::json j = {{"schema_version", kReportSchemaVersion}, {"schedcheck_version", kToolVersion}, {"verdict", "error"},
                       {"exit_code", kExitSpec}, {"diagnostics", nlohmann::json::array()}};
   for (const auto& d : diags.all())
@@ -487,7 +487,21 @@ void print_json_diagnostics(const Diagnostics& diags) {
                                 {"line", d.loc.line},
                                 {"col", d.loc.col},
                                 {"message", d.message}});
-  std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  return j;
+}
+
+std::ostream& ReportSink::text() {
+  if (any_text_) text_ << "\n";
+  any_text_ = true;
+  return text_;
+}
+
+void ReportSink::add(nlohmann::json report) { values_.push_back(std::move(report)); }
+
+void ReportSink::finish() {
+  if (format_ != "json" || !print_json_ || values_.empty()) return;
+  const nlohmann::json out = values_.size() == 1 && !list_ ? values_.front() : nlohmann::json(values_);
+  text_ << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
 
 }  // namespace sc::cli

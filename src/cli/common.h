@@ -1,10 +1,14 @@
 // Shared pieces of the schedcheck subcommands: exit codes, loading specs, writing files.
 #pragma once
 
+#include <ostream>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include <nlohmann/json.hpp>
 
 #include "spec/pipeline_spec.h"
 #include "support/diagnostics.h"
@@ -45,9 +49,37 @@ std::optional<PipelineSpec> load_spec(const std::string& path, const std::option
                                       Diagnostics& diags, bool schedule_optional = false,
                                       const ShapeOverride& shape = {});
 
-/// Prints `diags` to standard output as one JSON object: {"verdict": "error", "exit_code": 2,
-/// "diagnostics": [{severity, file, line, col, message}]} (for --format json).
-void print_json_diagnostics(const Diagnostics& diags);
+/// `diags` as one JSON report object: {"verdict": "error", "exit_code": 2, "diagnostics":
+/// [{severity, file, line, col, message}]} (what --format json gives for a spec error).
+nlohmann::json diagnostics_value(const Diagnostics& diags);
+
+/// Where one verify run puts its per-file reports. Every front-end's runner adds each file's
+/// JSON report value (add()), and, when the format is text, writes its text report to text()
+/// (files after the first are preceded by a blank line). The values are kept (values()), so
+/// that CI formats, budgets and lists of mixed files render from them; finish() prints them
+/// as JSON (one object, or a list for several or when `list` is set) when the format is json
+/// and `print_json` is set. Nothing is parsed back and no stream is redirected.
+class ReportSink {
+ public:
+  ReportSink(std::ostream& text, std::string format, bool print_json = true, bool list = false)
+      : text_(text), format_(std::move(format)), print_json_(print_json), list_(list) {}
+  const std::string& format() const { return format_; }
+  bool wants_text() const { return format_ == "text"; }
+  /// The stream for the next file's text report.
+  std::ostream& text();
+  /// One file's JSON report value.
+  void add(nlohmann::json report);
+  std::vector<nlohmann::json>& values() { return values_; }
+  /// Prints the JSON when the format is json and printing was asked for.
+  void finish();
+
+ private:
+  std::ostream& text_;
+  std::string format_;
+  bool print_json_ = true, list_ = false;
+  bool any_text_ = false;
+  std::vector<nlohmann::json> values_;
+};
 
 /// Prints `diags` and the closing line to standard error; returns kExitSpec.
 int report_spec_errors(const Diagnostics& diags);

@@ -134,10 +134,9 @@ bool read_job(const std::string& path, const config::JobContext& ctx, TrainingJo
 
 }  // namespace
 
-int run_config_verify(const std::vector<std::string>& files, const std::string& format, const config::JobContext& ctx,
+int run_config_verify(const std::vector<std::string>& files, ReportSink& sink, const config::JobContext& ctx,
                       const ConfigOutputs& out) {
   int exit = 0;
-  nlohmann::json all = nlohmann::json::array();
   for (size_t i = 0; i < files.size(); ++i) {
     Diagnostics d;
     TrainingJob job;
@@ -148,7 +147,7 @@ int run_config_verify(const std::vector<std::string>& files, const std::string& 
       d.warning(job.loc("seq_len"), fmt::format("--seq-len {} is ignored: the config sets the sequence length to {} "
                                                 "here", ctx.seq_len, job.seq_len));
     if (!ok || !config::verify_job(job, ctx, out.min_cut, &v, d)) {
-      if (format == "json") print_json_diagnostics(d);
+      sink.add(diagnostics_value(d));
       exit = combine_exit(exit, report_spec_errors(d));
       continue;
     }
@@ -158,17 +157,15 @@ int run_config_verify(const std::vector<std::string>& files, const std::string& 
     const std::optional<FsdpVerifyResult>& fr = v.fsdp;
     const std::optional<VerifyResult>& vr = v.pipeline;
     config::LoweredJob& lowered = v.lowered;
-    if (format == "json") {
-      nlohmann::json j = fr ? fsdp_json_value(*fr) : json_report_value(*vr);
-      j["path"] = files[i];
-      j["job"] = job_json(job, lowered.costs, p);
-      if (files.size() == 1) std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-      else all.push_back(std::move(j));
-    } else {
-      if (i) std::cout << "\n";
-      write_job_text(std::cout, job, lowered.costs, p);
-      if (fr) write_fsdp_text_report(std::cout, *fr);
-      else write_text_report(std::cout, *vr, out.timeline_ops);
+    nlohmann::json j = fr ? fsdp_json_value(*fr) : json_report_value(*vr);
+    j["path"] = files[i];
+    j["job"] = job_json(job, lowered.costs, p);
+    sink.add(std::move(j));
+    if (sink.wants_text()) {
+      std::ostream& os = sink.text();
+      write_job_text(os, job, lowered.costs, p);
+      if (fr) write_fsdp_text_report(os, *fr);
+      else write_text_report(os, *vr, out.timeline_ops);
     }
     const VerifyResult& vbase = v.base();
     std::vector<OutputFile> outputs;  // all or none; never the config or a file it references
@@ -177,7 +174,6 @@ int run_config_verify(const std::vector<std::string>& files, const std::string& 
     if (!out.svg.empty()) outputs.push_back({"--svg", out.svg, svg_timeline(vbase)});
     if (!outputs.empty() && !write_outputs(outputs, files)) return exit != 0 ? exit : kExitUsage;
   }
-  if (format == "json" && files.size() > 1) std::cout << all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   return exit;
 }
 

@@ -8,6 +8,8 @@
 
 namespace sc::cli {
 
+class ReportSink;  // cli/common.h
+
 /// Output options of verify that apply to a config's lowered program.
 struct ConfigOutputs {
   std::string trace, dot, svg;  ///< empty: not written
@@ -16,10 +18,11 @@ struct ConfigOutputs {
 };
 
 /// Reads each config (config/readers.h), lowers it (config/lower_job.h), verifies the composed
-/// or FSDP spec, and prints the job's figures (step time, MFU, memory per rank, FSDP crossover,
-/// notes, keys not modelled) above the front-end's report; JSON adds a `job` object. Config
-/// errors are located diagnostics (exit 2). Returns the combined exit code.
-int run_config_verify(const std::vector<std::string>& files, const std::string& format, const config::JobContext& ctx,
+/// or FSDP spec, and adds each file's report to `sink`: the JSON value with a `job` object, and
+/// for text the job's figures (step time, MFU, memory per rank, FSDP crossover, notes, keys not
+/// modelled) above the front-end's report. Config errors are located diagnostics (exit 2; added
+/// as an error report). Returns the combined exit code.
+int run_config_verify(const std::vector<std::string>& files, ReportSink& sink, const config::JobContext& ctx,
                       const ConfigOutputs& out);
 
 }  // namespace sc::cli

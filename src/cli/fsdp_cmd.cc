@@ -68,11 +68,12 @@ void check_fsdp_size(const FsdpSpec& spec, Diagnostics& d) {
 /// True when `path` is an FSDP spec (verify dispatches it here).
 bool is_fsdp_spec_file(const std::string& path) { return is_fsdp_spec(path); }
 
-/// Verifies FSDP specs `files`, printing text or JSON (one object, a list for several); writes
+/// Verifies FSDP specs `files`, adding each file's report to `sink` (its text when the sink
+/// wants text); writes
 /// the Chrome trace of the single input to `trace`, its DOT picture to `dot` and its SVG timeline
 /// to `svg` when given (empty: not written). Spec errors in any file stop
 /// the run before anything is checked (exit 2). Returns the exit code.
-int run_fsdp_verify(const std::vector<std::string>& files, const std::string& format, const std::string& trace,
+int run_fsdp_verify(const std::vector<std::string>& files, ReportSink& sink, const std::string& trace,
                     const std::string& dot, bool force_min_cut, const std::string& svg) {
   std::vector<FsdpSpec> specs;
   Diagnostics diags;
@@ -88,30 +89,23 @@ int run_fsdp_verify(const std::vector<std::string>& files, const std::string& fo
     diags.merge(d);
   }
   if (diags.has_errors()) {
-    if (format == "json") print_json_diagnostics(diags);
+    sink.add(diagnostics_value(diags));
     return report_spec_errors(diags);
   }
   diags.print(std::cerr);
   int exit = 0;
-  nlohmann::json all = nlohmann::json::array();
   for (size_t i = 0; i < specs.size(); ++i) {
     FsdpVerifyResult r = verify_fsdp(specs[i], force_min_cut);
     int code = r.base.exit_code;
     exit = combine_exit(exit, code);
-    if (format == "json") {
-      if (specs.size() == 1) std::cout << fsdp_json_report(r);
-      else all.push_back(fsdp_json_value(r));
-    } else {
-      if (i) std::cout << "\n";
-      write_fsdp_text_report(std::cout, r);
-    }
+    sink.add(fsdp_json_value(r));
+    if (sink.wants_text()) write_fsdp_text_report(sink.text(), r);
     std::vector<OutputFile> outputs;  // all or none, as for a pipeline spec
     if (!trace.empty()) outputs.push_back({"--trace", trace, chrome_trace(r.base)});
     if (!dot.empty()) outputs.push_back({"--dot", dot, dot_graph(r.base)});
     if (!svg.empty()) outputs.push_back({"--svg", svg, svg_timeline(r.base)});
     if (!outputs.empty() && !write_outputs(outputs, files)) return exit != 0 ? exit : kExitUsage;
   }
-  if (format == "json" && specs.size() > 1) std::cout << all.dump(2) << "\n";
   return exit;
 }
 

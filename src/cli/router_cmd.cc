@@ -13,12 +13,12 @@ namespace sc::cli {
 /// True when `path` is a router spec (verify dispatches it here).
 bool is_router_spec_file(const std::string& path) { return is_router_spec(path); }
 
-/// Verifies router specs `files`, printing text or JSON (one object, a list for several). Spec
-/// errors in any file stop the run before anything is checked (exit 2; with json, the
-/// diagnostics are printed as JSON on standard output too). `time_limit_s` (0 = none) bounds the
+/// Verifies router specs `files`, adding each file's report to `sink` (its text when the sink
+/// wants text). Spec errors in any file stop the run before anything is checked (exit 2; the
+/// diagnostics are added to the sink as a report too). `time_limit_s` (0 = none) bounds the
 /// proofs of each file by wall clock, `rlimit` (0 = the default) each solver check's resources;
 /// a property a limit stops is inconclusive (exit 5). Returns the exit code.
-int run_router_verify(const std::vector<std::string>& files, const std::string& format, double time_limit_s,
+int run_router_verify(const std::vector<std::string>& files, ReportSink& sink, double time_limit_s,
                       uint64_t rlimit) {
   std::vector<RouterSpec> specs;
   Diagnostics diags;
@@ -32,7 +32,7 @@ int run_router_verify(const std::vector<std::string>& files, const std::string& 
     diags.merge(d);
   }
   if (diags.has_errors()) {
-    if (format == "json") print_json_diagnostics(diags);  // scripts get them as JSON too
+    sink.add(diagnostics_value(diags));  // scripts get them as JSON too
     return report_spec_errors(diags);
   }
   RouterCheckOptions opt;
@@ -40,19 +40,12 @@ int run_router_verify(const std::vector<std::string>& files, const std::string& 
   if (rlimit > 0) opt.rlimit = rlimit;
   diags.print(std::cerr);
   int exit = 0;
-  nlohmann::json all = nlohmann::json::array();
   for (size_t i = 0; i < specs.size(); ++i) {
     RouterReport r = check_router(specs[i], opt);
     exit = combine_exit(exit, r.exit_code);  // kRouterExitSeveral is the same 10
-    if (format == "json") {
-      if (specs.size() == 1) std::cout << router_json_report(files[i], r);
-      else all.push_back(router_json_value(files[i], r));
-    } else {
-      if (i) std::cout << "\n";
-      std::cout << router_text_report(files[i], r);
-    }
+    sink.add(router_json_value(files[i], r));
+    if (sink.wants_text()) sink.text() << router_text_report(files[i], r);
   }
-  if (format == "json" && specs.size() > 1) std::cout << all.dump(2) << "\n";
   return exit;
 }
 

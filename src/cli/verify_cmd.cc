@@ -25,11 +25,11 @@ namespace sc::cli {
 
 // MoE router specs (a top-level `router:` key) are checked by router_cmd.cc.
 bool is_router_spec_file(const std::string& path);
-int run_router_verify(const std::vector<std::string>& files, const std::string& format, double time_limit_s,
+int run_router_verify(const std::vector<std::string>& files, ReportSink& sink, double time_limit_s,
                       uint64_t rlimit);
 // FSDP / ZeRO-3 specs (a top-level `fsdp:` key) are checked by fsdp_cmd.cc.
 bool is_fsdp_spec_file(const std::string& path);
-int run_fsdp_verify(const std::vector<std::string>& files, const std::string& format, const std::string& trace,
+int run_fsdp_verify(const std::vector<std::string>& files, ReportSink& sink, const std::string& trace,
                     const std::string& dot, bool force_min_cut, const std::string& svg);
 
 namespace {
@@ -60,7 +60,7 @@ struct VerifyArgs {
   uint64_t rlimit = 0;                     ///< Z3 resource limit per solver check; 0 = the default
 };
 
-int run_verify(const VerifyArgs& a);
+int run_verify(const VerifyArgs& a, ReportSink& sink);
 
 /// The first problem with the output paths (--trace, --dot, --svg, --junit): check_output_path
 /// on each, and no two the same. Empty when they are fine.
@@ -76,55 +76,31 @@ int runner_of(const FrontEnd& f) {
   return n == "router" ? 0 : n == "fsdp" ? 1 : 2;
 }
 
-/// Redirects std::cout into a string for its lifetime.
-class CaptureStdout {
- public:
-  CaptureStdout() : old_(std::cout.rdbuf(buf_.rdbuf())) {}
-  ~CaptureStdout() { std::cout.rdbuf(old_); }
-  std::string text() const { return buf_.str(); }
-
- private:
-  std::ostringstream buf_;
-  std::streambuf* old_;
-};
-
-/// Files of several kinds: each is checked on its own by its front-end, in the order given;
-/// text reports follow one another, JSON is one list with an entry per file (a file whose spec
-/// has errors is {path, exit_code: 2, verdict: "error"} plus its diagnostics when the front-end
-/// gives them as JSON). The exit code combines the files' as for one kind.
-int run_mixed(const VerifyArgs& a) {
+/// Files of several kinds: each is checked on its own by its front-end, in the order given,
+/// into one sink: text reports follow one another, JSON is one list with an entry per file (a
+/// file whose spec has errors is {path, exit_code: 2, verdict: "error"} plus its diagnostics).
+/// The exit code combines the files' as for one kind.
+int run_mixed(const VerifyArgs& a, ReportSink& sink) {
   int exit = 0;
-  nlohmann::json all = nlohmann::json::array();
   for (size_t i = 0; i < a.files.size(); ++i) {
     VerifyArgs one = a;
     one.files = {a.files[i]};
-    int code = 0;
-    std::string out;
-    {
-      CaptureStdout capture;
-      code = run_verify(one);
-      out = capture.text();
-    }
+    const size_t before = sink.values().size();
+    const int code = run_verify(one, sink);
     exit = combine_exit(exit, code);
-    if (a.format == "json") {
-      nlohmann::json entry = nlohmann::json::parse(out, nullptr, false);
-      if (entry.is_discarded() || !entry.is_object()) entry = nlohmann::json::object();
-      if (!entry.contains("exit_code")) entry["exit_code"] = code;
-      if (!entry.contains("verdict")) entry["verdict"] = code == kExitSpec ? "error" : "violated";
-      entry["path"] = a.files[i];
-      all.push_back(std::move(entry));
-    } else {
-      if (i) std::cout << "\n";
-      std::cout << out;
-    }
+    if (sink.values().size() == before)  // a run that stopped before any report (a usage error)
+      sink.add({{"exit_code", code}, {"verdict", code == kExitSpec ? "error" : "violated"}});
+    nlohmann::json& entry = sink.values().back();
+    if (!entry.contains("exit_code")) entry["exit_code"] = code;
+    if (!entry.contains("verdict")) entry["verdict"] = code == kExitSpec ? "error" : "violated";
+    entry["path"] = a.files[i];
   }
-  if (a.format == "json") std::cout << all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   return exit;
 }
 
 /// One message for an input that cannot be read, whichever front-end its name points to
 /// ("FILE: error: cannot read FILE: no such file"); kExitSpec after printing it, else 0.
-int unreadable_input(const std::string& file, const std::string& format) {
+int unreadable_input(const std::string& file, ReportSink& sink) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status st = fs::status(file, ec);
@@ -134,7 +110,7 @@ int unreadable_input(const std::string& file, const std::string& format) {
   if (why.empty()) return 0;
   Diagnostics d;
   d.error(SourceLoc{register_source(file, ""), 0, 0}, fmt::format("cannot read {}: {}", file, why));
-  if (format == "json") print_json_diagnostics(d);
+  sink.add(diagnostics_value(d));
   return report_spec_errors(d);
 }
 
@@ -155,7 +131,7 @@ std::string parse_env(const std::vector<std::string>& items, config::JobContext*
   return {};
 }
 
-int run_verify(const VerifyArgs& a_in) {
+int run_verify(const VerifyArgs& a_in, ReportSink& sink) {
   VerifyArgs parsed = a_in;
   parsed.env.clear();  // moved into job.env once: runs for single files below start from `parsed`
   if (std::string problem = parse_env(a_in.env, &parsed.job); !problem.empty()) {
@@ -203,21 +179,21 @@ int run_verify(const VerifyArgs& a_in) {
   }
   const RecordedOptions recorded{a.format, a.junit, a.budgets};
   if (!a.recorded && needs_recorded_run(a.files, recorded))
-    return run_recorded(a.files, recorded, [&a](const std::string& file, const std::string& format) {
+    return run_recorded(a.files, recorded, [&a](const std::string& file, ReportSink& one_sink) {
       VerifyArgs one = a;
       one.files = {file};
-      one.format = format;
+      one.format = one_sink.format();
       one.junit.reset();
       one.budgets.clear();
       one.recorded = true;
-      return run_verify(one);
+      return run_verify(one, one_sink);
     });
   // Several files: each is checked on its own, so that a file with errors is an entry of its own
   // (verdict "error" with its diagnostics) and the others are still checked.
-  if (a.files.size() > 1) return run_mixed(a);
-  if (int code = unreadable_input(a.files.front(), a.format)) return code;
+  if (a.files.size() > 1) return run_mixed(a, sink);
+  if (int code = unreadable_input(a.files.front(), sink)) return code;
   if (runners.count(3))
-    return run_config_verify(a.files, a.format, a.job,
+    return run_config_verify(a.files, sink, a.job,
                              ConfigOutputs{a.trace.value_or(""), a.dot.value_or(""), a.svg.value_or(""), a.min_cut,
                                            a.timeline_ops});
   // Router proofs get a default wall-clock bound (a 127-byte spec of 16 experts under expert
@@ -234,7 +210,7 @@ int run_verify(const VerifyArgs& a_in) {
     time_limit_s = *tl;
   }
   if (router)
-    return run_router_verify(a.files, a.format, time_limit_s, a.rlimit);
+    return run_router_verify(a.files, sink, time_limit_s, a.rlimit);
   VerifyOptions opt;
   if (a.semantics) opt.semantics = parse_semantics(*a.semantics);  // validated by the option
   if (a.blocking) opt.blocking = *a.blocking == "whole-rank" ? BlockingModel::kWholeRank : BlockingModel::kCommStream;
@@ -242,7 +218,7 @@ int run_verify(const VerifyArgs& a_in) {
   opt.force_min_cut = a.min_cut;
   opt.keep_actions = false;  // only reported from here on
   if (!a.files.empty() && is_fsdp_spec_file(a.files.front()))
-    return run_fsdp_verify(a.files, a.format, a.trace.value_or(""), a.dot.value_or(""), a.min_cut, a.svg.value_or(""));
+    return run_fsdp_verify(a.files, sink, a.trace.value_or(""), a.dot.value_or(""), a.min_cut, a.svg.value_or(""));
   // Load everything first: a spec error stops the run before any report is written.
   std::vector<PipelineSpec> specs;
   Diagnostics diags;
@@ -254,7 +230,7 @@ int run_verify(const VerifyArgs& a_in) {
     if (spec) specs.push_back(std::move(*spec));
   }
   if (diags.has_errors()) {
-    if (a.format == "json") print_json_diagnostics(diags);  // scripts get them as JSON too
+    sink.add(diagnostics_value(diags));  // scripts get them as JSON too
     return report_spec_errors(diags);
   }
   diags.print(std::cerr);  // warnings
@@ -271,7 +247,6 @@ int run_verify(const VerifyArgs& a_in) {
   }
 
   int exit = 0;
-  nlohmann::json all = nlohmann::json::array();
   for (size_t i = 0; i < specs.size(); ++i) {
     VerifyResult r = verify(std::move(specs[i]), opt);  // not used after this
     if (a.engine == "smt") {
@@ -283,31 +258,33 @@ int run_verify(const VerifyArgs& a_in) {
       std::cerr << note << "\n";
     }
     exit = combine_exit(exit, r.exit_code);
-    if (a.format == "json") {
-      if (specs.size() == 1) std::cout << json_report(r);
-      else all.push_back(json_report_value(r));
-    } else {
-      if (i) std::cout << "\n";
-      write_text_report(std::cout, r, a.timeline_ops);
-    }
+    sink.add(json_report_value(r));
+    if (sink.wants_text()) write_text_report(sink.text(), r, a.timeline_ops);
     std::vector<OutputFile> outputs;  // all or none (an output that cannot be written keeps the verdict's exit code)
     if (a.trace) outputs.push_back({"--trace", *a.trace, chrome_trace(r)});
     if (a.dot) outputs.push_back({"--dot", *a.dot, dot_graph(r)});
     if (a.svg) outputs.push_back({"--svg", *a.svg, svg_timeline(r)});
     if (!outputs.empty() && !write_outputs(outputs, a.files)) return exit != 0 ? exit : kExitUsage;
   }
-  if (a.format == "json" && specs.size() > 1) std::cout << all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   return exit;
+}
+
+/// The command's entry: every report goes to one sink, printed once the run is over.
+int run_verify(const VerifyArgs& a) {
+  ReportSink sink(std::cout, a.format, true, a.files.size() > 1);
+  const int code = run_verify(a, sink);
+  sink.finish();
+  return code;
 }
 
 }  // namespace
 
-int verify_one_file(const std::string& file, const std::string& format) {
+int verify_one_file(const std::string& file, ReportSink& sink) {
   VerifyArgs a;
   a.files = {file};
-  a.format = format;
+  a.format = sink.format();
   a.recorded = true;
-  return run_verify(a);
+  return run_verify(a, sink);
 }
 
 Command add_verify(CLI::App& parent) {
