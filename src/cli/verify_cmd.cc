@@ -23,19 +23,7 @@
 
 namespace sc::cli {
 
-// MoE router specs (a top-level `router:` key) are checked by router_cmd.cc.
-bool is_router_spec_file(const std::string& path);
-int run_router_verify(const std::vector<std::string>& files, ReportSink& sink, double time_limit_s,
-                      uint64_t rlimit);
-// FSDP / ZeRO-3 specs (a top-level `fsdp:` key) are checked by fsdp_cmd.cc.
-bool is_fsdp_spec_file(const std::string& path);
-int run_fsdp_verify(const std::vector<std::string>& files, ReportSink& sink, const std::string& trace,
-                    const std::string& dot, bool force_min_cut, const std::string& svg);
-
 namespace {
-
-/// Wall-clock bound of the router proofs when --time-limit is not given, seconds.
-constexpr double kRouterDefaultTimeLimitS = 60;
 
 struct VerifyArgs {
   std::vector<std::string> files;
@@ -66,14 +54,6 @@ int run_verify(const VerifyArgs& a, ReportSink& sink);
 /// on each, and no two the same. Empty when they are fine.
 std::string output_problem(const VerifyArgs& a) {
   return check_output_paths({{"--trace", a.trace}, {"--dot", a.dot}, {"--svg", a.svg}, {"--junit", a.junit}}, a.files);
-}
-
-/// Which runner checks a front-end's files: router, fsdp, the pipeline path (pipeline and
-/// composed specs, CSVs), or framework configs.
-int runner_of(const FrontEnd& f) {
-  const std::string n = f.name;
-  if (n == "torchtitan" || n == "deepspeed" || n == "megatron") return 3;
-  return n == "router" ? 0 : n == "fsdp" ? 1 : 2;
 }
 
 /// Files of several kinds: each is checked on its own by its front-end, in the order given,
@@ -153,10 +133,8 @@ int run_verify(const VerifyArgs& a_in, ReportSink& sink) {
       {"--env", !a.job.env.empty()},
       {"--budget", !a.budgets.empty()},
       {"--time-limit", a.time_limit.has_value()}, {"--rlimit", a.rlimit > 0}};
-  std::set<int> runners;
   for (const auto& f : a.files) {
     const FrontEnd& fe = front_end_for(f);
-    runners.insert(runner_of(fe));
     for (const auto& [option, on] : given)
       if (on && std::find(fe.options.begin(), fe.options.end(), option) == fe.options.end()) {
         std::cerr << fmt::format("schedcheck: error: {} does not apply to {}, one of the {}\n", option, f, fe.what);
@@ -164,7 +142,7 @@ int run_verify(const VerifyArgs& a_in, ReportSink& sink) {
       }
   }
   for (const auto& f : a.files)
-    if ((a.time_limit || a.rlimit > 0) && a.engine != "smt" && runner_of(front_end_for(f)) != 0) {
+    if ((a.time_limit || a.rlimit > 0) && a.engine != "smt" && std::string(front_end_for(f).name) != "router") {
       std::cerr << fmt::format("schedcheck: error: --time-limit and --rlimit bound a solver: they apply to --engine smt "
                                "and to router specs, not to {} checked by the graph engine\n", f);
       return kExitUsage;
@@ -192,14 +170,20 @@ int run_verify(const VerifyArgs& a_in, ReportSink& sink) {
   // (verdict "error" with its diagnostics) and the others are still checked.
   if (a.files.size() > 1) return run_mixed(a, sink);
   if (int code = unreadable_input(a.files.front(), sink)) return code;
-  if (runners.count(3))
-    return run_config_verify(a.files, sink, a.job,
-                             ConfigOutputs{a.trace.value_or(""), a.dot.value_or(""), a.svg.value_or(""), a.min_cut,
-                                           a.timeline_ops});
-  // Router proofs get a default wall-clock bound (a 127-byte spec of 16 experts under expert
-  // choice searches for minutes); --time-limit overrides it. The SMT engine has none by default.
-  const bool router = !a.files.empty() && is_router_spec_file(a.files.front());
-  double time_limit_s = router ? kRouterDefaultTimeLimitS : 0;
+  VerifyRequest q;
+  q.semantics = a.semantics;
+  q.placement = a.placement;
+  q.blocking = a.blocking;
+  q.lower = a.lower;
+  q.trace = a.trace;
+  q.dot = a.dot;
+  q.svg = a.svg;
+  q.min_cut = a.min_cut;
+  q.forward_only = a.forward_only;
+  q.timeline_ops = a.timeline_ops;
+  q.engine = a.engine;
+  q.job = a.job;
+  q.rlimit = a.rlimit;
   if (a.time_limit) {
     std::string why;
     auto tl = parse_duration_s(*a.time_limit, &why);
@@ -207,22 +191,33 @@ int run_verify(const VerifyArgs& a_in, ReportSink& sink) {
       std::cerr << "schedcheck: error: --time-limit: " << (why.empty() ? "must be positive" : why) << "\n";
       return kExitUsage;
     }
-    time_limit_s = *tl;
+    q.time_limit_s = *tl;
   }
-  if (router)
-    return run_router_verify(a.files, sink, time_limit_s, a.rlimit);
+  return front_end_for(a.files.front()).run(a.files, q, sink);
+}
+
+/// The command's entry: every report goes to one sink, printed once the run is over.
+int run_verify(const VerifyArgs& a) {
+  ReportSink sink(std::cout, a.format, true, a.files.size() > 1);
+  const int code = run_verify(a, sink);
+  sink.finish();
+  return code;
+}
+
+}  // namespace
+
+/// The pipeline front-end's runner: loads every spec first (a spec error stops the run before
+/// any report), then verifies each (and cross-checks with the SMT engine when asked).
+int run_pipeline_verify(const std::vector<std::string>& files, const VerifyRequest& a, ReportSink& sink) {
   VerifyOptions opt;
   if (a.semantics) opt.semantics = parse_semantics(*a.semantics);  // validated by the option
   if (a.blocking) opt.blocking = *a.blocking == "whole-rank" ? BlockingModel::kWholeRank : BlockingModel::kCommStream;
   if (a.lower) opt.lower = *a.lower == "deferred" ? LowerPolicy::kDeferred : LowerPolicy::kPyTorch;
   opt.force_min_cut = a.min_cut;
   opt.keep_actions = false;  // only reported from here on
-  if (!a.files.empty() && is_fsdp_spec_file(a.files.front()))
-    return run_fsdp_verify(a.files, sink, a.trace.value_or(""), a.dot.value_or(""), a.min_cut, a.svg.value_or(""));
-  // Load everything first: a spec error stops the run before any report is written.
   std::vector<PipelineSpec> specs;
   Diagnostics diags;
-  for (const auto& f : a.files) {
+  for (const auto& f : files) {
     Diagnostics d;
     auto spec = load_spec(f, a.placement, d);
     diags.merge(d);
@@ -241,18 +236,19 @@ int run_verify(const VerifyArgs& a_in, ReportSink& sink) {
                                spec.path.empty() ? spec.name : spec.path);
       return kExitUsage;
     }
-  if (std::string problem = output_problem(a); !problem.empty()) {  // now also the files the specs reference
+  // Now also the files the specs reference (a CSV, a router spec): never an output.
+  if (std::string problem = check_output_paths({{"--trace", a.trace}, {"--dot", a.dot}, {"--svg", a.svg}}, files);
+      !problem.empty()) {
     std::cerr << "schedcheck: error: " << problem << "\n";
     return kExitUsage;
   }
-
   int exit = 0;
   for (size_t i = 0; i < specs.size(); ++i) {
     VerifyResult r = verify(std::move(specs[i]), opt);  // not used after this
     if (a.engine == "smt") {
       std::string note;
       SmtOptions smt;
-      smt.time_limit_s = time_limit_s;
+      smt.time_limit_s = a.time_limit_s.value_or(0);  // the SMT engine has no default limit
       smt.rlimit = a.rlimit;
       r.exit_code = apply_smt_engine(r, &note, smt);
       std::cerr << note << "\n";
@@ -264,20 +260,10 @@ int run_verify(const VerifyArgs& a_in, ReportSink& sink) {
     if (a.trace) outputs.push_back({"--trace", *a.trace, chrome_trace(r)});
     if (a.dot) outputs.push_back({"--dot", *a.dot, dot_graph(r)});
     if (a.svg) outputs.push_back({"--svg", *a.svg, svg_timeline(r)});
-    if (!outputs.empty() && !write_outputs(outputs, a.files)) return exit != 0 ? exit : kExitUsage;
+    if (!outputs.empty() && !write_outputs(outputs, files)) return exit != 0 ? exit : kExitUsage;
   }
   return exit;
 }
-
-/// The command's entry: every report goes to one sink, printed once the run is over.
-int run_verify(const VerifyArgs& a) {
-  ReportSink sink(std::cout, a.format, true, a.files.size() > 1);
-  const int code = run_verify(a, sink);
-  sink.finish();
-  return code;
-}
-
-}  // namespace
 
 int verify_one_file(const std::string& file, ReportSink& sink) {
   VerifyArgs a;

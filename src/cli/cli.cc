@@ -1,0 +1,96 @@
+// schedcheck: the command-line driver.
+#include <algorithm>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/cli.h"
+#include "cli/common.h"
+#include "cli/progress.h"
+#include "support/diagnostics.h"
+#include "support/version.h"
+
+namespace {
+
+/// After CLI11 found arguments it did not expect: names the first unknown long option of the
+/// command with the closest known one ("unknown option '--rank'; did you mean '--ranks'?"), as
+/// commands, keys and values are answered. False when no unknown option is among the arguments
+/// (an extra positional argument: CLI11's own message then says which).
+bool report_unknown_option(CLI::App& app, int argc, char** argv) {
+  CLI::App* cmd = nullptr;
+  for (CLI::App* sub : app.get_subcommands())
+    if (sub->parsed()) cmd = sub;
+  if (!cmd) return false;
+  std::vector<std::string> known;
+  for (const CLI::Option* o : cmd->get_options())
+    for (const std::string& n : o->get_lnames()) known.push_back("--" + n);
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg.rfind("--", 0) != 0 || arg.size() < 3) continue;
+    const std::string name = arg.substr(0, arg.find('='));
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    const std::string near = sc::closest_match(name, known);
+    std::cerr << "schedcheck " << cmd->get_name() << ": error: unknown option '" << name << "'"
+              << (near.empty() ? "" : "; did you mean '" + near + "'?") << " (schedcheck " << cmd->get_name()
+              << " --help lists its options)\n";
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int sc::cli::run_cli(int argc, char** argv) {
+  CLI::App app{
+      "schedcheck: a model checker for distributed-training schedules.\n"
+      "It reads a pipeline schedule (a YAML spec, or a CSV from torch.distributed.pipelining), an FSDP / ZeRO-3\n"
+      "spec or an MoE router spec and proves or refutes deadlock-freedom, causality, channel and collective\n"
+      "agreement and memory limits, and predicts span, makespan, bubbles and peak memory per rank; `run`\n"
+      "confirms the prediction on a GPU. `schedcheck COMMAND --help` explains each command.\n\n"
+      "Exit codes: 0 holds; 1 usage error; 2 spec error; 5 inconclusive (solver limit); 10 violations of\n"
+      "several kinds; 11 deadlock; 12 structure, causality or residency; 13 memory limit exceeded; 14 channel or\n"
+      "collective mismatch; 15 router drops tokens; 16 router not deterministic; 17 reduction numerics beyond\n"
+      "tolerance; 18 budget exceeded; 19 diff regression beyond threshold; 20 GPU measurement differs\n"
+      "from the prediction beyond tolerance; 69 no GPU (built without CUDA, or no device); 70 internal error.",
+      "schedcheck"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("schedcheck ") + sc::kToolVersion);
+  std::vector<sc::cli::Command> commands = {sc::cli::add_verify(app), sc::cli::add_lower(app), sc::cli::add_gen(app),
+                                            sc::cli::add_compare(app), sc::cli::add_synth(app), sc::cli::add_run(app),
+                                            sc::cli::add_numerics(app), sc::cli::add_diff(app), sc::cli::add_plan(app)};
+  // An unknown command: name the commands (CLI11 would only say that one is required).
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const auto& c : commands) names.push_back(c.app->get_name());
+    if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+      std::string near = sc::closest_match(argv[1], names), list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      std::cerr << "schedcheck: error: unknown command '" << argv[1] << "'"
+                << (near.empty() ? "" : "; did you mean '" + near + "'?") << " (commands: " << list
+                << "; schedcheck --help explains them)\n";
+      return sc::cli::kExitUsage;
+    }
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // An unknown option first: CLI11 would report a required option it hid ("--ranks is required").
+    if (e.get_exit_code() != 0 && report_unknown_option(app, argc, argv)) return sc::cli::kExitUsage;
+    int code = app.exit(e);
+    return code == 0 ? 0 : sc::cli::kExitUsage;
+  }
+  try {
+    for (const auto& c : commands)
+      if (*c.app) {
+        sc::cli::ProgressLine progress("schedcheck " + c.app->get_name());  // only on a terminal
+        return c.run();
+      }
+  } catch (const std::exception& e) {
+    std::cerr << "schedcheck: internal error: " << e.what() << "\n";
+    return sc::cli::kExitInternal;
+  }
+  return sc::cli::kExitUsage;
+}
