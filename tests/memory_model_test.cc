@@ -273,7 +273,7 @@ TEST_CASE("torchtitan fsdp_reshard_after_forward = always under PP gathers per f
   CHECK(never.prediction.step_s == def.prediction.step_s);
 }
 
-TEST_CASE("DeepSpeed overlap_comm false is slower than true; no half-precision section computes in fp32",
+TEST_CASE("DeepSpeed overlap_comm false is slower than true, and no half-precision section computes in fp32",
           "[config][memory]") {
   // overlap_comm: true puts ZeRO's collectives on their own streams; false on the compute stream
   // (docs/facts/config-keys.md#deepspeed-zero-keys). Without bf16/fp16 DeepSpeed trains in fp32:
