@@ -172,7 +172,7 @@ TEST_CASE("Megatron recompute method block keeps the unchecked blocks' activatio
 TEST_CASE("a 405B DDP layout with full AC recomputes one block at a time, not the stage", "[config][memory]") {
   // Before per-layer checkpointing, the recompute transient of a PP-1 DDP layout was the whole
   // stage (456.75 GiB for 405B). One block of 405B at 8192 tokens, Table 2 figure:
-  // 8192·16384·(18 + 4·53248/16384) bytes = 4.16 GiB.
+  // 8192·16384·(18 + 4·53248/16384) bytes = 4.16 GB (3.88 GiB).
   const std::string path = test::write_temp("schedcheck-memory-test", "ddp405.toml",
                                             "[model]\nname = \"llama3\"\nflavor = \"405B\"\n[training]\n"
                                             "local_batch_size = 1\nseq_len = 8192\n[parallelism]\n"
@@ -345,4 +345,21 @@ TEST_CASE("a memory finding of 405B FSDP x TP 8 without AC points at the AC mode
   bool lists = false;
   for (const std::string& d : mem->details) lists |= d.find("contributors: activations") != std::string::npos;
   CHECK(lists);
+}
+
+TEST_CASE("stage activations: every n-th block checkpointed recomputes one whole block at a time", "[model][memory]") {
+  // torchtitan selective_ac_option = "2" (docs/facts/activation-memory.md#torchtitan-selective):
+  // per block on average (1 - 1/2)·100 + 10/2 = 55 kept; the block being recomputed holds 100.
+  CostInputs in;
+  in.model = *model_preset("llama3-8b");
+  in.hardware = *hardware_preset("h100");
+  in.seq_len = 8192;
+  in.recompute = model::Recompute::kSelective;
+  in.selective = SelectivePolicy::kEveryNth;
+  in.selective_every = 2;
+  const LayerCost c = layer_cost(in, 0);
+  CHECK(c.retained_bytes == static_cast<int64_t>(0.5 * c.activation_bytes + 0.5 * c.input_bytes));
+  const StageActivations a = stage_activations(in, std::vector<LayerCost>(4, c));
+  CHECK(a.retained_bytes == 4 * c.retained_bytes);
+  CHECK(a.transient_bytes == c.activation_bytes);
 }

@@ -208,9 +208,12 @@ double op_policy_saved_bytes_per_token(const ModelDesc& m, int64_t layer, const 
 StageActivations stage_activations(const CostInputs& in, const std::vector<LayerCost>& blocks) {
   StageActivations s;
   if (in.recompute != Recompute::kFull) {
+    // Every n-th block checkpointed: layer_cost spreads the saving over the blocks, but the
+    // block recomputed at a time holds all its activations.
+    const bool every_nth = in.recompute == Recompute::kSelective && in.selective == SelectivePolicy::kEveryNth;
     for (const LayerCost& c : blocks) {
       s.retained_bytes += c.retained_bytes;
-      s.transient_bytes = std::max(s.transient_bytes, c.activation_bytes - c.retained_bytes);
+      s.transient_bytes = std::max(s.transient_bytes, every_nth ? c.activation_bytes : c.activation_bytes - c.retained_bytes);
       s.recompute_s += c.recompute_s;
     }
     return s;
