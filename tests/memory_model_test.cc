@@ -363,3 +363,35 @@ TEST_CASE("stage activations: every n-th block checkpointed recomputes one whole
   CHECK(a.retained_bytes == 4 * c.retained_bytes);
   CHECK(a.transient_bytes == c.activation_bytes);
 }
+
+TEST_CASE("Megatron-FSDP checkpoints as --recompute-method says", "[config][memory]") {
+  // Without a pipeline Megatron-FSDP lowers to one FSDP unit per block; the block method keeps
+  // every activation of the blocks after the first N (docs/facts/activation-memory.md#full-recompute).
+  const std::string base =
+      "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336\n"
+      "--num-attention-heads 32 --group-query-attention --num-query-groups 8 --swiglu --vocab-size 128256\n"
+      "--untie-embeddings-and-output-weights --seq-length 8192 --micro-batch-size 1 --global-batch-size 8\n"
+      "--bf16 --use-megatron-fsdp --recompute-granularity full\n";
+  config::JobContext ctx;
+  ctx.hardware = "h200";
+  auto units_kept = [&](const std::string& method, int n) {
+    const std::string path = test::write_temp("schedcheck-memory-test", "mfsdp.sh",
+                                              base + "--recompute-method " + method + " --recompute-num-layers " +
+                                                  std::to_string(n) + "\n");
+    Diagnostics d;
+    config::TrainingJob job;
+    REQUIRE(config::read_megatron(path, ctx, &job, d));
+    config::LoweredJob lj;
+    REQUIRE(config::lower_job(job, ctx, &lj, d));
+    REQUIRE(lj.is_fsdp);
+    int64_t kept = 0;
+    for (const FsdpUnit& u : lj.fsdp.units) kept += u.activation_bytes;
+    return kept;
+  };
+  // One block of 8192 tokens: input 8192·4096·2 bytes, activations 8192·4096·(18 + 4·14336/4096).
+  const int64_t input = 8192LL * 4096 * 2, act = 8192LL * 4096 * 32;
+  const int64_t logits = static_cast<int64_t>(4 * 8192.0 * (4096 + 128256));
+  CHECK(units_kept("block", 8) == 8 * input + 24 * act + logits);
+  CHECK(units_kept("uniform", 1) == 32 * input + logits);
+  CHECK(units_kept("uniform", 4) == 8 * input + logits);
+}

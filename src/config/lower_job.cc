@@ -294,6 +294,20 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
       u.backward_s = c.input_grad_s + c.weight_grad_s + c.recompute_s;
       u.activation_bytes = c.retained_bytes;
       u.transient_bytes = c.activation_bytes - c.retained_bytes;  // recomputed (one unit at a time)
+      if (job.recompute == model::Recompute::kFull && job.recompute_method == model::RecomputeMethod::kBlock &&
+          l >= job.recompute_layers) {
+        // Megatron's block method checkpoints only the first recompute_layers blocks.
+        u.activation_bytes = c.activation_bytes;
+        u.transient_bytes = 0;
+        u.backward_s -= c.recompute_s;
+      } else if (job.recompute == model::Recompute::kFull &&
+                 job.recompute_method == model::RecomputeMethod::kUniform && job.recompute_layers > 1) {
+        // Uniform chunks of N blocks: the chunk's first block keeps its input, and the whole
+        // chunk is recomputed together (counted on each of its units, which run one at a time).
+        const int64_t n = job.recompute_layers;
+        u.activation_bytes = l % n == 0 ? c.input_bytes : 0;
+        u.transient_bytes = c.activation_bytes * std::min<int64_t>(n, m.layers - l / n * n);
+      }
       u.loc = job.loc("model");
       f.units.push_back(u);
     }
