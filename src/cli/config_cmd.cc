@@ -41,11 +41,21 @@ const char* sharding_name(config::Sharding s, int32_t replicate) {
   return "";
 }
 
-const char* recompute_name(const TrainingJob& j) {
+std::string recompute_name(const TrainingJob& j) {
   switch (j.recompute) {
     case model::Recompute::kNone: return "none";
-    case model::Recompute::kFull: return "full";
-    case model::Recompute::kSelective: return j.selective_every > 0 ? "selective (every n-th block)" : "selective (per-op policy)";
+    case model::Recompute::kFull:
+      return j.recompute_method == model::RecomputeMethod::kBlock
+                 ? fmt::format("full (first {} block{} of each stage checkpointed)", j.recompute_layers,
+                               j.recompute_layers > 1 ? "s" : "")
+                 : fmt::format("full (one checkpoint per {} block{})", j.recompute_layers,
+                               j.recompute_layers > 1 ? "s" : "");
+    case model::Recompute::kSelective:
+      switch (j.selective_policy) {
+        case model::SelectivePolicy::kEveryNth: return fmt::format("selective (every {}-th block checkpointed)", j.selective_every);
+        case model::SelectivePolicy::kOpPolicy: return "selective (per-op policy)";
+        case model::SelectivePolicy::kCoreAttention: return "selective (attention core)";
+      }
   }
   return "";
 }
@@ -68,8 +78,11 @@ void write_job_text(std::ostream& os, const TrainingJob& job, const JobCosts& jc
   os << fmt::format("  model         {} parameters ({} active); {:.1f} GFLOP per token; 6·N·D ≈ {:.3g} FLOP per step\n",
                     count(static_cast<double>(jc.total_params)), count(static_cast<double>(jc.active_params)),
                     jc.flops_per_token / 1e9, jc.flops_per_step);
-  os << fmt::format("  recompute     {}; reduce dtype {}; model states {} per rank\n", recompute_name(job),
-                    job.reduce_dtype, format_bytes(static_cast<double>(jc.state_bytes_per_rank)));
+  os << fmt::format("  recompute     {}; reduce dtype {}; model states {} per rank{}\n", recompute_name(job),
+                    job.reduce_dtype, format_bytes(static_cast<double>(jc.state_bytes_per_rank)),
+                    jc.expert_dp > 0 && jc.model.moe ? fmt::format(" (routed experts' states over {} expert data-parallel rank{})",
+                                                                    jc.expert_dp, jc.expert_dp > 1 ? "s" : "")
+                                                      : "");
   if (jc.fsdp_crossover_tokens > 0)
     os << fmt::format("  FSDP          {} tokens per GPU per microbatch against a crossover of {:.0f} over {}: {}\n",
                       jc.tokens_per_gpu_microbatch, jc.fsdp_crossover_tokens,
@@ -112,6 +125,9 @@ nlohmann::json job_json(const TrainingJob& job, const JobCosts& jc, const config
       {"flops_per_token", jc.flops_per_token},
       {"flops_per_step", jc.flops_per_step},
       {"state_bytes_per_rank", jc.state_bytes_per_rank},
+      {"expert_dp", jc.expert_dp},
+      {"recompute", recompute_name(job)},
+      {"activation_transient_bytes", jc.transient_bytes},
       {"fsdp_crossover_tokens", jc.fsdp_crossover_tokens},
       {"tokens_per_gpu_microbatch", jc.tokens_per_gpu_microbatch},
       {"efficiency", jc.eff.compute},

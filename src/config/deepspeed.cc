@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/config_keys.h"
 #include "config/readers.h"
 
 #include "spec/yaml_util.h"
@@ -109,7 +110,19 @@ class DeepSpeedReader {
   /// A batch key left to the autotuner (`"auto"`, filled in by the Hugging Face Trainer).
   static bool is_auto(const Entry& e) { return e.value.IsScalar() && e.value.Scalar() == "auto"; }
 
+  /// A key read but not modelled: listed once with its location when DeepSpeed defines it; an
+  /// error with the closest defined name when it does not (config_keys.h). DeepSpeed's own
+  /// config models forbid unknown fields in their blocks (zero_optimization, ...) and ignore
+  /// unknown top-level keys; a misspelt top-level key silently keeps the default, so it is an
+  /// error here too.
   void unmodelled(TrainingJob& j, const std::string& name, const Entry& e) {
+    const std::string leaf = name.substr(name.rfind('.') == std::string::npos ? 0 : name.rfind('.') + 1);
+    if (!is_deepspeed_key(leaf)) {
+      const std::string near = closest_deepspeed_key(leaf);
+      r_.error(r_.loc(e.key), fmt::format("unknown key '{}': DeepSpeed defines no such setting{}", name,
+                                          near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near)));
+      return;
+    }
     j.unmodelled.emplace_back(name, r_.loc(e.key));
   }
 
@@ -175,6 +188,11 @@ class DeepSpeedReader {
         }
       } else if (k == "stage3_max_live_parameters" || k == "max_live_parameters") {
         if (auto n = count(v, key, 0)) j.max_live_params = *n;
+      } else if (k == "overlap_comm") {
+        if (auto b = r_.boolean(v, key)) {
+          overlap_comm_ = *b;
+          j.where["overlap_comm"] = r_.loc(v);
+        }
       } else {
         unmodelled(j, key, v);
       }
@@ -216,8 +234,11 @@ class DeepSpeedReader {
                                            *s));
         }
       } else if (k == "activation_checkpoint_interval") {
-        if (auto n = count(v, "pipeline.activation_checkpoint_interval", 0); n && *n > 0) {
+        if (auto n = count(v, "pipeline.activation_checkpoint_interval", 0, 1 << 20); n && *n > 0) {
+          // PipelineModule.forward checkpoints each run of `interval` consecutive layers.
           j.recompute = model::Recompute::kFull;
+          j.recompute_method = model::RecomputeMethod::kUniform;
+          j.recompute_layers = static_cast<int32_t>(*n);
           j.where["recompute"] = r_.loc(v);
         }
       } else {
@@ -250,6 +271,8 @@ class DeepSpeedReader {
     static const Sharding kByStage[] = {Sharding::kDdp, Sharding::kZero1, Sharding::kZero2, Sharding::kFsdp};
     j.sharding = kByStage[stage_];
     j.reshard_after_forward = stage_ == 3;
+    // zero/config.py: overlap_comm None means True at stage 3, False below.
+    j.overlap_comm = overlap_comm_.value_or(stage_ == 3);
     if (stage_loc_.valid()) j.where["sharding"] = stage_loc_;
     if (bf16_ && fp16_)
       diags_.error(std::make_pair(bf16_loc_.line, bf16_loc_.col) >= std::make_pair(fp16_loc_.line, fp16_loc_.col)
@@ -368,6 +391,7 @@ class DeepSpeedReader {
   SourceLoc train_loc_, micro_loc_, gas_loc_;
   int stage_ = 0;
   SourceLoc stage_loc_;
+  std::optional<bool> overlap_comm_;
   bool bf16_ = false, fp16_ = false;
   SourceLoc bf16_loc_, fp16_loc_;
   std::string comm_;

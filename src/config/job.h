@@ -45,12 +45,21 @@ struct TrainingJob {
   int64_t microbatch_sequences = 1; ///< sequences per microbatch per data-parallel rank
   int64_t global_batch_sequences = 0;
   model::Recompute recompute = model::Recompute::kNone;
-  int32_t selective_every = 0;
+  /// kSelective: what is kept (Megatron core attention; torchtitan "op" or every n-th block).
+  model::SelectivePolicy selective_policy = model::SelectivePolicy::kCoreAttention;
+  int32_t selective_every = 0;      ///< kEveryNth: n
+  /// kFull: Megatron --recompute-method and --recompute-num-layers (torchtitan and DeepSpeed:
+  /// uniform, one block, or DeepSpeed's pipeline.activation_checkpoint_interval blocks).
+  model::RecomputeMethod recompute_method = model::RecomputeMethod::kUniform;
+  int32_t recompute_layers = 1;
   Sharding sharding = Sharding::kFsdp;
   bool reshard_after_forward = true;
   std::string param_dtype = "bf16";  ///< all-gather and compute dtype
   std::string reduce_dtype = "fp32"; ///< gradient reduction dtype
   bool fp32_master = true;           ///< fp32 master weights and Adam moments
+  /// Data-parallel collectives on their own streams (overlapped with compute); DeepSpeed's
+  /// zero_optimization.overlap_comm, whose default is true at stage 3 and false below.
+  bool overlap_comm = true;
   /// DeepSpeed ZeRO-3 knobs, parameters (docs/facts/config-keys.md#deepspeed-zero-keys).
   int64_t prefetch_bucket_params = 50'000'000;
   int64_t max_live_params = 1'000'000'000;

@@ -19,7 +19,7 @@ const char* tier_name(LinkTier t) { return t == LinkTier::kIntraNode ? "NVLink (
 /// Costs summed over the blocks of one stage.
 struct StageSum {
   double f = 0, i = 0, w = 0, r = 0;
-  int64_t params = 0, activation = 0, retained = 0, weight_grad = 0;
+  int64_t params = 0, expert_params = 0, activation = 0, retained = 0, weight_grad = 0;
 };
 
 }  // namespace
@@ -80,12 +80,29 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   model::CostInputs in;
   in.model = m;
   in.hardware = hw;
+  // fp32 compute (no bf16/fp16 section in DeepSpeed, no --bf16/--fp16 in Megatron-LM,
+  // mixed_precision_param = "float32" in torchtitan): the GEMMs run at the fp32 rate and every
+  // activation is stored in 4 bytes.
+  if (job.param_dtype == "fp32") {
+    in.activation_element_bytes = 4;
+    if (hw.fp32_flops > 0) {
+      in.hardware.peak_flops = hw.fp32_flops;
+      jc.notes.push_back(fmt::format("computes in fp32 (no half-precision setting): {} at {:.1f} TFLOP/s dense "
+                                     "fp32, activations in 4 bytes", hw.name, hw.fp32_flops / 1e12));
+    } else {
+      jc.notes.push_back(fmt::format("computes in fp32 (no half-precision setting), but the {} preset has no fp32 "
+                                     "rate: timed at its bf16 rate; activations in 4 bytes", hw.name));
+    }
+  }
   in.eff = jc.eff;
   in.layout = lay;
   in.seq_len = job.seq_len;
   in.microbatch_sequences = job.microbatch_sequences;
   in.recompute = job.recompute;
+  in.selective = job.selective_policy;
   in.selective_every = job.selective_every;
+  in.recompute_method = job.recompute_method;
+  in.recompute_layers = job.recompute_layers;
   jc.total_params = m.total_params();
   jc.active_params = m.active_params();
   jc.tokens_per_step = job.global_batch_sequences * job.seq_len;
@@ -106,7 +123,7 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   }
   // Output projection: 2·V·h FLOPs per token forward, the same for I and for W; its inputs and
   // fp32 logits stay for the backward (Megatron compute_activation_memory).
-  const double rate = hw.peak_flops * jc.eff.compute;
+  const double rate = in.hardware.peak_flops * jc.eff.compute;
   const double head_s = tokens * 2.0 * static_cast<double>(m.vocab * m.dim) / lay.tp / rate;
   const int64_t logits_bytes = static_cast<int64_t>(4 * tokens * static_cast<double>(m.dim + m.vocab) / lay.tp);
   std::vector<StageSum> sum(stages);
@@ -121,15 +138,15 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
       return false;
     }
     jc.stage_layers[s] = units;
+    std::vector<model::LayerCost> blocks;
     for (int64_t k = 0; k < units; ++k, ++layer) {
       const model::LayerCost c = model::layer_cost(in, layer);
+      blocks.push_back(c);
       sum[s].f += c.forward_s;
       sum[s].i += c.input_grad_s;
       sum[s].w += c.weight_grad_s;
-      sum[s].r += c.recompute_s;
       sum[s].params += c.params;
-      sum[s].activation += c.activation_bytes;
-      sum[s].retained += c.retained_bytes;
+      sum[s].expert_params += c.expert_params;
       const int64_t f = m.is_moe_layer(layer) ? (m.moe->top_k + m.moe->shared) * m.moe->ffn : m.ffn;
       sum[s].weight_grad += static_cast<int64_t>(2 * tokens * static_cast<double>(3 * m.dim + f) / lay.tp);
       if (layer == 0) {
@@ -138,6 +155,13 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
       }
       jc.ep_comm_per_layer_s = std::max(jc.ep_comm_per_layer_s, c.ep_comm_s);
     }
+    // Checkpointed blocks keep their inputs; one checkpoint's activations are live at a time
+    // (stage_activations), so what the stage holds at its fullest is retained + that transient.
+    const model::StageActivations acts = model::stage_activations(in, blocks);
+    sum[s].retained += acts.retained_bytes;
+    sum[s].activation += acts.retained_bytes < acts.peak_bytes() ? acts.peak_bytes() : acts.retained_bytes;
+    sum[s].r += acts.recompute_s;
+    jc.transient_bytes = std::max(jc.transient_bytes, acts.transient_bytes);
     if (s == 0) sum[s].params += m.embedding_params() / lay.tp;
     if (s == stages - 1) {
       sum[s].f += head_s;
@@ -174,15 +198,32 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   const int32_t d = fsdp ? shard : replicate;
   const bool fp32_grads = job.reduce_dtype == "fp32";
   const int pbytes = dtype_bytes(job.param_dtype);
-  double per_param = 0;
-  switch (job.sharding) {
-    case Sharding::kDdp: per_param = model::state_bytes_per_param(model::StateSharding::kReplicated, d, fp32_grads); break;
-    case Sharding::kZero1: per_param = model::state_bytes_per_param(model::StateSharding::kOptimizer, d, fp32_grads); break;
-    case Sharding::kZero2: per_param = model::state_bytes_per_param(model::StateSharding::kGradients, d, fp32_grads); break;
-    case Sharding::kFsdp:
-      per_param = job.fp32_master ? model::state_bytes_per_param(model::StateSharding::kFull, d, fp32_grads) : 8.0 / d;
-      break;
-  }
+  // States of one parameter sharded over `over` ranks.
+  auto state_per_param = [&](int32_t over) {
+    switch (job.sharding) {
+      case Sharding::kDdp: return model::state_bytes_per_param(model::StateSharding::kReplicated, over, fp32_grads);
+      case Sharding::kZero1: return model::state_bytes_per_param(model::StateSharding::kOptimizer, over, fp32_grads);
+      case Sharding::kZero2: return model::state_bytes_per_param(model::StateSharding::kGradients, over, fp32_grads);
+      case Sharding::kFsdp:
+        return job.fp32_master ? model::state_bytes_per_param(model::StateSharding::kFull, over, fp32_grads)
+                               : 8.0 / std::max(1, over);
+    }
+    return 0.0;
+  };
+  const double per_param = state_per_param(d);
+  // Routed experts are sharded over the expert data-parallel group, not the dense one: the
+  // ranks of a pipeline stage hold each expert slice ep·etp ways, and the d·tp ranks that
+  // share a dense shard's position hold d·tp/(ep·etp) copies of it (Megatron-LM
+  // expert_dp = world / (etp·ep·pp), parallel_state.py; torchtitan efsdp = dp_shard·cp·tp/ep;
+  // docs/facts/activation-memory.md#expert-data-parallel-states).
+  const int32_t expert_dp = std::max<int32_t>(
+      1, static_cast<int32_t>(static_cast<int64_t>(d) * lay.tp / (static_cast<int64_t>(lay.ep) * lay.expert_tp())));
+  const double expert_per_param = state_per_param(expert_dp);
+  jc.expert_dp = expert_dp;
+  auto states = [&](const StageSum& st) {
+    return per_param * static_cast<double>(st.params - st.expert_params) +
+           expert_per_param * static_cast<double>(st.expert_params);
+  };
   // The FSDP group and the data-parallel all-reduce: members tp apart (tp innermost).
   jc.dp_tier = model::link_tier(hw, lay.tp, fsdp ? shard : replicate);
   jc.dp_bandwidth = model::group_bandwidth(hw, jc.eff, lay.tp, fsdp ? shard : replicate);
@@ -234,6 +275,7 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
     f.reshard_after_forward = job.reshard_after_forward ? -1 : 0;
     f.prefetch_bucket_size = job.prefetch_bucket_params;
     f.max_live_parameters = job.max_live_params;
+    f.overlap_comm = job.overlap_comm;
     f.locs.file = job.file;
     f.locs.fsdp = job.loc("dp_shard");
     f.locs.limit = job.loc("hardware");
@@ -251,6 +293,21 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
       u.forward_s = c.forward_s;
       u.backward_s = c.input_grad_s + c.weight_grad_s + c.recompute_s;
       u.activation_bytes = c.retained_bytes;
+      u.transient_bytes = c.activation_bytes - c.retained_bytes;  // recomputed (one unit at a time)
+      if (job.recompute == model::Recompute::kFull && job.recompute_method == model::RecomputeMethod::kBlock &&
+          l >= job.recompute_layers) {
+        // Megatron's block method checkpoints only the first recompute_layers blocks.
+        u.activation_bytes = c.activation_bytes;
+        u.transient_bytes = 0;
+        u.backward_s -= c.recompute_s;
+      } else if (job.recompute == model::Recompute::kFull &&
+                 job.recompute_method == model::RecomputeMethod::kUniform && job.recompute_layers > 1) {
+        // Uniform chunks of N blocks: the chunk's first block keeps its input, and the whole
+        // chunk is recomputed together (counted on each of its units, which run one at a time).
+        const int64_t n = job.recompute_layers;
+        u.activation_bytes = l % n == 0 ? c.input_bytes : 0;
+        u.transient_bytes = c.activation_bytes * std::min<int64_t>(n, m.layers - l / n * n);
+      }
       u.loc = job.loc("model");
       f.units.push_back(u);
     }
@@ -260,11 +317,17 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
     outu.forward_s = head_s;
     outu.backward_s = 2 * head_s;
     outu.activation_bytes = logits_bytes;
+    // torchtitan's loss upcasts the bf16 logits (2 bytes per vocabulary entry and token) to fp32
+    // (4) before cross_entropy, whose log-softmax output (4, kept) is in logits_bytes: 6·V per
+    // token live around the loss (torchtitan/components/loss.py::cross_entropy_loss @238fa995;
+    // docs/facts/activation-memory.md#the-loss).
+    if (job.framework == "torchtitan")
+      outu.transient_bytes = static_cast<int64_t>(6 * tokens * static_cast<double>(m.vocab) / lay.tp);
     outu.loc = job.loc("model");
     f.units.push_back(outu);
-    int64_t params = 0;
-    for (const StageSum& s : sum) params += s.params;
-    jc.state_bytes_per_rank = static_cast<int64_t>(per_param * static_cast<double>(params));
+    double st = 0;
+    for (const StageSum& x : sum) st += states(x);
+    jc.state_bytes_per_rank = static_cast<int64_t>(st);
     return true;
   }
 
@@ -301,7 +364,7 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
     // Resident besides what the program tracks (params_bytes, or its shard with FSDP).
     const double tracked = fsdp ? static_cast<double>(s.params * pbytes) / shard : static_cast<double>(s.params * pbytes);
     p.memory.state_bytes.push_back(
-        std::max<int64_t>(0, static_cast<int64_t>(per_param * static_cast<double>(s.params) - tracked)));
+        std::max<int64_t>(0, static_cast<int64_t>(states(s) - tracked)));
   }
   p.memory.limit_bytes = hw.hbm_bytes;
   p.p2p.latency_s = jc.eff.latency_s;
@@ -312,6 +375,8 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   c.dp_replicate = replicate;
   c.dp_shard = shard;
   c.fsdp = fsdp;
+  c.reshard_after_forward = fsdp && job.reshard_after_forward;
+  c.overlap_comm = job.overlap_comm;
   c.param_dtype = job.param_dtype;
   c.param_dtype_bytes = pbytes;
   c.reduce_dtype = job.reduce_dtype;

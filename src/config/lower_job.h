@@ -34,6 +34,12 @@ struct JobCosts {
   /// hides its all-gather and reduce-scatter; 0 without FSDP.
   double fsdp_crossover_tokens = 0;
   int64_t state_bytes_per_rank = 0;       ///< resident model states on the most loaded rank
+  /// Ranks the routed experts' states are sharded (or, DDP, replicated) over: d·tp/(ep·etp)
+  /// with d the dense data-parallel sharding degree; 1 without experts.
+  int32_t expert_dp = 1;
+  /// The largest activations recomputed (full or selective recompute) or live at one time
+  /// beyond what a stage keeps, bytes per microbatch (model::stage_activations).
+  int64_t transient_bytes = 0;
   std::vector<int64_t> stage_layers;      ///< transformer blocks per pipeline stage
   int32_t tp_ranks_per_modelled_rank = 1; ///< each modelled rank stands for its TP group
   std::vector<std::string> notes;         ///< simplifications the figures rest on

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "config/config_keys.h"
 #include "config/readers.h"
 #include "config/shell_args.h"
 
@@ -107,7 +108,17 @@ class MegatronReader {
                           "--decoder-last-pipeline-num-layers", "--account-for-embedding-in-pipeline-split",
                           "--account-for-loss-in-pipeline-split", "--no-overlap-p2p-communication"})
       args_.get(f);
-    j.unmodelled = args_.unconsulted();
+    // argparse refuses a flag Megatron-LM does not define ("unrecognized arguments"; its parser
+    // has allow_abbrev=False); the defined ones schedcheck does not read are listed once.
+    for (auto& [flag, loc] : args_.unconsulted()) {
+      if (is_megatron_flag(flag)) {
+        j.unmodelled.emplace_back(flag, loc);
+        continue;
+      }
+      const std::string near = closest_megatron_flag(flag);
+      diags_.error(loc, fmt::format("unrecognized arguments: {} (Megatron-LM defines no such flag{})", flag,
+                                    near.empty() ? "" : fmt::format("; did you mean '{}'?", near)));
+    }
     return diags_.error_count() == errors_before;
   }
 
@@ -173,6 +184,7 @@ class MegatronReader {
     l.ep = degree("--expert-model-parallel-size", "ep", j);
     etp_ = args_.has("--expert-tensor-parallel-size") ? degree("--expert-tensor-parallel-size", "etp", j) : l.tp;
     j.where.erase("etp");
+    l.etp = etp_;
     const ShellFlag* sp = args_.get("--sequence-parallel");
     l.sequence_parallel = sp != nullptr;
     if (const ShellFlag* o = args_.get("--tp-comm-overlap"); o && (!sp || l.tp == 1))
@@ -370,9 +382,34 @@ class MegatronReader {
     }
     // transformer_config.py L543-555 and arguments.py L1410-1420.
     const ShellFlag* method = args_.get("--recompute-method");
-    args_.get("--recompute-num-layers");
+    const ShellFlag* num = args_.get("--recompute-num-layers");
     if (method && j.recompute == model::Recompute::kSelective)
       diags_.error(method->loc, "recompute method is not yet supported for selective recomputing granularity");
+    if (num && j.recompute == model::Recompute::kSelective)
+      diags_.error(num->loc, "When using recompute_granularity: selective recompute_num_layers must be None.");
+    if (j.recompute == model::Recompute::kFull) {
+      // Per-layer checkpointing (transformer_block.py _checkpointed_forward): uniform chunks of
+      // N blocks, or the first N blocks of each stage.
+      const std::string m = method && !method->values.empty() ? method->values[0].text : std::string();
+      if (!method) {
+        diags_.error(j.loc("recompute"), "Using recompute_granularity: full so recompute_method must be \"block\" or "
+                                         "\"uniform\"");
+      } else if (m == "uniform" || m == "block") {
+        j.recompute_method = m == "block" ? model::RecomputeMethod::kBlock : model::RecomputeMethod::kUniform;
+        j.where["recompute_method"] = method->loc;
+      } else {
+        diags_.error(method->loc, fmt::format("argument --recompute-method: invalid choice: '{}' (choose from "
+                                              "'uniform', 'block')",
+                                              m));
+      }
+      if (!num) {
+        diags_.error(j.loc("recompute"), "When using recompute_granularity: full recompute_num_layers must be between "
+                                         "1 and num_layers_per_pipeline_rank");
+      } else if (auto n = integer("--recompute-num-layers", std::nullopt)) {
+        j.recompute_layers = static_cast<int32_t>(std::min<int64_t>(*n, 1 << 20));
+        j.where["recompute_layers"] = num->loc;
+      }
+    }
     if (const ShellFlag* d = args_.get("--distribute-saved-activations")) {
       if (j.layout.tp == 1)
         diags_.error(d->loc, "can distribute recomputed activations only across tensor model parallel groups");

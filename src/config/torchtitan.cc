@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 #include <toml++/toml.h>
 
+#include "config/config_keys.h"
 #include "config/readers.h"
 #include "config/toml_limits.h"
 #include "model/cost_model.h"
@@ -139,24 +140,41 @@ class Reader {
     if (v) job_.where[field] = v->loc;
   }
 
+  /// Keys torchtitan does not define are errors with the closest defined key of their table
+  /// (config_keys.h); defined keys schedcheck does not read are listed once as not modelled,
+  /// each with its location (a whole table as one entry).
   void list_unmodelled() {
-    std::vector<std::string> sections;
+    check_defined(root_, "");
     for (auto it = root_.begin(); it != root_.end(); ++it) {
       const std::string name(it->first.str());
+      if (!is_torchtitan_key(name, it->second.is_table())) continue;  // reported by check_defined
       auto m = modelled().find(name);
       if (m == modelled().end()) {
-        sections.push_back(name);
+        job_.unmodelled.emplace_back("[" + name + "]", at(it->first.source().begin));
         continue;
       }
       if (const toml::table* t = it->second.as_table())
-        for (auto k = t->begin(); k != t->end(); ++k)
-          if (!m->second.count(std::string(k->first.str())))
-            job_.unmodelled.emplace_back(name + "." + std::string(k->first.str()), at(k->first.source().begin));
+        for (auto k = t->begin(); k != t->end(); ++k) {
+          const std::string key(k->first.str());
+          if (!m->second.count(key) && is_torchtitan_key(name + "." + key, k->second.is_table()))
+            job_.unmodelled.emplace_back(name + "." + key, at(k->first.source().begin));
+        }
     }
-    if (!sections.empty()) {
-      std::string list;
-      for (const std::string& s : sections) list += (list.empty() ? "[" : ", [") + s + "]";
-      job_.unmodelled.emplace_back("tables " + list + " (logging, checkpointing, optimizer settings)", job_.file);
+  }
+
+  void check_defined(const toml::table& t, const std::string& prefix) {
+    for (auto it = t.begin(); it != t.end(); ++it) {
+      const std::string dotted = prefix + std::string(it->first.str());
+      const bool table = it->second.is_table();
+      if (!is_torchtitan_key(dotted, table)) {
+        const std::string near = closest_torchtitan_key(dotted);
+        diags_.error(at(it->first.source().begin),
+                     fmt::format("unknown {} '{}': torchtitan's JobConfig defines no such {}{}",
+                                 prefix.empty() ? "table" : "key", dotted, prefix.empty() ? "table" : "key",
+                                 near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near)));
+        continue;
+      }
+      if (table && !is_torchtitan_key(dotted)) check_defined(*it->second.as_table(), dotted + ".");
     }
   }
 
@@ -299,11 +317,16 @@ class Reader {
     if (m == "none") {
       job_.recompute = model::Recompute::kNone;
     } else if (m == "full") {
+      // One checkpoint per transformer block (apply_ac wraps each block).
       job_.recompute = model::Recompute::kFull;
+      job_.recompute_method = model::RecomputeMethod::kUniform;
+      job_.recompute_layers = 1;
     } else if (m == "selective") {
       job_.recompute = model::Recompute::kSelective;
       auto opt = get("activation_checkpoint", "selective_ac_option");
       std::string o = string(opt).value_or("2");
+      job_.selective_policy = o == "op" ? model::SelectivePolicy::kOpPolicy : model::SelectivePolicy::kEveryNth;
+      if (opt) job_.where["selective_ac_option"] = opt->loc;
       if (o != "op") {
         char* end = nullptr;
         const long n = std::strtol(o.c_str(), &end, 10);
@@ -350,6 +373,7 @@ class Reader {
       if (!job_.where.count("dp_shard")) job_.where["dp_shard"] = job_.file;
     }
     l.dp_shard = dp_shard_;
+    l.etp = etp_;  // era A: 1 or tp; current torchtitan splits experts over EP only
     if (l.world() != job_.world) {
       diags_.error(job_.loc(job_.where.count("world") ? "world" : "dp_shard"),
                    fmt::format("Invalid parallel dims: dp_replicate({}) * dp_shard({}) * cp({}) * tp({}) * pp({}) != "

@@ -42,6 +42,9 @@ struct FsdpUnit {
   double forward_s = 0;           ///< forward compute of one microbatch, seconds
   double backward_s = 0;          ///< backward compute of one microbatch, seconds
   int64_t activation_bytes = 0;   ///< saved for backward, per microbatch, bytes
+  /// Live only while the unit's forward runs and again while its backward runs, per microbatch,
+  /// bytes: activations a checkpointed unit recomputes, or a loss's transient copies (0: none).
+  int64_t transient_bytes = 0;
   SourceLoc loc;                  ///< the unit's entry in the spec
 };
 
@@ -111,6 +114,10 @@ struct FsdpSpec {
   // zero3 options (parameter counts, as DeepSpeed's config)
   int64_t prefetch_bucket_size = 50'000'000;   ///< stage3_prefetch_bucket_size, parameters
   int64_t max_live_parameters = 1'000'000'000; ///< stage3_max_live_parameters, parameters
+  /// zero_optimization.overlap_comm: all-gathers and reduce-scatters on their own streams
+  /// (true, DeepSpeed's default at stage 3) or on the compute stream (false: DeepSpeed's
+  /// parameter coordinator and reducer then use the default stream).
+  bool overlap_comm = true;
 
   std::map<int, FsdpRankOverride> overrides;   ///< ranks_override, by rank
   /// Explicit programs, by rank (key -1: every rank without its own). When non-empty, they

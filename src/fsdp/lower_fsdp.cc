@@ -177,9 +177,11 @@ class RankGen {
     Program& p = b_.program();
     compute_ = p.add_stream(rank, "compute");
     if (fsdp2()) copy_in_ = p.add_stream(rank, "ag_copy_in");
-    all_gather_ = p.add_stream(rank, "all_gather");
-    reduce_scatter_ = p.add_stream(rank, "reduce_scatter");
-    if (replicate_comm_ >= 0) all_reduce_ = p.add_stream(rank, "all_reduce");
+    // DeepSpeed overlap_comm: false issues its collectives on the compute (default) stream.
+    const bool own = !zero3() || spec_.overlap_comm;
+    all_gather_ = own ? p.add_stream(rank, "all_gather") : compute_;
+    reduce_scatter_ = own ? p.add_stream(rank, "reduce_scatter") : compute_;
+    if (replicate_comm_ >= 0) all_reduce_ = own ? p.add_stream(rank, "all_reduce") : compute_;
     gather_.resize(slots_.size());
     act_.assign(slots_.size(), -1);
     grad_.assign(slots_.size(), -1);
@@ -415,7 +417,18 @@ class RankGen {
     add(Builder::compute(rank_, compute_, un.forward_s, un.loc), FsdpOpKind::kForward, s,
         fmt::format("F {} ({})", unit_name(s), mb_tag()));
     b_.alloc(act_[s], false);
+    transient(s);
     b_.use(gather_[s].param);
+  }
+
+  /// The unit's transient bytes, live for the op just added (FsdpUnit::transient_bytes).
+  void transient(int32_t s) {
+    const FsdpUnit& un = unit(s);
+    if (un.transient_bytes <= 0) return;
+    const int32_t tmp = b_.buffer(rank_, "act-tmp", un.transient_bytes, slots_[s].unit, mb_,
+                                  fmt::format("act-tmp {} {}", unit_name(s), mb_tag()));
+    b_.alloc(tmp, false);
+    b_.free(tmp, true);
   }
 
   void backward_compute(int32_t s) {
@@ -426,6 +439,7 @@ class RankGen {
                           fmt::format("B {} ({})", unit_name(s), mb_tag()));
     b_.alloc(grad_[s], false);
     b_.free(act_[s], true);
+    transient(s);
     b_.use(gather_[s].param);
     act_[s] = -1;
   }

@@ -1,6 +1,7 @@
 #include "fsdp/verify_fsdp.h"
 
 #include <algorithm>
+#include <string_view>
 #include <iterator>
 #include <map>
 #include <optional>
@@ -99,6 +100,13 @@ FsdpFigures compute_figures(const FsdpSpec& spec, const Program& p, const std::v
       double share = n > 1 ? (n - 1) / n * static_cast<double>(o.bytes) : 0.0;
       volume[o.rank][it] += o.collective == CollectiveKind::kAllReduce ? 2 * share : share;
       comm_time[o.rank] += t.ops[id].end_s - t.ops[id].start_s;
+      // A collective issued on the compute stream (DeepSpeed overlap_comm: false) hides behind
+      // nothing: all of it is exposed.
+      if (std::string_view(p.streams[o.stream].name) == "compute") {
+        exposed[o.rank] += t.ops[id].end_s - t.ops[id].start_s;
+        if (in.unit >= 0 && in.unit < static_cast<int32_t>(spec.units.size()))
+          unit_exposed[in.unit][o.rank] += t.ops[id].end_s - t.ops[id].start_s;
+      }
     }
     if (in.kind == FsdpOpKind::kOptimizer) opt_end[o.rank][it] = std::max(opt_end[o.rank][it], t.ops[id].end_s);
     if (in.kind == FsdpOpKind::kWait || in.kind == FsdpOpKind::kWaitReduce) {

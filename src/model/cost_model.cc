@@ -143,15 +143,19 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
   c.input_grad_s = (lin + 2 * attn) / rate + comm;
   c.weight_grad_s = lin / rate;
   const int64_t dense = m.layer_params(layer) - m.layer_expert_params(layer);
-  c.params = dense / lay.tp + m.layer_expert_params(layer) / (static_cast<int64_t>(lay.ep) * lay.tp);
+  c.expert_params = m.layer_expert_params(layer) / (static_cast<int64_t>(lay.ep) * lay.expert_tp());
+  c.params = dense / lay.tp + c.expert_params;
   // Activations per layer: s·b·h·(18 + 4·F/h)/t with SP (Megatron compute_activation_memory,
   // Korthikanti et al. 2022 Table 2; FlashAttention stores no softmax). Without SP the 10·s·b·h
   // of norm and dropout inputs stays whole on every TP rank.
   const double f_over_h = static_cast<double>(active_ffn(m, layer)) / h;
   const double per_token = lay.sequence_parallel || lay.tp == 1 ? h * (18 + 4 * f_over_h) / lay.tp
                                                                 : h * (10 + (8 + 4 * f_over_h) / lay.tp);
-  c.activation_bytes = static_cast<int64_t>(tokens * per_token);
-  const int64_t input = static_cast<int64_t>(tokens * h * 2 / (lay.sequence_parallel ? lay.tp : 1));
+  // Table 2 counts 16-bit activations; fp32 compute stores every one of them at 4 bytes.
+  const double width = in.activation_element_bytes / 2.0;
+  c.activation_bytes = static_cast<int64_t>(tokens * per_token * width);
+  const int64_t input = static_cast<int64_t>(tokens * h * 2 * width / (lay.sequence_parallel ? lay.tp : 1));
+  c.input_bytes = input;
   switch (in.recompute) {
     case Recompute::kNone:
       c.retained_bytes = c.activation_bytes;
@@ -161,16 +165,83 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
       c.recompute_s = c.forward_s;
       break;
     case Recompute::kSelective:
-      if (in.selective_every > 0) {
-        const double n = in.selective_every;
-        c.retained_bytes = static_cast<int64_t>((1 - 1 / n) * c.activation_bytes + input / n);
-        c.recompute_s = c.forward_s / n;
-      } else {
-        c.retained_bytes = c.activation_bytes;  // per-op policy: see layer_cost's comment
+      switch (in.selective) {
+        case SelectivePolicy::kEveryNth: {
+          const double n = std::max(1, in.selective_every);
+          c.retained_bytes = static_cast<int64_t>((1 - 1 / n) * c.activation_bytes + input / n);
+          c.recompute_s = c.forward_s / n;
+          break;
+        }
+        case SelectivePolicy::kOpPolicy: {
+          c.retained_bytes = std::min(c.activation_bytes, static_cast<int64_t>(tokens * width *
+                                                                             op_policy_saved_bytes_per_token(m, layer, lay)));
+          // Recomputed: the other matmuls (wk, wo, w3 of a dense block; for an MoE block the
+          // routed experts' w3 and the shared experts' likewise) and the elementwise ops.
+          const double kv = static_cast<double>(m.kv_heads * m.head_dim);
+          const double q = static_cast<double>(m.heads * m.head_dim);
+          const double recomputed_per_token = 2.0 * (h * kv + q * h + h * static_cast<double>(active_ffn(m, layer)));
+          c.recompute_s = tokens * recomputed_per_token / lay.tp / rate;
+          break;
+        }
+        case SelectivePolicy::kCoreAttention:
+          c.retained_bytes = c.activation_bytes;  // see layer_cost's comment
+          break;
       }
       break;
   }
   return c;
+}
+
+double op_policy_saved_bytes_per_token(const ModelDesc& m, int64_t layer, const Layout& lay) {
+  const double h = static_cast<double>(m.dim);
+  const double q = static_cast<double>(m.heads * (m.mla ? m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim : m.head_dim));
+  const double v = static_cast<double>(m.mla ? m.mla->kv_lora_rank + m.mla->qk_rope_head_dim : m.kv_heads * m.head_dim);
+  const double attn_out = static_cast<double>(m.heads * (m.mla ? m.mla->v_head_dim : m.head_dim));
+  const double f = static_cast<double>(active_ffn(m, layer));
+  const double t = lay.tp;
+  const double hidden_div = lay.sequence_parallel || lay.tp == 1 ? t : 1;
+  // Block input and w2's output (a reduce-scatter under TP with SP); wq, wv, the attention
+  // kernel's output and log-sum-exp, w1: column-parallel, split over tp.
+  return 2 * h / hidden_div + 2 * h / hidden_div + (2 * q + 2 * v + 2 * attn_out + 4.0 * m.heads + 2 * f) / t;
+}
+
+StageActivations stage_activations(const CostInputs& in, const std::vector<LayerCost>& blocks) {
+  StageActivations s;
+  if (in.recompute != Recompute::kFull) {
+    // Every n-th block checkpointed: layer_cost spreads the saving over the blocks, but the
+    // block recomputed at a time holds all its activations.
+    const bool every_nth = in.recompute == Recompute::kSelective && in.selective == SelectivePolicy::kEveryNth;
+    for (const LayerCost& c : blocks) {
+      s.retained_bytes += c.retained_bytes;
+      s.transient_bytes = std::max(s.transient_bytes, every_nth ? c.activation_bytes : c.activation_bytes - c.retained_bytes);
+      s.recompute_s += c.recompute_s;
+    }
+    return s;
+  }
+  const size_t n = static_cast<size_t>(std::max(1, in.recompute_layers));
+  if (in.recompute_method == RecomputeMethod::kBlock) {
+    for (size_t k = 0; k < blocks.size(); ++k) {
+      const LayerCost& c = blocks[k];
+      if (k < n) {
+        s.retained_bytes += c.input_bytes;
+        s.transient_bytes = std::max(s.transient_bytes, c.activation_bytes);
+        s.recompute_s += c.forward_s;
+      } else {
+        s.retained_bytes += c.activation_bytes;
+      }
+    }
+    return s;
+  }
+  for (size_t k = 0; k < blocks.size(); k += n) {
+    int64_t chunk = 0;
+    s.retained_bytes += blocks[k].input_bytes;
+    for (size_t j = k; j < std::min(blocks.size(), k + n); ++j) {
+      chunk += blocks[j].activation_bytes;
+      s.recompute_s += blocks[j].forward_s;
+    }
+    s.transient_bytes = std::max(s.transient_bytes, chunk);
+  }
+  return s;
 }
 
 double state_bytes_per_param(StateSharding sharding, int32_t d, bool fp32_grads) {

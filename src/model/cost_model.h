@@ -85,6 +85,10 @@ struct HardwareDesc {
   /// published run per GPU where there is one (specs/reference/README.md), else docs/facts/hardware.md#published-mfu's
   /// suggested 0.40.
   double efficiency = 0.40;
+  /// Dense fp32 FLOP/s without tensor cores (PyTorch's default: torch.backends.cuda.matmul.allow_tf32
+  /// is False), for jobs that compute in fp32; 0 when the preset does not know it
+  /// (docs/facts/hardware.md#gpus).
+  double fp32_flops = 0;
 };
 
 /// Achieved fractions of peak. Defaults: docs/facts/hardware.md#published-mfu "Suggested defaults" (dense bf16
@@ -109,13 +113,44 @@ std::string torchtitan_preset(const std::string& name, const std::string& flavor
 /// Activation recomputation of the transformer blocks.
 enum class Recompute { kNone, kSelective, kFull };
 
+/// Which activations a selective recompute keeps (docs/facts/activation-memory.md).
+enum class SelectivePolicy {
+  /// Megatron-LM `--recompute-granularity selective` (`--recompute-modules core_attn`): only
+  /// the attention core is recomputed. With FlashAttention nothing of it is stored anyway, so
+  /// the block keeps the Korthikanti et al. (2022) Table 2 activations.
+  kCoreAttention,
+  /// torchtitan `selective_ac_option = "op"`: the per-op policy saves the outputs of every
+  /// other matmul (wq, wv, w1, w2 of a Llama block), the attention kernel's output and the
+  /// tensor-parallel reduce-scatters; the rest of the block is recomputed in its backward.
+  kOpPolicy,
+  /// torchtitan `selective_ac_option = "<n>"`: every n-th block is fully checkpointed.
+  kEveryNth,
+};
+
+/// How full recompute groups the blocks of a stage into checkpoints (Megatron-LM
+/// `--recompute-method`; docs/facts/activation-memory.md#full-recompute).
+enum class RecomputeMethod {
+  /// Chunks of `recompute_layers` consecutive blocks, each chunk one checkpoint: its input is
+  /// kept, its activations are recomputed together in the backward. torchtitan's full AC (one
+  /// checkpoint per block) and DeepSpeed's checkpointing are this with 1 layer (or
+  /// pipeline.activation_checkpoint_interval layers).
+  kUniform,
+  /// Only the first `recompute_layers` blocks of a stage are checkpointed, one checkpoint
+  /// each; the other blocks keep all their activations.
+  kBlock,
+};
+
 /// The parallel layout of one model replica on the mesh, innermost first: tp, then cp, then
 /// dp_shard, dp_replicate, pp (torchtitan's dense mesh [pp, dp_replicate, dp_shard·cp, tp];
 /// docs/facts/config-keys.md#torchtitan-validation-rules). EP borrows ranks from dp_shard·cp·tp, it does not multiply the world.
 struct Layout {
   int32_t tp = 1, cp = 1, dp_shard = 1, dp_replicate = 1, pp = 1, ep = 1;
+  /// Expert tensor parallelism: routed experts are split ep·etp ways; 0 = tp (Megatron's
+  /// default for --expert-tensor-parallel-size).
+  int32_t etp = 0;
   bool sequence_parallel = true;
   int32_t world() const { return tp * cp * dp_shard * dp_replicate * pp; }
+  int32_t expert_tp() const { return etp > 0 ? etp : tp; }
 };
 
 /// Which link a group of `size` ranks whose members are `stride` ranks apart uses: inside a
@@ -148,7 +183,9 @@ struct LayerCost {
   double ep_comm_s = 0;         ///< EP all-to-all time in forward (dispatch + combine)
   int64_t params = 0;           ///< parameters held per rank (dense / tp, experts / (ep·tp))
   int64_t activation_bytes = 0; ///< saved for backward without recompute
-  int64_t retained_bytes = 0;   ///< saved for backward with the chosen recompute
+  int64_t retained_bytes = 0;   ///< saved for backward with the chosen recompute (full: per block)
+  int64_t input_bytes = 0;      ///< the block's input (what a checkpoint of it keeps)
+  int64_t expert_params = 0;    ///< of `params`, routed-expert parameters (sharded over expert DP)
 };
 
 /// What the costs of a job depend on.
@@ -160,7 +197,11 @@ struct CostInputs {
   int64_t seq_len = 0;            ///< tokens per sequence
   int64_t microbatch_sequences = 1;  ///< sequences per microbatch per data-parallel rank
   Recompute recompute = Recompute::kNone;
-  int32_t selective_every = 0;    ///< selective by layers: every n-th block fully recomputed (0: per-op policy)
+  SelectivePolicy selective = SelectivePolicy::kCoreAttention;
+  int32_t selective_every = 0;    ///< kEveryNth: every n-th block fully recomputed
+  RecomputeMethod recompute_method = RecomputeMethod::kUniform;
+  int32_t recompute_layers = 1;   ///< blocks per checkpoint (kUniform) or checkpointed blocks (kBlock)
+  int32_t activation_element_bytes = 2;  ///< 2 for bf16/fp16 compute, 4 for fp32 (scales the activations)
 };
 
 /// The costs of block `layer`. Compute: FLOPs / (peak·eff.compute). Activations (16-bit,
@@ -168,12 +209,38 @@ struct CostInputs {
 /// Megatron's compute_activation_memory (Korthikanti et al. 2022, Table 2; docs/facts/cost-formulas.md#activation-memory),
 /// with the token count divided by cp; without SP the 10·s·b·h of LayerNorm and dropout inputs
 /// is not divided by t. Full recompute retains the block input 2·s·b·h/(t·cp); selective every
-/// n-th block retains that on one block in n; the per-op policy (torchtitan "op") keeps the
-/// activations (FlashAttention already drops what it recomputes). TP with SP: 2 all-gathers and
+/// n-th block retains that on one block in n; the per-op policy (torchtitan "op") retains what
+/// op_policy_saved_bytes_per_token lists; Megatron's core-attention selective recompute keeps
+/// the Table 2 figure (FlashAttention stores no softmax). TP with SP: 2 all-gathers and
 /// 2 reduce-scatters of s·b·h·2 bytes per layer in forward, the same in backward (Narayanan et
 /// al. 2021; docs/facts/cost-formulas.md#communication-volume-and-time); CP: an all-gather of the keys and values; EP: dispatch and
 /// combine all-to-alls of tokens·top_k·h·2 bytes.
 LayerCost layer_cost(const CostInputs& in, int64_t layer);
+
+/// Bytes per token one Llama block keeps under torchtitan's per-op checkpoint policy
+/// (`_save_list` and the every-other-matmul rule of `_apply_ac_to_transformer_block` in
+/// torchtitan/models/llama3/infra/parallelize.py @238fa99; docs/facts/activation-memory.md#torchtitan-selective):
+/// the block input 2h, the outputs of wq (2·heads·d_head), wv (2·kv_heads·d_head), the
+/// attention kernel (2·heads·d_head plus its fp32 log-sum-exp, 4·heads), w1 (2·F) and w2 (2h),
+/// divided by tp (the hidden-size terms only with sequence parallelism). 8B at tp 1: 63,616.
+double op_policy_saved_bytes_per_token(const ModelDesc& m, int64_t layer, const Layout& layout);
+
+/// What the blocks of one pipeline stage keep for one microbatch, given their layer_cost
+/// (computed without recompute or with a selective policy) and the recompute of `in`.
+/// Full recompute checkpoints as Megatron-LM's TransformerBlock._checkpointed_forward does
+/// (megatron/core/transformer/transformer_block.py @d98e8a64; docs/facts/activation-memory.md#full-recompute):
+/// kUniform keeps the input of each chunk of recompute_layers blocks and recomputes one chunk at
+/// a time; kBlock checkpoints the first recompute_layers blocks one by one and keeps every
+/// activation of the rest. Bytes per microbatch, seconds per microbatch.
+struct StageActivations {
+  int64_t retained_bytes = 0;   ///< held from the microbatch's forward to its backward
+  int64_t transient_bytes = 0;  ///< the largest checkpoint recomputed (or run) at one time
+  double recompute_s = 0;       ///< forward work redone in the backward
+  /// What the stage holds at its fullest: retained + transient (≤ the sum of the blocks'
+  /// activation_bytes).
+  int64_t peak_bytes() const { return retained_bytes + transient_bytes; }
+};
+StageActivations stage_activations(const CostInputs& in, const std::vector<LayerCost>& blocks);
 
 /// Bytes per parameter of the resident model states per rank (master weights, gradients and
 /// Adam moments), for a sharding degree d (docs/facts/cost-formulas.md#bytes-per-parameter, #per-rank-memory-with-sharding).

@@ -62,8 +62,10 @@ class Builder {
       compute_stream_[g] = p.add_stream(g, "compute");
       const bool own = blocking_ == BlockingModel::kCommStream;
       comm_stream_[g] = (p.explicit_comms && own) ? p.add_stream(g, "comm") : compute_stream_[g];
-      gather_stream_[g] = (sharded && own) ? p.add_stream(g, "all-gather") : compute_stream_[g];
-      reduce_stream_[g] = (comp_ && own) ? p.add_stream(g, "reduce") : compute_stream_[g];
+      // Without overlap_comm (DeepSpeed) the data-parallel collectives run on the compute stream.
+      const bool overlap = !comp_ || comp_->overlap_comm;
+      gather_stream_[g] = (sharded && own && overlap) ? p.add_stream(g, "all-gather") : compute_stream_[g];
+      reduce_stream_[g] = (comp_ && own && overlap) ? p.add_stream(g, "reduce") : compute_stream_[g];
       // record_stream: frees take effect on their own lane, when the collectives queued at the
       // free have finished; nothing waits for them.
       if (sharded && comp_->record_stream) alloc_stream_.push_back(p.add_stream(g, "allocator"));

@@ -62,6 +62,33 @@ std::vector<Step> add_unshard_reshard(const std::vector<Step>& row, int32_t max_
   return out;
 }
 
+std::vector<Step> add_unshard_reshard_per_forward(const std::vector<Step>& row) {
+  std::vector<Step> out;
+  out.reserve(row.size() * 2 + 8);
+  std::vector<int32_t> active;  // ascending
+  auto gather = [&](int32_t s, const SourceLoc& loc) {
+    if (std::binary_search(active.begin(), active.end(), s)) return;
+    out.push_back(marker(ActionKind::kUnshard, s, loc));
+    active.insert(std::upper_bound(active.begin(), active.end(), s), s);
+  };
+  for (const Step& st : row) {
+    if (!is_compute(st.first.kind)) {
+      out.push_back(st);
+      continue;
+    }
+    gather(stage_of(st), st.loc);
+    if (st.second) gather(st.second->stage, st.loc);
+    out.push_back(st);
+    if (st.first.kind == ActionKind::kF && !st.second) {
+      out.push_back(marker(ActionKind::kReshard, st.first.stage, st.loc));
+      active.erase(std::lower_bound(active.begin(), active.end(), st.first.stage));
+    }
+  }
+  const SourceLoc end = row.empty() ? SourceLoc{} : row.back().loc;
+  for (int32_t s : active) out.push_back(marker(ActionKind::kReshard, s, end));
+  return out;
+}
+
 std::vector<Step> add_reduce_grad(const std::vector<Step>& row, int32_t microbatches) {
   std::vector<Step> out;
   out.reserve(row.size() + 4);

@@ -18,6 +18,16 @@ namespace sc {
 /// last step's for the final RESHARDs). O(steps x max_active_stages + steps x stages of the rank).
 std::vector<Step> add_unshard_reshard(const std::vector<Step>& row, int32_t max_active_stages);
 
+/// FSDP2 with `reshard_after_forward=True` inside a pipeline stage (torchtitan
+/// `fsdp_reshard_after_forward = "always"` under PP; docs/facts/composed-runtime.md#reshard-after-forward-under-pp):
+/// FSDP's own hooks gather a stage's parameters before each compute action that finds them
+/// sharded, and its post-forward hook frees them after every forward, so each forward of a
+/// microbatch gathers again; a backward leaves them gathered (the pipelining stage turns
+/// reshard-after-backward off until the last backward). So: UNSHARD before a compute action of
+/// a stage that is not gathered, RESHARD right after each plain F, and at the end RESHARD every
+/// stage still gathered (ascending). An overlapped F;B pair keeps its stages gathered.
+std::vector<Step> add_unshard_reshard_per_forward(const std::vector<Step>& row);
+
 /// PyTorch's `_add_reduce_grad(actions, microbatches)` (docs/facts/composed-runtime.md): right after the
 /// `microbatches`-th B or W of a stage, `<stage>REDUCE_GRAD` (an OVERLAP_F_B step counts its
 /// backward part). Located at that action.

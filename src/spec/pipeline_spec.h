@@ -113,6 +113,15 @@ struct Composition {
   double reduce_dtype_bytes = 4;           ///< bytes per gradient element in the reduction (fp32)
   std::string param_dtype = "bf16", reduce_dtype = "fp32";
   int32_t max_active_stages = 3;           ///< _add_unshard_reshard's window (docs/facts/composed-runtime.md)
+  /// FSDP2's reshard_after_forward inside the stages (torchtitan fsdp_reshard_after_forward =
+  /// "always" under PP): parameters gathered per compute action and freed after each forward
+  /// (add_unshard_reshard_per_forward) instead of the runtime's window. Default false: torchtitan's
+  /// "default" does not reshard after forward when PP is on.
+  bool reshard_after_forward = false;
+  /// Data-parallel collectives (UNSHARD's all-gather, REDUCE_GRAD) on their own streams, so they
+  /// overlap compute; false puts them on the compute stream (DeepSpeed `overlap_comm: false`,
+  /// whose engine then issues them on the default stream; docs/facts/config-keys.md#deepspeed-zero-keys).
+  bool overlap_comm = true;
   /// fsdp.options.unshard_async_op (FSDP2's `_set_unshard_async_op(True)`, pytorch PR #135523):
   /// each all-gather is issued from the compute stream with async_op=True, so NCCL's stream
   /// waits for the compute work issued before it, and c10d records its output on NCCL's stream.

@@ -1,0 +1,397 @@
+// The memory model against the frameworks' allocation rules: full recompute as per-layer
+// checkpointing (Megatron-LM --recompute-method uniform / block, torchtitan full AC), torchtitan's
+// selective AC between none and full, and routed-expert states sharded over expert data
+// parallelism (docs/facts/activation-memory.md).
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "catch.h"
+#include "config/lower_job.h"
+#include "config/readers.h"
+#include "config/verify_job.h"
+#include "model/cost_model.h"
+#include "test_util.h"
+
+using namespace sc;
+using namespace sc::model;
+
+namespace {
+
+double rel(double a, double b) { return std::abs(a - b) / std::abs(b); }
+
+/// A block with `act` activation bytes and `in` input bytes, 1 s of forward.
+LayerCost block(int64_t act, int64_t in) {
+  LayerCost c;
+  c.activation_bytes = act;
+  c.input_bytes = in;
+  c.retained_bytes = in;
+  c.forward_s = 1;
+  c.recompute_s = 1;
+  return c;
+}
+
+/// `text` with `from` replaced by `to` (which must occur).
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, from.size(), to);
+  return text;
+}
+
+/// Reads and verifies a config; the predicted peak bytes of its fullest modelled rank.
+int64_t predicted_peak(const std::string& path, const config::JobContext& ctx, config::VerifiedJob* out = nullptr) {
+  Diagnostics d;
+  config::TrainingJob job;
+  const bool read = config::is_torchtitan_config(path) ? config::read_torchtitan(path, ctx, &job, d)
+                                                        : config::read_megatron(path, ctx, &job, d);
+  INFO(path);
+  for (const Diagnostic& x : d.all()) INFO(x.message);
+  REQUIRE(read);
+  config::VerifiedJob v;
+  REQUIRE(config::verify_job(job, ctx, false, &v, d));
+  REQUIRE(v.prediction.complete);
+  const int64_t peak = v.prediction.peak_bytes;
+  if (out) *out = std::move(v);
+  return peak;
+}
+
+}  // namespace
+
+TEST_CASE("stage activations: uniform checkpoints keep each chunk's input and recompute one chunk at a time",
+          "[model][memory]") {
+  // Derived in docs/facts/activation-memory.md#full-recompute: uniform N keeps the first input
+  // of each chunk and holds at most one chunk's activations at a time.
+  std::vector<LayerCost> blocks(6, block(100, 10));
+  CostInputs in;
+  in.recompute = model::Recompute::kFull;
+  in.recompute_method = RecomputeMethod::kUniform;
+  in.recompute_layers = 1;
+  StageActivations a = stage_activations(in, blocks);
+  CHECK(a.retained_bytes == 60);   // 6 inputs
+  CHECK(a.transient_bytes == 100); // one block
+  CHECK(a.peak_bytes() == 160);    // not 600: the whole stage is never live at once
+  CHECK(a.recompute_s == 6);
+  in.recompute_layers = 4;         // chunks [0,4) and [4,6)
+  a = stage_activations(in, blocks);
+  CHECK(a.retained_bytes == 20);
+  CHECK(a.transient_bytes == 400);
+  in.recompute_method = RecomputeMethod::kBlock;
+  in.recompute_layers = 2;         // blocks 0 and 1 checkpointed; 2..5 keep everything
+  a = stage_activations(in, blocks);
+  CHECK(a.retained_bytes == 2 * 10 + 4 * 100);
+  CHECK(a.transient_bytes == 100);
+  CHECK(a.recompute_s == 2);
+}
+
+TEST_CASE("torchtitan's per-op policy keeps 63,616 bytes per token of a Llama-3-8B block", "[model][memory]") {
+  // docs/facts/activation-memory.md#torchtitan-selective: 2h + 2·n_h·d + 2·n_kv·d + 2·n_h·d +
+  // 4·n_h + 2F + 2h with h = 4096, d = 128, n_h = 32, n_kv = 8, F = 14336.
+  const ModelDesc m = *model_preset("llama3-8b");
+  Layout lay;
+  CHECK(op_policy_saved_bytes_per_token(m, 0, lay) == 63616);
+  lay.tp = 8;  // with sequence parallelism every term is split 8 ways
+  CHECK(op_policy_saved_bytes_per_token(m, 0, lay) == 63616.0 / 8);
+  CostInputs in;
+  in.model = m;
+  in.hardware = *hardware_preset("h100");
+  in.seq_len = 8192;
+  in.recompute = model::Recompute::kSelective;
+  in.selective = SelectivePolicy::kOpPolicy;
+  const LayerCost op = layer_cost(in, 0);
+  CHECK(op.retained_bytes == static_cast<int64_t>(8192.0 * 63616));
+  // Recomputed: wk, wo and w3, 2·(4096·1024 + 4096·4096 + 4096·14336) FLOPs per token.
+  const double rate = in.hardware.peak_flops * in.eff.compute;
+  CHECK(rel(op.recompute_s, 8192.0 * 2 * (4096.0 * 1024 + 4096.0 * 4096 + 4096.0 * 14336) / rate) < 1e-9);
+  in.selective = SelectivePolicy::kCoreAttention;  // Megatron's selective keeps the Table 2 figure
+  CHECK(layer_cost(in, 0).retained_bytes == op.activation_bytes);
+}
+
+TEST_CASE("Megatron 8B example with full recompute of 1 layer peaks at least 20 % lower", "[config][memory]") {
+  // The figure: Megatron-LM's examples/llama/train_llama3_8b_h100_fp8.sh peaked at
+  // 77.2 GiB with and without --recompute-granularity full; per-layer checkpointing keeps one
+  // block input per layer (docs/facts/activation-memory.md#full-recompute).
+  if (test::corpus_dir().empty()) SC_SKIP("the shared corpus (Megatron-LM's 8B launch script) is absent");
+  const std::string plain_text = test::read_file(test::corpus_dir() + "/megatron/train_llama3_8b_h100_fp8.sh");
+  const std::string plain = test::write_temp("schedcheck-memory-test", "llama3_8b.sh", plain_text);
+  const std::string recompute = test::write_temp(
+      "schedcheck-memory-test", "llama3_8b_recompute.sh",
+      replaced(plain_text, "    --bf16\n",
+               "    --bf16\n    --recompute-granularity full\n    --recompute-method uniform\n"
+               "    --recompute-num-layers 1\n"));
+  config::JobContext ctx;
+  ctx.hardware = "h100";
+  const int64_t without = predicted_peak(plain, ctx);
+  config::VerifiedJob v;
+  const int64_t with = predicted_peak(recompute, ctx, &v);
+  INFO("without " << without / double(1 << 30) << " GiB, with " << with / double(1 << 30) << " GiB");
+  CHECK(with <= 0.8 * without);
+  // What is recomputed at one time is one block, 8192·4096·(18 + 4·14336/4096) bytes (Table 2
+  // figure), not the 32 blocks of the stage.
+  CHECK(v.lowered.costs.transient_bytes == static_cast<int64_t>(8192.0 * 4096 * (18 + 4 * 14336.0 / 4096)));
+}
+
+TEST_CASE("Megatron recompute method block keeps the unchecked blocks' activations", "[config][memory]") {
+  // transformer_block.py: block N checkpoints the first N blocks of each stage only, so a
+  // larger N keeps less (docs/facts/activation-memory.md#full-recompute).
+  const std::string base =
+      "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336\n"
+      "--num-attention-heads 32 --group-query-attention --num-query-groups 8 --swiglu --vocab-size 128256\n"
+      "--untie-embeddings-and-output-weights --seq-length 8192 --micro-batch-size 1 --global-batch-size 8\n"
+      "--bf16 --use-distributed-optimizer --recompute-granularity full\n";
+  config::JobContext ctx;
+  ctx.hardware = "h200";
+  int64_t last = 0;
+  for (int n : {4, 16, 32}) {
+    const std::string path = test::write_temp("schedcheck-memory-test", "block.sh",
+                                              base + "--recompute-method block --recompute-num-layers " +
+                                                  std::to_string(n) + "\n");
+    Diagnostics d;
+    config::TrainingJob job;
+    REQUIRE(config::read_megatron(path, ctx, &job, d));
+    CHECK(job.recompute_method == RecomputeMethod::kBlock);
+    CHECK(job.recompute_layers == n);
+    config::LoweredJob lj;
+    REQUIRE(config::lower_job(job, ctx, &lj, d));
+    const int64_t kept = lj.pipeline.memory.retained_bytes[0];
+    if (last) CHECK(kept < last);
+    last = kept;
+  }
+  // Megatron refuses full granularity without a method (transformer_config.py __post_init__).
+  const std::string bad = test::write_temp("schedcheck-memory-test", "no-method.sh", base);
+  Diagnostics d;
+  config::TrainingJob job;
+  CHECK_FALSE(config::read_megatron(bad, ctx, &job, d));
+  bool said = false;
+  for (const Diagnostic& x : d.all())
+    said |= x.message.find("recompute_method must be \"block\" or \"uniform\"") != std::string::npos && x.loc.line == 4;
+  CHECK(said);
+}
+
+TEST_CASE("a 405B DDP layout with full AC recomputes one block at a time, not the stage", "[config][memory]") {
+  // Before per-layer checkpointing, the recompute transient of a PP-1 DDP layout was the whole
+  // stage (456.75 GiB for 405B). One block of 405B at 8192 tokens, Table 2 figure:
+  // 8192·16384·(18 + 4·53248/16384) bytes = 4.16 GB (3.88 GiB).
+  const std::string path = test::write_temp("schedcheck-memory-test", "ddp405.toml",
+                                            "[model]\nname = \"llama3\"\nflavor = \"405B\"\n[training]\n"
+                                            "local_batch_size = 1\nseq_len = 8192\n[parallelism]\n"
+                                            "data_parallel_replicate_degree = 8\ndata_parallel_shard_degree = 1\n"
+                                            "[activation_checkpoint]\nmode = \"full\"\n");
+  config::JobContext ctx;
+  ctx.gpus = 8;
+  ctx.hardware = "h100";
+  Diagnostics d;
+  config::TrainingJob job;
+  REQUIRE(config::read_torchtitan(path, ctx, &job, d));
+  REQUIRE(job.sharding == config::Sharding::kDdp);
+  config::LoweredJob lj;
+  REQUIRE(config::lower_job(job, ctx, &lj, d));
+  const auto& mem = lj.pipeline.memory;
+  const int64_t one_block = static_cast<int64_t>(8192.0 * 16384 * (18 + 4 * 53248.0 / 16384));
+  CHECK(mem.activation_bytes[0] - mem.retained_bytes[0] == one_block);
+  CHECK(lj.costs.transient_bytes == one_block);
+}
+
+TEST_CASE("torchtitan selective AC lies between none and full in peak memory", "[config][memory]") {
+  // none keeps every activation, op keeps what the per-op policy saves (48.5 % for 8B), "2"
+  // checkpoints every second block, full keeps block inputs only
+  // (docs/facts/activation-memory.md#torchtitan-selective).
+  const std::string head = "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 1\n"
+                           "seq_len = 8192\n[parallelism]\ndata_parallel_shard_degree = 8\n[activation_checkpoint]\n";
+  config::JobContext ctx;
+  ctx.hardware = "h100";
+  auto peak = [&](const std::string& name, const std::string& ac) {
+    return predicted_peak(test::write_temp("schedcheck-memory-test", name, head + ac), ctx);
+  };
+  const int64_t none = peak("none.toml", "mode = \"none\"\n");
+  const int64_t op = peak("op.toml", "mode = \"selective\"\nselective_ac_option = \"op\"\n");
+  const int64_t every2 = peak("every2.toml", "mode = \"selective\"\nselective_ac_option = \"2\"\n");
+  const int64_t full = peak("full.toml", "mode = \"full\"\n");
+  CHECK(none > op);
+  CHECK(op > full);
+  CHECK(none > every2);
+  CHECK(every2 > full);
+}
+
+TEST_CASE("Mixtral 8x7B on 32 GPUs (TP 1, PP 4, EP 8) shards expert states over expert DP", "[config][memory]") {
+  // examples/megatron-mixtral-8x7b.sh sets the layout through its own variables. Megatron-LM:
+  // expert_dp = world / (etp·ep·pp) = 32 / (1·8·4) = 1 while the dense dp = 8
+  // (docs/facts/activation-memory.md#expert-data-parallel-states). Most loaded stage (the last:
+  // 8 blocks + output layer + final norm), per rank:
+  //   dense 8·(41,943,040 attention + 8,192 norms + 32,768 router) + 131,072,000 + 4,096
+  //         = 466,948,096 parameters at 2 + 4 + 12/8 = 7.5 bytes (distributed optimizer);
+  //   experts 8 blocks · 8 experts · 3·4096·14336 / 8 EP ranks = 1,409,286,144 parameters at
+  //         2 + 4 + 12/1 = 18 bytes.
+  const std::string path = test::source_path("examples/megatron-mixtral-8x7b.sh");
+  config::JobContext ctx;
+  ctx.hardware = "h100";
+  Diagnostics d;
+  config::TrainingJob job;
+  REQUIRE(config::read_megatron(path, ctx, &job, d));
+  CHECK(job.world == 32);
+  CHECK(job.layout.pp == 4);
+  CHECK(job.layout.ep == 8);
+  CHECK(job.layout.dp_replicate == 8);
+  config::LoweredJob lj;
+  REQUIRE(config::lower_job(job, ctx, &lj, d));
+  CHECK(lj.costs.expert_dp == 1);
+  const double expected = 7.5 * 466948096.0 + 18.0 * 1409286144.0;
+  CHECK(rel(static_cast<double>(lj.costs.state_bytes_per_rank), expected) < 1e-6);
+  // Sharded over the dense DP instead: 7.5 bytes for every parameter; the difference is
+  // 10.5 · 1,409,286,144 = 13.78 GiB per rank.
+  const double over_dense = 7.5 * (466948096.0 + 1409286144.0);
+  CHECK(rel((static_cast<double>(lj.costs.state_bytes_per_rank) - over_dense) / double(1 << 30), 13.78) < 0.001);
+}
+
+TEST_CASE("torchtitan fsdp_reshard_after_forward = always under PP gathers per forward", "[config][memory]") {
+  // torchtitan: "default" means reshard_after_forward = not pp_enabled, so with PP the stage's
+  // parameters stay gathered; "always" frees them after every forward and gathers again before
+  // the next forward (docs/facts/composed-runtime.md#reshard-after-forward-under-pp): more
+  // all-gathers, never more bytes held (a backward keeps its stage gathered, so in the steady
+  // state of this interleaved schedule both stages of a rank are gathered at its peak anyway).
+  const std::string head = "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 8\n"
+                           "seq_len = 8192\n[parallelism]\ndata_parallel_shard_degree = 4\npipeline_parallel_degree = 2\n"
+                           "pipeline_parallel_schedule = \"Interleaved1F1B\"\n";
+  config::JobContext ctx;
+  ctx.hardware = "h100";
+  config::VerifiedJob def, always, never;
+  const int64_t peak_default = predicted_peak(test::write_temp("schedcheck-memory-test", "raf-default.toml", head), ctx, &def);
+  const int64_t peak_always = predicted_peak(
+      test::write_temp("schedcheck-memory-test", "raf-always.toml", head + "fsdp_reshard_after_forward = \"always\"\n"), ctx,
+      &always);
+  predicted_peak(test::write_temp("schedcheck-memory-test", "raf-never.toml", head + "fsdp_reshard_after_forward = \"never\"\n"),
+                 ctx, &never);
+  CHECK(peak_always <= peak_default);
+  CHECK(always.prediction.step_s > def.prediction.step_s);
+  size_t gathers_default = 0, gathers_always = 0;
+  for (const Op& o : def.base().program.ops) gathers_default += o.kind == OpKind::kCollective;
+  for (const Op& o : always.base().program.ops) gathers_always += o.kind == OpKind::kCollective;
+  CHECK(gathers_always > gathers_default);
+  // "never" under PP is what "default" does.
+  CHECK(never.prediction.peak_bytes == def.prediction.peak_bytes);
+  CHECK(never.prediction.step_s == def.prediction.step_s);
+}
+
+TEST_CASE("DeepSpeed overlap_comm false is slower than true, and no half-precision section computes in fp32",
+          "[config][memory]") {
+  // overlap_comm: true puts ZeRO's collectives on their own streams; false on the compute stream
+  // (docs/facts/config-keys.md#deepspeed-zero-keys). Without bf16/fp16 DeepSpeed trains in fp32:
+  // H100's dense fp32 rate is 67 TFLOP/s against 989 bf16 (docs/facts/hardware.md#gpus), and every
+  // activation takes 4 bytes.
+  auto config = [](bool overlap, bool bf16) {
+    return std::string("{\n  \"train_micro_batch_size_per_gpu\": 1,\n  \"gradient_accumulation_steps\": 1,\n") +
+           (bf16 ? "  \"bf16\": {\"enabled\": true},\n" : "") + "  \"zero_optimization\": {\"stage\": 3, \"overlap_comm\": " +
+           (overlap ? "true" : "false") + "}\n}\n";
+  };
+  config::JobContext ctx;
+  ctx.gpus = 8;
+  ctx.model = "llama3-8b";
+  ctx.hardware = "h100";
+  ctx.seq_len = 4096;
+  auto verify = [&](const std::string& name, const std::string& text) {
+    const std::string path = test::write_temp("schedcheck-memory-test", name, text);
+    Diagnostics d;
+    config::TrainingJob job;
+    REQUIRE(config::read_deepspeed(path, ctx, &job, d));
+    job.seq_len = ctx.seq_len;
+    config::VerifiedJob v;
+    REQUIRE(config::verify_job(job, ctx, false, &v, d));
+    REQUIRE(v.prediction.complete);
+    return v;
+  };
+  const config::VerifiedJob on = verify("overlap.json", config(true, true));
+  const config::VerifiedJob off = verify("no-overlap.json", config(false, true));
+  CHECK(off.prediction.step_s > on.prediction.step_s);
+  // Nothing hides a collective on the compute stream: the report's overlap is 0, not the 91.8 %
+  // the overlapped run reaches.
+  REQUIRE(off.fsdp->figures);
+  CHECK(off.fsdp->figures->overlap == 0);
+  CHECK(on.fsdp->figures->overlap > 0.5);
+  const config::VerifiedJob fp32 = verify("fp32.json", config(true, false));
+  CHECK(fp32.prediction.step_s > 5 * on.prediction.step_s);  // 989 / 67 = 14.8 on the compute
+  CHECK(fp32.prediction.peak_bytes > on.prediction.peak_bytes);
+  bool noted = false;
+  for (const std::string& n : fp32.lowered.costs.notes) noted |= n.find("67.0 TFLOP/s dense fp32") != std::string::npos;
+  CHECK(noted);
+}
+
+TEST_CASE("a memory finding of 405B FSDP x TP 8 without AC points at the AC mode line", "[config][memory]") {
+  // The published 405B layout (torchtitan docs/performance.md: FSDP 16 x TP 8 on 128 H100, full
+  // AC) with activation checkpointing off: the activations (126 blocks of 8192 tokens) dwarf
+  // the model states, and the key a user changes is activation_checkpoint.mode.
+  const std::string text = replaced(test::read_file(test::source_path(
+                                        "specs/reference/published/torchtitan-llama3-405b-h100x128-fsdp16-tp8.toml")),
+                                    "mode = \"full\"", "mode = \"none\"");
+  const std::string path = test::write_temp("schedcheck-memory-test", "405b-no-ac.toml", text);
+  config::JobContext ctx;
+  ctx.gpus = 128;
+  ctx.hardware = "h100";
+  config::VerifiedJob v;
+  predicted_peak(path, ctx, &v);
+  const Finding* mem = nullptr;
+  for (const Finding& f : v.base().findings)
+    if (f.kind == FindingKind::kMemory) mem = &f;
+  REQUIRE(mem);
+  REQUIRE(!mem->locations.empty());
+  int line = 0;
+  {
+    std::istringstream in(text);
+    std::string l;
+    for (int n = 1; std::getline(in, l); ++n)
+      if (l.find("mode = \"none\"") != std::string::npos) line = n;
+  }
+  CHECK(mem->locations[0].line == line);
+  bool lists = false;
+  for (const std::string& d : mem->details) lists |= d.find("contributors: activations") != std::string::npos;
+  CHECK(lists);
+}
+
+TEST_CASE("stage activations: every n-th block checkpointed recomputes one whole block at a time", "[model][memory]") {
+  // torchtitan selective_ac_option = "2" (docs/facts/activation-memory.md#torchtitan-selective):
+  // per block on average (1 - 1/2)·100 + 10/2 = 55 kept; the block being recomputed holds 100.
+  CostInputs in;
+  in.model = *model_preset("llama3-8b");
+  in.hardware = *hardware_preset("h100");
+  in.seq_len = 8192;
+  in.recompute = model::Recompute::kSelective;
+  in.selective = SelectivePolicy::kEveryNth;
+  in.selective_every = 2;
+  const LayerCost c = layer_cost(in, 0);
+  CHECK(c.retained_bytes == static_cast<int64_t>(0.5 * c.activation_bytes + 0.5 * c.input_bytes));
+  const StageActivations a = stage_activations(in, std::vector<LayerCost>(4, c));
+  CHECK(a.retained_bytes == 4 * c.retained_bytes);
+  CHECK(a.transient_bytes == c.activation_bytes);
+}
+
+TEST_CASE("Megatron-FSDP checkpoints as --recompute-method says", "[config][memory]") {
+  // Without a pipeline Megatron-FSDP lowers to one FSDP unit per block; the block method keeps
+  // every activation of the blocks after the first N (docs/facts/activation-memory.md#full-recompute).
+  const std::string base =
+      "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336\n"
+      "--num-attention-heads 32 --group-query-attention --num-query-groups 8 --swiglu --vocab-size 128256\n"
+      "--untie-embeddings-and-output-weights --seq-length 8192 --micro-batch-size 1 --global-batch-size 8\n"
+      "--bf16 --use-megatron-fsdp --recompute-granularity full\n";
+  config::JobContext ctx;
+  ctx.hardware = "h200";
+  auto units_kept = [&](const std::string& method, int n) {
+    const std::string path = test::write_temp("schedcheck-memory-test", "mfsdp.sh",
+                                              base + "--recompute-method " + method + " --recompute-num-layers " +
+                                                  std::to_string(n) + "\n");
+    Diagnostics d;
+    config::TrainingJob job;
+    REQUIRE(config::read_megatron(path, ctx, &job, d));
+    config::LoweredJob lj;
+    REQUIRE(config::lower_job(job, ctx, &lj, d));
+    REQUIRE(lj.is_fsdp);
+    int64_t kept = 0;
+    for (const FsdpUnit& u : lj.fsdp.units) kept += u.activation_bytes;
+    return kept;
+  };
+  // One block of 8192 tokens: input 8192·4096·2 bytes, activations 8192·4096·(18 + 4·14336/4096).
+  const int64_t input = 8192LL * 4096 * 2, act = 8192LL * 4096 * 32;
+  const int64_t logits = static_cast<int64_t>(4 * 8192.0 * (4096 + 128256));
+  CHECK(units_kept("block", 8) == 8 * input + 24 * act + logits);
+  CHECK(units_kept("uniform", 1) == 32 * input + logits);
+  CHECK(units_kept("uniform", 4) == 8 * input + logits);
+}
