@@ -62,12 +62,12 @@ Row measure_every_rank(int units, int ranks) {
   auto spec = sc::parse_fsdp_spec("bench.yaml", spec_text("fsdp2", units, ranks, 1), d);
   if (!spec) return row;
   auto t0 = std::chrono::steady_clock::now();
-  sc::FsdpVerifyResult r = sc::verify_fsdp(*spec, false, false);
+  sc::VerifyResult r = sc::verify_fsdp(*spec, false, false);
   row.seconds[kNumPasses] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (const auto& p : r.base.pass_times)
+  for (const auto& p : r.pass_times)
     for (int c = 0; c < kNumPasses; ++c)
       if (p.pass == kPasses[c]) row.seconds[c] += p.seconds;
-  row.ops = static_cast<double>(r.base.program.ops.size());
+  row.ops = static_cast<double>(r.program.ops.size());
   row.peak_rss_bytes = sc::bench::peak_rss_bytes();
   return row;
 }
@@ -124,18 +124,18 @@ int main(int argc, char** argv) {
       return 2;
     }
     auto t0 = std::chrono::steady_clock::now();
-    sc::FsdpVerifyResult r = sc::verify_fsdp(*spec, false, c.symmetry);
+    sc::VerifyResult r = sc::verify_fsdp(*spec, false, c.symmetry);
     double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     auto pass = [&](const char* name) {
-      for (const auto& p : r.base.pass_times)
+      for (const auto& p : r.pass_times)
         if (p.pass == name) return p.seconds;
       return 0.0;
     };
     std::string name = fmt::format("{} {}u x {}r{}{}", c.impl, units, ranks, c.replicate > 1 ? " hsdp" : "",
                                    c.symmetry ? "" : " all");
     std::printf("%-22s %8zu %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.0f   %s\n", name.c_str(),
-                r.base.program.ops.size(), pass("lower"), pass("deadlock"), pass("buffer residency"), pass("timing"),
-                pass("worst-case memory"), pass("figures"), total, peak_rss_mib(), r.base.verdict().c_str());
+                r.program.ops.size(), pass("lower"), pass("deadlock"), pass("buffer residency"), pass("timing"),
+                pass("worst-case memory"), pass("figures"), total, peak_rss_mib(), r.verdict().c_str());
   }
   return 0;
 }

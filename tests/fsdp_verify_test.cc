@@ -30,8 +30,8 @@ FsdpSpec spec_of(const std::string& implementation, const std::string& extra, co
   return parse_or_fail("test.yaml", text);
 }
 
-const Finding* find_kind(const FsdpVerifyResult& r, FindingKind k) {
-  for (const auto& f : r.base.findings)
+const Finding* find_kind(const VerifyResult& r, FindingKind k) {
+  for (const auto& f : r.findings)
     if (f.kind == k) return &f;
   return nullptr;
 }
@@ -40,42 +40,42 @@ TEST_CASE("fsdp1: without the rate limiter more units are gathered, with it neve
   // A fast link (compute-bound) lets the all-gather stream run ahead when nothing holds it.
   for (const char* bw : {"4000GB/s", "100GB/s"}) {
     INFO("bandwidth " << bw);
-    FsdpVerifyResult on = verify_fsdp(spec_of("fsdp1", "  options: {limit_all_gathers: true}\n", bw));
-    FsdpVerifyResult off = verify_fsdp(spec_of("fsdp1", "  options: {limit_all_gathers: false}\n", bw));
-    REQUIRE(on.figures);
-    REQUIRE(off.figures);
-    CHECK(on.base.findings.empty());
+    VerifyResult on = verify_fsdp(spec_of("fsdp1", "  options: {limit_all_gathers: true}\n", bw));
+    VerifyResult off = verify_fsdp(spec_of("fsdp1", "  options: {limit_all_gathers: false}\n", bw));
+    REQUIRE(fsdp_extras(on)->figures);
+    REQUIRE(fsdp_extras(off)->figures);
+    CHECK(on.findings.empty());
     // docs/facts/fsdp-zero.md (pytorch PR #98354): at most 2 gathered units pending free with the limiter.
     for (int r = 0; r < 4; ++r) {
-      CHECK(on.figures->gathered_worst_case_bytes_per_rank[r] <= 2 * kGiB);
-      CHECK(on.figures->gathered_peak_bytes_per_rank[r] <= 2 * kGiB);
+      CHECK(fsdp_extras(on)->figures->gathered_worst_case_bytes_per_rank[r] <= 2 * kGiB);
+      CHECK(fsdp_extras(on)->figures->gathered_peak_bytes_per_rank[r] <= 2 * kGiB);
     }
-    CHECK(off.figures->gathered_worst_case_bytes_per_rank[0] > on.figures->gathered_worst_case_bytes_per_rank[0]);
-    CHECK(off.base.worst_case->bytes_per_rank[0] > on.base.worst_case->bytes_per_rank[0]);
+    CHECK(fsdp_extras(off)->figures->gathered_worst_case_bytes_per_rank[0] > fsdp_extras(on)->figures->gathered_worst_case_bytes_per_rank[0]);
+    CHECK(off.worst_case->bytes_per_rank[0] > on.worst_case->bytes_per_rank[0]);
   }
   // On the predicted timeline too, when compute is the bottleneck the unlimited stream runs ahead.
-  FsdpVerifyResult on = verify_fsdp(spec_of("fsdp1", "  options: {limit_all_gathers: true}\n", "4000GB/s"));
-  FsdpVerifyResult off = verify_fsdp(spec_of("fsdp1", "  options: {limit_all_gathers: false}\n", "4000GB/s"));
-  CHECK(off.figures->gathered_peak_bytes_per_rank[0] > on.figures->gathered_peak_bytes_per_rank[0]);
+  VerifyResult on = verify_fsdp(spec_of("fsdp1", "  options: {limit_all_gathers: true}\n", "4000GB/s"));
+  VerifyResult off = verify_fsdp(spec_of("fsdp1", "  options: {limit_all_gathers: false}\n", "4000GB/s"));
+  CHECK(fsdp_extras(off)->figures->gathered_peak_bytes_per_rank[0] > fsdp_extras(on)->figures->gathered_peak_bytes_per_rank[0]);
 }
 
 TEST_CASE("fsdp2 with implicit prefetch holds at most three units' parameters", "[fsdp]") {
   // docs/facts/fsdp-zero.md: current unsharded params, its gather buffer until the next copy-in, the next
   // unit's gather buffer.
   for (const char* bw : {"4000GB/s", "100GB/s"}) {
-    FsdpVerifyResult r = verify_fsdp(spec_of("fsdp2", "", bw));
-    REQUIRE(r.figures);
-    CHECK(r.base.findings.empty());
+    VerifyResult r = verify_fsdp(spec_of("fsdp2", "", bw));
+    REQUIRE(fsdp_extras(r)->figures);
+    CHECK(r.findings.empty());
     for (int k = 0; k < 4; ++k) {
-      CHECK(r.figures->gathered_worst_case_bytes_per_rank[k] <= 3 * kGiB);
-      CHECK(r.figures->gathered_peak_bytes_per_rank[k] >= 2 * kGiB);  // prefetch overlaps
+      CHECK(fsdp_extras(r)->figures->gathered_worst_case_bytes_per_rank[k] <= 3 * kGiB);
+      CHECK(fsdp_extras(r)->figures->gathered_peak_bytes_per_rank[k] >= 2 * kGiB);  // prefetch overlaps
     }
   }
 }
 
 TEST_CASE("a rank that skips a unit hangs the job, the finding names it and the first divergent collective", "[fsdp]") {
-  FsdpVerifyResult r = verify_fsdp(spec_of("fsdp2", "  ranks_override: {3: {skip_units: [layer.5]}}\n"));
-  CHECK(r.base.exit_code == 10);  // deadlock + collective mismatch
+  VerifyResult r = verify_fsdp(spec_of("fsdp2", "  ranks_override: {3: {skip_units: [layer.5]}}\n"));
+  CHECK(r.exit_code == 10);  // deadlock + collective mismatch
   const Finding* hang = find_kind(r, FindingKind::kDeadlock);
   REQUIRE(hang);
   INFO(hang->message);
@@ -88,11 +88,11 @@ TEST_CASE("a rank that skips a unit hangs the job, the finding names it and the 
   REQUIRE(mismatch);
   CHECK(mismatch->ranks == std::vector<int>{3});
   CHECK(mismatch->message.find("at #6:") != std::string::npos);  // the 6th collective: AG of layer.5
-  CHECK_FALSE(r.figures);
+  CHECK_FALSE(fsdp_extras(r)->figures);
 }
 
 TEST_CASE("a rank with more microbatches hangs the others at the end of its extra work", "[fsdp]") {
-  FsdpVerifyResult r = verify_fsdp(spec_of("fsdp2", "  ranks_override: {1: {microbatches: 2}}\n"));
+  VerifyResult r = verify_fsdp(spec_of("fsdp2", "  ranks_override: {1: {microbatches: 2}}\n"));
   const Finding* hang = find_kind(r, FindingKind::kDeadlock);
   REQUIRE(hang);
   CHECK(hang->ranks.front() == 1);
@@ -101,27 +101,27 @@ TEST_CASE("a rank with more microbatches hangs the others at the end of its extr
 TEST_CASE("communication per step is (N-1)/N x 3 x the parameter bytes when dtypes match", "[fsdp]") {
   // docs/facts/fsdp-zero.md: (N-1)/N·Ψ·(2·b_c + b_r); 8 GiB of parameters on N = 4: 0.75 · 8 · 3 = 18 GiB.
   for (const char* impl : {"fsdp1", "fsdp2", "zero3"}) {
-    FsdpVerifyResult r = verify_fsdp(spec_of(impl, ""));
-    REQUIRE(r.figures);
-    CHECK(r.figures->comm_bytes_per_step == Approx(18 * kGiB));
-    CHECK(r.figures->expected_comm_bytes_per_step == Approx(18 * kGiB));
+    VerifyResult r = verify_fsdp(spec_of(impl, ""));
+    REQUIRE(fsdp_extras(r)->figures);
+    CHECK(fsdp_extras(r)->figures->comm_bytes_per_step == Approx(18 * kGiB));
+    CHECK(fsdp_extras(r)->figures->expected_comm_bytes_per_step == Approx(18 * kGiB));
   }
   // An fp32 reduce-scatter: 0.75 · 8 · (2 + 2) = 24 GiB.
   std::string text =
       "schedcheck: 1\nranks: 4\nfsdp:\n  dtypes: {param: bf16, reduce: fp32}\n  link: {bandwidth: 100GB/s}\n"
       "  units:\n    - {name: layer, repeat: 8, params_bytes: 1GiB, forward: 1ms, backward: 2ms}\n";
   FsdpSpec spec = parse_or_fail("fp32.yaml", text);
-  FsdpVerifyResult r = verify_fsdp(spec);
-  REQUIRE(r.figures);
-  CHECK(r.figures->comm_bytes_per_step == Approx(24 * kGiB));
+  VerifyResult r = verify_fsdp(spec);
+  REQUIRE(fsdp_extras(r)->figures);
+  CHECK(fsdp_extras(r)->figures->comm_bytes_per_step == Approx(24 * kGiB));
 }
 
 TEST_CASE("step 1 peaks higher than step 0: the optimizer state appears at the first step", "[fsdp]") {
-  FsdpVerifyResult r = verify_fsdp(spec_of("fsdp2", ""));
-  REQUIRE(r.figures);
-  REQUIRE(r.figures->peak_bytes_per_step.size() == 2);
+  VerifyResult r = verify_fsdp(spec_of("fsdp2", ""));
+  REQUIRE(fsdp_extras(r)->figures);
+  REQUIRE(fsdp_extras(r)->figures->peak_bytes_per_step.size() == 2);
   // Adam: 8 bytes per parameter, sharded: 8 GiB / 2 bytes · 8 / 4 ranks = 8 GiB more at step 1.
-  CHECK(r.figures->peak_bytes_per_step[1][0] - r.figures->peak_bytes_per_step[0][0] == int64_t{8} << 30);
+  CHECK(fsdp_extras(r)->figures->peak_bytes_per_step[1][0] - fsdp_extras(r)->figures->peak_bytes_per_step[0][0] == int64_t{8} << 30);
 }
 
 TEST_CASE("a free ordered only on the wrong stream is reported with the interleaving that breaks it", "[fsdp]") {
@@ -136,7 +136,7 @@ TEST_CASE("a free ordered only on the wrong stream is reported with the interlea
       "      - {op: free, unit: layer.0, stream: all_gather}\n"
       "      - {op: forward, unit: layer.1, after: [g1], id: f1}\n"
       "      - {op: free, unit: layer.1, after: [f1]}\n";
-  FsdpVerifyResult r = verify_fsdp(spec_of("fsdp2", programs, "100GB/s", 2));
+  VerifyResult r = verify_fsdp(spec_of("fsdp2", programs, "100GB/s", 2));
   const Finding* f = find_kind(r, FindingKind::kResidency);
   REQUIRE(f);
   INFO(f->message);
@@ -151,18 +151,18 @@ TEST_CASE("a free ordered only on the wrong stream is reported with the interlea
   fixed.replace(fixed.find("{op: free, unit: layer.0, stream: all_gather}"),
                 std::string("{op: free, unit: layer.0, stream: all_gather}").size(),
                 "{op: free, unit: layer.0, stream: all_gather, after: [f0]}");
-  FsdpVerifyResult ok = verify_fsdp(spec_of("fsdp2", fixed, "100GB/s", 2));
+  VerifyResult ok = verify_fsdp(spec_of("fsdp2", fixed, "100GB/s", 2));
   CHECK(find_kind(ok, FindingKind::kResidency) == nullptr);
 }
 
 TEST_CASE("an aggressive explicit prefetch exceeds the memory limit on every rank", "[fsdp]") {
   std::string prefetch = "  options: {forward_prefetch: {layer.0: [layer.1, layer.2, layer.3, layer.4, layer.5]}}\n";
-  FsdpVerifyResult base = verify_fsdp(spec_of("fsdp2", "", "100GB/s", 8, "memory: {limit_bytes: 12GiB}\n"));
-  FsdpVerifyResult eager = verify_fsdp(spec_of("fsdp2", prefetch, "100GB/s", 8, "memory: {limit_bytes: 12GiB}\n"));
-  REQUIRE(base.figures);
-  REQUIRE(eager.figures);
-  CHECK(eager.figures->gathered_worst_case_bytes_per_rank[0] > base.figures->gathered_worst_case_bytes_per_rank[0]);
-  CHECK(eager.figures->gathered_peak_bytes_per_rank[0] >= 6 * kGiB);
+  VerifyResult base = verify_fsdp(spec_of("fsdp2", "", "100GB/s", 8, "memory: {limit_bytes: 12GiB}\n"));
+  VerifyResult eager = verify_fsdp(spec_of("fsdp2", prefetch, "100GB/s", 8, "memory: {limit_bytes: 12GiB}\n"));
+  REQUIRE(fsdp_extras(base)->figures);
+  REQUIRE(fsdp_extras(eager)->figures);
+  CHECK(fsdp_extras(eager)->figures->gathered_worst_case_bytes_per_rank[0] > fsdp_extras(base)->figures->gathered_worst_case_bytes_per_rank[0]);
+  CHECK(fsdp_extras(eager)->figures->gathered_peak_bytes_per_rank[0] >= 6 * kGiB);
 }
 
 }  // namespace
@@ -181,9 +181,9 @@ TEST_CASE("exposed communication per unit, overlap and step time match a hand-co
       "schedcheck: 1\nranks: 2\nfsdp:\n  link: {bandwidth: 1GB/s, latency: 0us}\n  optimizer: none\n"
       "  units:\n    - {name: u, repeat: 2, params_bytes: 1GB, forward: 1ms, backward: 2ms}\n";
   FsdpSpec spec = parse_or_fail("exposed.yaml", text);
-  FsdpVerifyResult r = verify_fsdp(spec);
-  REQUIRE(r.figures);
-  const FsdpFigures& f = *r.figures;
+  VerifyResult r = verify_fsdp(spec);
+  REQUIRE(fsdp_extras(r)->figures);
+  const FsdpFigures& f = *fsdp_extras(r)->figures;
   REQUIRE(f.step_time_s.size() == 2);
   CHECK(f.step_time_s[0] == Approx(3.0));
   CHECK(f.step_time_s[1] == Approx(3.0));
@@ -217,17 +217,17 @@ TEST_CASE("symmetric programs: rank 0's interleaving results equal every rank's 
                         Case{"fsdp2", programs, 2}}) {
     INFO(c.impl << c.extra);
     FsdpSpec spec = spec_of(c.impl, c.extra, "4000GB/s", c.units);
-    FsdpVerifyResult fast = verify_fsdp(spec);
-    FsdpVerifyResult full = verify_fsdp(spec, false, /*use_symmetry=*/false);
-    REQUIRE(fast.base.worst_case);
-    REQUIRE(full.base.worst_case);
-    CHECK(fast.base.worst_case->bytes_per_rank == full.base.worst_case->bytes_per_rank);
-    CHECK(fast.base.worst_case->live_buffers == full.base.worst_case->live_buffers);
-    CHECK(fast.figures->gathered_worst_case_bytes_per_rank == full.figures->gathered_worst_case_bytes_per_rank);
-    REQUIRE(fast.base.findings.size() == full.base.findings.size());
-    for (size_t i = 0; i < fast.base.findings.size(); ++i) {
-      CHECK(fast.base.findings[i].message == full.base.findings[i].message);
-      CHECK(fast.base.findings[i].ranks == full.base.findings[i].ranks);
+    VerifyResult fast = verify_fsdp(spec);
+    VerifyResult full = verify_fsdp(spec, false, /*use_symmetry=*/false);
+    REQUIRE(fast.worst_case);
+    REQUIRE(full.worst_case);
+    CHECK(fast.worst_case->bytes_per_rank == full.worst_case->bytes_per_rank);
+    CHECK(fast.worst_case->live_buffers == full.worst_case->live_buffers);
+    CHECK(fsdp_extras(fast)->figures->gathered_worst_case_bytes_per_rank == fsdp_extras(full)->figures->gathered_worst_case_bytes_per_rank);
+    REQUIRE(fast.findings.size() == full.findings.size());
+    for (size_t i = 0; i < fast.findings.size(); ++i) {
+      CHECK(fast.findings[i].message == full.findings[i].message);
+      CHECK(fast.findings[i].ranks == full.findings[i].ranks);
     }
   }
   // HSDP: shard groups of 2, replicated twice.
@@ -235,7 +235,7 @@ TEST_CASE("symmetric programs: rank 0's interleaving results equal every rank's 
       "schedcheck: 1\nranks: 4\nfsdp:\n  replicate_size: 2\n  link: {bandwidth: 100GB/s}\n"
       "  units:\n    - {name: layer, repeat: 3, params_bytes: 1GiB, forward: 1ms, backward: 2ms}\n";
   FsdpSpec spec = parse_or_fail("hsdp.yaml", text);
-  CHECK(verify_fsdp(spec).base.worst_case->bytes_per_rank == verify_fsdp(spec, false, false).base.worst_case->bytes_per_rank);
+  CHECK(verify_fsdp(spec).worst_case->bytes_per_rank == verify_fsdp(spec, false, false).worst_case->bytes_per_rank);
 }
 
 }  // namespace

@@ -263,17 +263,17 @@ TEST_CASE("the FSDP GPU example's plan replays to the predicted timeline, collec
   Diagnostics diags;
   auto spec = load_fsdp_spec(test::source_path("examples/gpu-fsdp2-8layers.yaml"), diags);
   REQUIRE(spec);
-  FsdpVerifyResult fr = verify_fsdp(*spec);
-  REQUIRE(fr.base.findings.empty());
-  auto plan = make_plan(fr.base.program, *fr.base.timeline);
+  VerifyResult fr = verify_fsdp(*spec);
+  REQUIRE(fr.findings.empty());
+  auto plan = make_plan(fr.program, *fr.timeline);
   REQUIRE(plan);
-  const Program& p = fr.base.program;
+  const Program& p = fr.program;
   size_t collectives = std::count_if(p.ops.begin(), p.ops.end(),
                                      [](const Op& o) { return o.kind == OpKind::kCollective && o.comm() >= 0; });
   REQUIRE(collectives > 0);
   size_t ready = std::count_if(plan->events.begin(), plan->events.end(), [](const PlanEvent& e) { return !e.timing; });
   CHECK(ready == collectives);
-  require_replay_matches(fr.base, *plan);
+  require_replay_matches(fr, *plan);
   ReplayResult rep = replay(*plan);
   CHECK(check_execution(*plan, rep.tickets, rep.leaked_bytes_per_rank).empty());
   // The 8 ranks' pools at their peaks fit one 141 GB GPU together.

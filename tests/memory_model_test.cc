@@ -265,8 +265,8 @@ TEST_CASE("torchtitan fsdp_reshard_after_forward = always under PP gathers per f
   CHECK(peak_always <= peak_default);
   CHECK(always.prediction.step_s > def.prediction.step_s);
   size_t gathers_default = 0, gathers_always = 0;
-  for (const Op& o : def.base().program.ops) gathers_default += o.kind == OpKind::kCollective;
-  for (const Op& o : always.base().program.ops) gathers_always += o.kind == OpKind::kCollective;
+  for (const Op& o : def.result.program.ops) gathers_default += o.kind == OpKind::kCollective;
+  for (const Op& o : always.result.program.ops) gathers_always += o.kind == OpKind::kCollective;
   CHECK(gathers_always > gathers_default);
   // "never" under PP is what "default" does.
   CHECK(never.prediction.peak_bytes == def.prediction.peak_bytes);
@@ -305,9 +305,9 @@ TEST_CASE("DeepSpeed overlap_comm false is slower than true, and no half-precisi
   CHECK(off.prediction.step_s > on.prediction.step_s);
   // Nothing hides a collective on the compute stream: the report's overlap is 0, not the 91.8 %
   // the overlapped run reaches.
-  REQUIRE(off.fsdp->figures);
-  CHECK(off.fsdp->figures->overlap == 0);
-  CHECK(on.fsdp->figures->overlap > 0.5);
+  REQUIRE(fsdp_extras(off.result)->figures);
+  CHECK(fsdp_extras(off.result)->figures->overlap == 0);
+  CHECK(fsdp_extras(on.result)->figures->overlap > 0.5);
   const config::VerifiedJob fp32 = verify("fp32.json", config(true, false));
   CHECK(fp32.prediction.step_s > 5 * on.prediction.step_s);  // 989 / 67 = 14.8 on the compute
   CHECK(fp32.prediction.peak_bytes > on.prediction.peak_bytes);
@@ -330,7 +330,7 @@ TEST_CASE("a memory finding of 405B FSDP x TP 8 without AC points at the AC mode
   config::VerifiedJob v;
   predicted_peak(path, ctx, &v);
   const Finding* mem = nullptr;
-  for (const Finding& f : v.base().findings)
+  for (const Finding& f : v.result.findings)
     if (f.kind == FindingKind::kMemory) mem = &f;
   REQUIRE(mem);
   REQUIRE(!mem->locations.empty());

@@ -17,7 +17,7 @@ using namespace sc;
 
 namespace {
 
-FsdpVerifyResult verify_text(const std::string& name, const std::string& text) {
+VerifyResult verify_text(const std::string& name, const std::string& text) {
   Diagnostics d;
   auto spec = load_fsdp_spec(test::write_temp("schedcheck-numerics-pass-test", name, text), d);
   INFO(name);
@@ -37,9 +37,9 @@ std::string fsdp2_spec(const std::string& reduce) {
 }  // namespace
 
 TEST_CASE("an FSDP2 bf16 reduce over 1024 ranks fails a 1e-3 tolerance, fp32 holds", "[numerics]") {
-  FsdpVerifyResult bf16 = verify_text("bf16.yaml", fsdp2_spec("bf16"));
-  REQUIRE(bf16.base.exit_code == 17);
-  const Finding& f = bf16.base.findings.at(0);
+  VerifyResult bf16 = verify_text("bf16.yaml", fsdp2_spec("bf16"));
+  REQUIRE(bf16.exit_code == 17);
+  const Finding& f = bf16.findings.at(0);
   CHECK(f.kind == FindingKind::kNumerics);
   CHECK(std::string(kind_name(f.kind)) == "numerics");
   CHECK(f.message.find("bf16 avg reduce_scatter over 1024 ranks") != std::string::npos);
@@ -52,18 +52,18 @@ TEST_CASE("an FSDP2 bf16 reduce over 1024 ranks fails a 1e-3 tolerance, fp32 hol
   CHECK(f.locations[0].line == 7);
   CHECK(f.locations[0].col == static_cast<int>(std::string("  dtypes: {param: bf16, reduce: ").size()) + 1);
   // Every collective with this arithmetic is analysed once: one configuration, RS over 1024.
-  FsdpVerifyResult fp32 = verify_text("fp32.yaml", fsdp2_spec("fp32"));
-  CHECK(fp32.base.findings.empty());
-  CHECK(fp32.base.exit_code == 0);
+  VerifyResult fp32 = verify_text("fp32.yaml", fsdp2_spec("fp32"));
+  CHECK(fp32.findings.empty());
+  CHECK(fp32.exit_code == 0);
 }
 
 TEST_CASE("a bare fp8 reduce dtype is analysed as both fp8 formats, not skipped", "[numerics]") {
   // "fp8" names no format: the pass checks e4m3 and e5m2 (each worse than bf16 here: 3 and 2
   // mantissa bits) and reports each that fails, at the dtype that chose it.
-  FsdpVerifyResult fp8 = verify_text("fp8.yaml", fsdp2_spec("fp8"));
-  REQUIRE(fp8.base.exit_code == 17);
+  VerifyResult fp8 = verify_text("fp8.yaml", fsdp2_spec("fp8"));
+  REQUIRE(fp8.exit_code == 17);
   bool e4m3 = false, e5m2 = false;
-  for (const Finding& f : fp8.base.findings) {
+  for (const Finding& f : fp8.findings) {
     REQUIRE(f.kind == FindingKind::kNumerics);
     e4m3 |= f.message.find("fp8_e4m3") != std::string::npos;
     e5m2 |= f.message.find("fp8_e5m2") != std::string::npos;
@@ -75,8 +75,8 @@ TEST_CASE("a bare fp8 reduce dtype is analysed as both fp8 formats, not skipped"
 }
 
 TEST_CASE("a reduction carries the framework's arithmetic into the IR", "[numerics]") {
-  FsdpVerifyResult r = verify_text("arith.yaml", fsdp2_spec("fp32"));
-  const Program& p = r.base.program;
+  VerifyResult r = verify_text("arith.yaml", fsdp2_spec("fp32"));
+  const Program& p = r.program;
   REQUIRE(p.arithmetic.size() == 1);
   CHECK(std::string(p.arithmetic[0].op) == "avg");  // FSDP2 averages in the collective
   int reducing = 0;
@@ -89,10 +89,10 @@ TEST_CASE("a reduction carries the framework's arithmetic into the IR", "[numeri
 }
 
 TEST_CASE("the verify report shows the usual fixes next to a numerics finding, with bytes and time", "[numerics][report]") {
-  FsdpVerifyResult bf16 = verify_text("fixes.yaml", fsdp2_spec("bf16"));
-  REQUIRE(bf16.base.exit_code == 17);
-  REQUIRE(bf16.base.numerics_fixes.size() == 1);  // one configuration: bf16 avg reduce_scatter over 1024
-  const NumericsFixes& fx = bf16.base.numerics_fixes[0];
+  VerifyResult bf16 = verify_text("fixes.yaml", fsdp2_spec("bf16"));
+  REQUIRE(bf16.exit_code == 17);
+  REQUIRE(bf16.numerics_fixes.size() == 1);  // one configuration: bf16 avg reduce_scatter over 1024
+  const NumericsFixes& fx = bf16.numerics_fixes[0];
   CHECK(fx.ops.size() == 1024 * 2);  // every rank's reduce-scatter of both units
   // As configured: docs/facts/numerics.md's stagnation witness (one large value, the rest half an ulp) loses 0.7998.
   CHECK(fx.analysis.figures.worst.relative_error == Approx(0.7998).epsilon(1e-3));
@@ -102,7 +102,7 @@ TEST_CASE("the verify report shows the usual fixes next to a numerics finding, w
   REQUIRE(fp32 != nullptr);
   CHECK(fp32->bytes_ratio == 2);  // 4-byte elements instead of 2
   CHECK(fp32->figures.worst.relative_error < 1e-3);  // within the spec's tolerance
-  std::optional<double> t = numerics_collective_time_s(fx, bf16.base);
+  std::optional<double> t = numerics_collective_time_s(fx, bf16);
   REQUIRE(t);
   CHECK(*t > 0);
 
@@ -132,7 +132,7 @@ TEST_CASE("the verify report shows the usual fixes next to a numerics finding, w
   CHECK(seen);
 
   // A configuration that holds has no fixes to show.
-  FsdpVerifyResult fp32r = verify_text("fixes-fp32.yaml", fsdp2_spec("fp32"));
-  CHECK(fp32r.base.numerics_fixes.empty());
+  VerifyResult fp32r = verify_text("fixes-fp32.yaml", fsdp2_spec("fp32"));
+  CHECK(fp32r.numerics_fixes.empty());
   CHECK_FALSE(nlohmann::json::parse(fsdp_json_report(fp32r)).contains("numerics_fixes"));
 }

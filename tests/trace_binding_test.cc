@@ -163,7 +163,7 @@ std::optional<VerifyResult> verify_example(const std::string& path, std::optiona
   if (is_fsdp_spec(path)) {
     auto spec = load_fsdp_spec(path, diags);
     REQUIRE(spec);
-    return verify_fsdp(*spec).base;
+    return verify_fsdp(*spec);
   }
   auto spec = load_yaml_spec(path, diags);
   REQUIRE(spec);

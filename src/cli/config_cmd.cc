@@ -170,20 +170,20 @@ int run_config_verify(const std::vector<std::string>& files, ReportSink& sink, c
     d.print(std::cerr);  // warnings (e.g. sequence parallelism dropped at TP 1)
     exit = combine_exit(exit, v.exit_code);
     const config::JobPrediction& p = v.prediction;
-    const std::optional<FsdpVerifyResult>& fr = v.fsdp;
-    const std::optional<VerifyResult>& vr = v.pipeline;
+    const VerifyResult& result = v.result;
+    const bool fsdp = fsdp_extras(result) != nullptr;
     config::LoweredJob& lowered = v.lowered;
-    nlohmann::json j = fr ? fsdp_json_value(*fr) : json_report_value(*vr);
+    nlohmann::json j = fsdp ? fsdp_json_value(result) : json_report_value(result);
     j["path"] = files[i];
     j["job"] = job_json(job, lowered.costs, p);
     sink.add(std::move(j));
     if (sink.wants_text()) {
       std::ostream& os = sink.text();
       write_job_text(os, job, lowered.costs, p);
-      if (fr) write_fsdp_text_report(os, *fr);
-      else write_text_report(os, *vr, out.timeline_ops);
+      if (fsdp) write_fsdp_text_report(os, result);
+      else write_text_report(os, result, out.timeline_ops);
     }
-    const VerifyResult& vbase = v.base();
+    const VerifyResult& vbase = v.result;
     std::vector<OutputFile> outputs;  // all or none; never the config or a file it references
     if (!out.trace.empty()) outputs.push_back({"--trace", out.trace, chrome_trace(vbase)});
     if (!out.dot.empty()) outputs.push_back({"--dot", out.dot, dot_graph(vbase)});

@@ -95,15 +95,15 @@ int run_fsdp_verify(const std::vector<std::string>& files, ReportSink& sink, con
   diags.print(std::cerr);
   int exit = 0;
   for (size_t i = 0; i < specs.size(); ++i) {
-    FsdpVerifyResult r = verify_fsdp(specs[i], force_min_cut);
-    int code = r.base.exit_code;
+    VerifyResult r = verify_fsdp(specs[i], force_min_cut);
+    int code = r.exit_code;
     exit = combine_exit(exit, code);
     sink.add(fsdp_json_value(r));
     if (sink.wants_text()) write_fsdp_text_report(sink.text(), r);
     std::vector<OutputFile> outputs;  // all or none, as for a pipeline spec
-    if (!trace.empty()) outputs.push_back({"--trace", trace, chrome_trace(r.base)});
-    if (!dot.empty()) outputs.push_back({"--dot", dot, dot_graph(r.base)});
-    if (!svg.empty()) outputs.push_back({"--svg", svg, svg_timeline(r.base)});
+    if (!trace.empty()) outputs.push_back({"--trace", trace, chrome_trace(r)});
+    if (!dot.empty()) outputs.push_back({"--dot", dot, dot_graph(r)});
+    if (!svg.empty()) outputs.push_back({"--svg", svg, svg_timeline(r)});
     if (!outputs.empty() && !write_outputs(outputs, files)) return exit != 0 ? exit : kExitUsage;
   }
   return exit;

@@ -83,7 +83,6 @@ int run_run(const RunArgs& a) {
               << "one of the " << fe.what << " (front-end '" << fe.name << "'), which it does not run\n";
     return kExitSpec;
   }
-  std::optional<FsdpVerifyResult> fsdp;
   VerifyResult r;
   Diagnostics diags;
   if (fe_name == "fsdp") {
@@ -94,8 +93,7 @@ int run_run(const RunArgs& a) {
     auto spec = load_fsdp_spec(a.file, diags);
     if (!spec || diags.has_errors()) return report_spec_errors(diags);
     diags.print(std::cerr);
-    fsdp = verify_fsdp(*spec);
-    r = fsdp->base;
+    r = verify_fsdp(*spec);
   } else {
     auto spec = load_spec(a.file, std::nullopt, diags);
     if (!spec || diags.has_errors()) return report_spec_errors(diags);
@@ -105,9 +103,10 @@ int run_run(const RunArgs& a) {
     if (a.lower) opt.lower = *a.lower == "deferred" ? LowerPolicy::kDeferred : LowerPolicy::kPyTorch;
     r = verify(*spec, opt);
   }
-  auto verify_json = [&] { return fsdp ? fsdp_json_report(*fsdp) : json_report(r); };
+  const bool fsdp = fsdp_extras(r) != nullptr;
+  auto verify_json = [&] { return fsdp ? fsdp_json_report(r) : json_report(r); };
   auto verify_text = [&](std::ostream& os) {
-    if (fsdp) write_fsdp_text_report(os, *fsdp);
+    if (fsdp) write_fsdp_text_report(os, r);
     else write_text_report(os, r, 0);
   };
   bool free_of_deadlock = deadlock_free(r);

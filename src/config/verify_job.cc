@@ -70,15 +70,16 @@ bool verify_job(const TrainingJob& job, const JobContext& ctx, bool force_min_cu
   if (!lower_job(job, ctx, &v.lowered, diags)) return false;
   double fsdp_step = 0;
   if (v.lowered.is_fsdp) {
-    v.fsdp = verify_fsdp(v.lowered.fsdp, force_min_cut);
-    if (v.fsdp->figures && !v.fsdp->figures->step_time_s.empty()) fsdp_step = v.fsdp->figures->step_time_s.back();
+    v.result = verify_fsdp(v.lowered.fsdp, force_min_cut);
+    const FsdpExtras* x = fsdp_extras(v.result);
+    if (x->figures && !x->figures->step_time_s.empty()) fsdp_step = x->figures->step_time_s.back();
   } else {
     if (!resolve_named_schedule(v.lowered.pipeline, diags)) return false;
     VerifyOptions opt;
     opt.force_min_cut = force_min_cut;
-    v.pipeline = verify(v.lowered.pipeline, opt);
+    v.result = verify(v.lowered.pipeline, opt);
   }
-  const VerifyResult& base = v.base();
+  const VerifyResult& base = v.result;
   v.exit_code = base.exit_code;
   JobPrediction& p = v.prediction;
   if (!base.timeline) return true;
@@ -97,7 +98,7 @@ bool verify_job(const TrainingJob& job, const JobContext& ctx, bool force_min_cu
   if (base.worst_case)
     for (int64_t b : base.worst_case->bytes_per_rank) p.worst_bytes = std::max(p.worst_bytes, b);
   locate_memory_findings(job, jc, std::max(p.peak_bytes, p.worst_bytes),
-                         v.fsdp ? v.fsdp->base.findings : v.pipeline->findings);
+                         v.result.findings);
   return true;
 }
 

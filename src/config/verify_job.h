@@ -26,11 +26,11 @@ struct JobPrediction {
 /// A job and everything verify established for it.
 struct VerifiedJob {
   LoweredJob lowered;
-  std::optional<FsdpVerifyResult> fsdp;  ///< when lowered.is_fsdp
-  std::optional<VerifyResult> pipeline;  ///< otherwise
+  /// The lowered program's result: FSDP's (with its extras, fsdp_extras()) when lowered.is_fsdp,
+  /// else the composed pipeline's.
+  VerifyResult result;
   JobPrediction prediction;
   int exit_code = 0;                     ///< the verify's exit code
-  const VerifyResult& base() const { return fsdp ? fsdp->base : *pipeline; }
 };
 
 /// Lowers `job` (lower_job), resolves the named schedule, verifies, and predicts. Returns false

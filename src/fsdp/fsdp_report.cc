@@ -26,9 +26,9 @@ std::string pct(double x) { return fmt::format("{:.1f}%", 100.0 * x); }
 
 }  // namespace
 
-void write_fsdp_text_report(std::ostream& os, const FsdpVerifyResult& r) {
-  const VerifyResult& v = r.base;
-  const FsdpSpec& s = r.spec;
+void write_fsdp_text_report(std::ostream& os, const VerifyResult& v) {
+  const FsdpExtras& x = *fsdp_extras(v);  // an FSDP spec's result (verify_fsdp)
+  const FsdpSpec& s = x.spec;
   const Program& p = v.program;
   os << verdict_line(v.spec.path, v.findings, v.exit_code);
   os << fmt::format("  fsdp {}: {} on {} ranks (shard {}, replicate {}), {} unit{}, {} microbatch{}, {}, {} ops\n",
@@ -37,11 +37,11 @@ void write_fsdp_text_report(std::ostream& os, const FsdpVerifyResult& r) {
                     s.programs.empty() ? fmt::format("{} step{}", s.iterations, s.iterations == 1 ? "" : "s") : std::string("explicit programs"), p.ops.size());
   write_findings(os, v.findings);
   write_numerics_fixes(os, v);
-  if (!r.figures || !v.timeline || !v.worst_case) {
+  if (!x.figures || !v.timeline || !v.worst_case) {
     os << "\n  no timeline: the program does not run to completion\n";
     return;
   }
-  const FsdpFigures& f = *r.figures;
+  const FsdpFigures& f = *x.figures;
   os << "\nstep:\n";
   for (size_t i = 0; i < f.step_time_s.size(); ++i)
     os << fmt::format("  step {} time {}\n", i, format_duration(f.step_time_s[i]));
@@ -82,14 +82,15 @@ void write_fsdp_text_report(std::ostream& os, const FsdpVerifyResult& r) {
   }
 }
 
-std::string fsdp_json_report(const FsdpVerifyResult& r) {
+std::string fsdp_json_report(const VerifyResult& r) {
   return fsdp_json_value(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
-nlohmann::json fsdp_json_value(const FsdpVerifyResult& r) {
+nlohmann::json fsdp_json_value(const VerifyResult& r) {
   using nlohmann::json;
-  json j = json_report_value(r.base);
-  const FsdpSpec& s = r.spec;
+  const FsdpExtras& x = *fsdp_extras(r);  // an FSDP spec's result (verify_fsdp)
+  json j = json_report_value(r);
+  const FsdpSpec& s = x.spec;
   j.erase("schedule");
   json units = json::array();
   for (const auto& u : s.units)
@@ -99,7 +100,7 @@ nlohmann::json fsdp_json_value(const FsdpVerifyResult& r) {
                      {"backward_s", u.backward_s},
                      {"activation_bytes", u.activation_bytes}});
   j["fsdp"] = {{"name", s.name},
-               {"path", r.base.spec.path},
+               {"path", r.spec.path},
                {"implementation", implementation_name(s.implementation)},
                {"ranks", s.ranks},
                {"shard_size", s.shard_size},
@@ -109,8 +110,8 @@ nlohmann::json fsdp_json_value(const FsdpVerifyResult& r) {
                {"iterations", s.iterations},
                {"units", units}};
   j["semantics"]["collectives"] = "complete when every member of the communicator reaches them; one at a time per communicator";
-  if (r.figures) {
-    const FsdpFigures& f = *r.figures;
+  if (x.figures) {
+    const FsdpFigures& f = *x.figures;
     json exposure = json::array();
     for (const auto& e : f.exposure) exposure.push_back({{"unit", e.unit}, {"exposed_s", e.exposed_s}, {"rank", e.rank}});
     j["fsdp_figures"] = {{"comm_bytes_per_step", f.comm_bytes_per_step},
@@ -130,9 +131,9 @@ nlohmann::json fsdp_json_value(const FsdpVerifyResult& r) {
     j["fsdp_figures"] = nullptr;
   }
   size_t collectives = 0;
-  for (const Op& o : r.base.program.ops) collectives += o.kind == OpKind::kCollective ? 1 : 0;
+  for (const Op& o : r.program.ops) collectives += o.kind == OpKind::kCollective ? 1 : 0;
   j["stats"]["collectives"] = collectives;
-  j["stats"]["communicators"] = r.base.program.comms.size();
+  j["stats"]["communicators"] = r.program.comms.size();
   return j;
 }
 

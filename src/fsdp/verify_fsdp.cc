@@ -157,10 +157,10 @@ FsdpFigures compute_figures(const FsdpSpec& spec, const Program& p, const std::v
 
 }  // namespace
 
-FsdpVerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut, bool use_symmetry) {
-  FsdpVerifyResult r;
-  r.spec = spec;
-  VerifyResult& v = r.base;
+VerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut, bool use_symmetry) {
+  VerifyResult v;
+  auto extras = std::make_shared<FsdpExtras>();
+  extras->spec = spec;
   PassTimer timer(v.pass_times);
   v.spec.name = spec.name;
   v.spec.path = source_name(spec.locs.file.file);
@@ -169,7 +169,7 @@ FsdpVerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut, bool use_
   FsdpProgram lowered;
   timer.run("lower", [&] { lowered = lower_fsdp(spec); });
   v.program = std::move(lowered.program);
-  r.info = std::move(lowered.info);
+  extras->info = std::move(lowered.info);
   for (auto& f : group_by_rank(std::move(lowered.findings))) v.findings.push_back(std::move(f));
 
   if (use_symmetry)
@@ -190,9 +190,11 @@ FsdpVerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut, bool use_
   if (v.execution.completed) {
     PassTimer figures_timer(v.pass_times);
     figures_timer.run("figures", [&] {
-      r.figures = compute_figures(spec, v.program, r.info, *v.timeline, std::move(v.extra_worst_case[0].bytes_per_rank));
+      extras->figures =
+          compute_figures(spec, v.program, extras->info, *v.timeline, std::move(v.extra_worst_case[0].bytes_per_rank));
     });
   }
-  return r;
+  v.extras = std::move(extras);
+  return v;
 }
 }  // namespace sc

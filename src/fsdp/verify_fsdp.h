@@ -50,14 +50,17 @@ struct FsdpFigures {
   std::vector<FsdpUnitExposure> exposure;  ///< per unit, forward order
 };
 
-/// Everything verify established for an FSDP spec. `base` holds the program, findings,
-/// execution, timeline and worst case in the form the generic reports read.
-struct FsdpVerifyResult {
+/// What verify adds for an FSDP spec to the common result (VerifyResult::extras): the spec,
+/// the per-op info and the FSDP figures. The program, findings, execution, timeline and worst
+/// case are the common result's, which every generic report reads.
+struct FsdpExtras : ResultExtras {
   FsdpSpec spec;
-  VerifyResult base;
-  std::vector<FsdpOpInfo> info;      ///< per op
+  std::vector<FsdpOpInfo> info;        ///< per op
   std::optional<FsdpFigures> figures;  ///< when the program completes
 };
+
+/// The FSDP extras of `r`, or null when `r` is not an FSDP spec's result.
+inline const FsdpExtras* fsdp_extras(const VerifyResult& r) { return dynamic_cast<const FsdpExtras*>(r.extras.get()); }
 
 /// Lowers `spec` (lower_fsdp) and runs: lowering findings; collective agreement per
 /// communicator (kind, bytes, dtype and unit of the k-th collective equal on every member;
@@ -71,17 +74,17 @@ struct FsdpVerifyResult {
 /// residency and worst-case passes run on rank 0 and are copied to the others (exact by
 /// symmetry; `use_symmetry` false computes every rank, for tests). Never fails: problems are
 /// findings.
-FsdpVerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut = false, bool use_symmetry = true);
+VerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut = false, bool use_symmetry = true);
 
 /// Text report for people: verdict, findings, FSDP figures, per-rank table.
-void write_fsdp_text_report(std::ostream& os, const FsdpVerifyResult& r);
+void write_fsdp_text_report(std::ostream& os, const VerifyResult& r);
 
 /// The JSON report: the verify report's keys (verdict, exit_code, semantics, findings, timing,
 /// memory, stats) with `schedule` replaced by `fsdp` (implementation, ranks, shard and
 /// replicate sizes, units, options) and an `fsdp_figures` object (FsdpFigures, units in key
 /// names).
-std::string fsdp_json_report(const FsdpVerifyResult& r);
+std::string fsdp_json_report(const VerifyResult& r);
 /// The same report as a JSON value (for renderers that add to it or read it).
-nlohmann::json fsdp_json_value(const FsdpVerifyResult& r);
+nlohmann::json fsdp_json_value(const VerifyResult& r);
 
 }  // namespace sc

@@ -1,6 +1,8 @@
 // The pipeline front-end's verify: its own rules, lowering to the Program IR, then the one verify.
 #pragma once
 
+#include <memory>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,8 +28,17 @@ struct VerifyOptions {
 
 /// Everything verify established. `timeline` and `worst_case` are absent when the program
 /// does not execute to completion (a deadlock or a causality cycle).
+/// What a front-end adds to its program's result beyond the pipeline spec (FSDP: its spec, the
+/// per-op info and its figures); that front-end's reports read it back by its type.
+struct ResultExtras {
+  virtual ~ResultExtras() = default;
+};
+
+/// The result of verify for every front-end: the program's result, the pipeline spec as
+/// checked (for pipeline and composed specs), and the front-end's extras (null when none).
 struct VerifyResult : ProgramResult {
   PipelineSpec spec;            ///< as checked (after lowering, if requested)
+  std::shared_ptr<const ResultExtras> extras;
 };
 
 /// The pipeline front-end: the action-list rules (structure, UNSHARD/RESHARD residency), the
