@@ -7,11 +7,16 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "catch.h"
+#include "cli_util.h"
 #include "config/lower_job.h"
 #include "config/readers.h"
 #include "config/verify_job.h"
 #include "model/cost_model.h"
+#include "model/fidelity_bands.h"
 #include "test_util.h"
 
 using namespace sc;
@@ -394,4 +399,23 @@ TEST_CASE("Megatron-FSDP checkpoints as --recompute-method says", "[config][memo
   CHECK(units_kept("block", 8) == 8 * input + 24 * act + logits);
   CHECK(units_kept("uniform", 1) == 32 * input + logits);
   CHECK(units_kept("uniform", 4) == 8 * input + logits);
+}
+
+TEST_CASE("a config's prediction quotes the error band of the published runs of its framework", "[config][fidelity]") {
+  // The band is docs/fidelity.md's, per framework (src/model/fidelity_bands.h, written by
+  // scripts/fidelity.py with the table and checked by the fidelity test).
+  const model::FidelityBand* tt = model::fidelity_band("torchtitan");
+  REQUIRE(tt);
+  CHECK(tt->runs >= 12);
+  CHECK(tt->min_error_pct <= tt->max_error_pct);
+  auto r = sc::test::run_schedcheck("verify examples/torchtitan-llama3-8b-pp2.toml --format json", false);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j["job"]["fidelity"]["framework"] == "torchtitan");
+  CHECK(j["job"]["fidelity"]["runs"] == tt->runs);
+  CHECK(j["job"]["fidelity"]["min_error_pct"] == tt->min_error_pct);
+  auto text = sc::test::run_schedcheck("verify examples/torchtitan-llama3-8b-pp2.toml");
+  CHECK(text.out.find(fmt::format("checked       the throughput predicted for {} published torchtitan runs lies "
+                                  "{:+.1f} % to {:+.1f} % from the published figure (docs/fidelity.md)",
+                                  tt->runs, tt->min_error_pct, tt->max_error_pct)) != std::string::npos);
+  CHECK_FALSE(model::fidelity_band("deepspeed"));  // no published DeepSpeed run is checked yet
 }

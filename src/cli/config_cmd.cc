@@ -13,6 +13,7 @@
 #include "config/verify_job.h"
 #include "config/readers.h"
 #include "fsdp/verify_fsdp.h"
+#include "model/fidelity_bands.h"
 #include "pipeline/named_schedule.h"
 #include "report/report.h"
 #include "support/units.h"
@@ -60,6 +61,17 @@ std::string recompute_name(const TrainingJob& j) {
   return "";
 }
 
+/// How far predictions of `framework`'s configs lay from published runs (docs/fidelity.md), for
+/// the text beside a prediction.
+std::string fidelity_text(const std::string& framework) {
+  const model::FidelityBand* b = model::fidelity_band(framework.c_str());
+  if (!b)
+    return fmt::format("no published {} run is checked yet: this prediction has no measured error band", framework);
+  return fmt::format("the throughput predicted for {} published {} runs lies {:+.1f} % to {:+.1f} % from the "
+                     "published figure (docs/fidelity.md)",
+                     b->runs, framework, b->min_error_pct, b->max_error_pct);
+}
+
 void write_job_text(std::ostream& os, const TrainingJob& job, const JobCosts& jc, const config::JobPrediction& p) {
   const model::Layout& l = job.layout;
   os << fmt::format("{} config {}: {} on {} × {}\n", job.framework, job.path, jc.model.name, job.world,
@@ -89,12 +101,14 @@ void write_job_text(std::ostream& os, const TrainingJob& job, const JobCosts& jc
                       jc.dp_tier == model::LinkTier::kIntraNode ? "NVLink" : "the network",
                       jc.tokens_per_gpu_microbatch >= jc.fsdp_crossover_tokens ? "compute hides the collectives"
                                                                                 : "communication-bound");
-  if (p.complete)
+  if (p.complete) {
     os << fmt::format("  predicted     step {:.3f} s, MFU {:.1f}% (at {:.0f}% of peak per op), {} tokens/s ({} per GPU); "
                       "peak {} on modelled rank {}, worst case {}, HBM {}\n",
                       p.step_s, 100 * p.mfu, 100 * jc.eff.compute, count(p.tokens_per_s),
                       count(p.tokens_per_s / std::max(1, job.world)), format_bytes(static_cast<double>(p.peak_bytes)),
                       p.peak_rank, format_bytes(static_cast<double>(p.worst_bytes)), format_bytes(static_cast<double>(jc.hardware.hbm_bytes)));
+    os << "  checked       " << fidelity_text(job.framework) << "\n";
+  }
   for (const std::string& n : jc.notes) os << "  note: " << n << "\n";
   if (!job.unmodelled.empty()) {
     std::vector<std::string> keys;
@@ -139,6 +153,11 @@ nlohmann::json job_json(const TrainingJob& job, const JobCosts& jc, const config
   if (p.complete)
     j["predicted"] = {{"step_time_s", p.step_s}, {"mfu", p.mfu}, {"tokens_per_s", p.tokens_per_s},
                       {"bubble_rate", p.bubble_rate}, {"peak_bytes", p.peak_bytes}, {"peak_rank", p.peak_rank}, {"worst_case_bytes", p.worst_bytes}};
+  if (const model::FidelityBand* b = model::fidelity_band(job.framework.c_str()))
+    j["fidelity"] = {{"framework", b->framework}, {"runs", b->runs}, {"min_error_pct", b->min_error_pct},
+                     {"max_error_pct", b->max_error_pct}, {"source", "docs/fidelity.md"}};
+  else
+    j["fidelity"] = nullptr;
   return j;
 }
 
