@@ -78,3 +78,22 @@ TEST_CASE("a launch script's environment comes from --env, which is refused wher
   CHECK(other.exit_code == 1);
   CHECK(other.out.find("--env does not apply to examples/llama7b-pp8-1f1b.yaml") != std::string::npos);
 }
+
+TEST_CASE("diff takes the facts a framework config leaves out, and a JSON that is no DeepSpeed config is not read as one", "[cli][diff]") {
+  // DeepSpeed JSONs state neither the world size, the model nor the sequence length: diff takes
+  // them as verify does, for both sides.
+  const std::string ds = sc::test::write_temp(
+      "schedcheck-cli-edges", "ds.json",
+      "{\"train_micro_batch_size_per_gpu\": 2, \"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 3}}\n");
+  auto d = run_schedcheck("diff '" + ds + "' '" + ds + "' --gpus 8 --model llama3-8b --hardware h100 --seq-len 4096 --format json", false);
+  INFO(d.out);
+  REQUIRE(d.exit_code == 0);
+  const json j = json::parse(d.out);
+  CHECK(j["diffs"][0]["figures"]["tokens_per_step"]["new"] == 65536.0);  // 2 sequences x 8 ranks x 4096
+  // A JSON with no top-level DeepSpeed key (schedcheck's own report) goes to the spec reader.
+  const std::string report = sc::test::write_temp("schedcheck-cli-edges", "report.json", "{\"verdict\": \"holds\", \"findings\": []}\n");
+  auto r = run_schedcheck("verify '" + report + "'");
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("DeepSpeed") == std::string::npos);
+  CHECK(r.out.find("missing required key 'schedcheck'") != std::string::npos);
+}

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "config/job.h"
+
 namespace sc::cli {
 
 /// Exit code of an exceeded budget (alone; with other violations it combines to 10).
@@ -46,8 +48,10 @@ nlohmann::json record_of(const std::string& file, const RunOneFile& run_one, int
 
 namespace sc::cli {
 
-/// Verifies one input file with default options through its front-end (the table in
-/// frontends.h), adding its report to `sink`; returns its exit code (verify_cmd.cc).
-int verify_one_file(const std::string& file, ReportSink& sink);
+/// Verifies one input file through its front-end (the table in frontends.h) with default
+/// options, except the framework-config facts of `job` (--gpus, --model, --hardware,
+/// --seq-len, --env, ...), which apply when the file is a config; adds its report to `sink`;
+/// returns its exit code (verify_cmd.cc).
+int verify_one_file(const std::string& file, ReportSink& sink, const config::JobContext& job = {});
 
 }  // namespace sc::cli

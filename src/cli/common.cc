@@ -1,5 +1,6 @@
 #include "cli/common.h"
 
+#include <cctype>
 #include <algorithm>
 #include <cmath>
 #include <cerrno>
@@ -474,6 +475,23 @@ std::string check_output_paths(const std::vector<std::pair<std::string, std::opt
     for (const auto& [other, u] : seen)
       if (same_target(u, t)) return fmt::format("{} and {} name the same file {}", other, option, *path);
     seen.emplace_back(option, std::move(t));
+  }
+  return {};
+}
+
+/// Parses each --env NAME=VALUE into `job->env`; the problem (a bad name, a name given twice),
+/// or empty.
+std::string parse_env(const std::vector<std::string>& items, config::JobContext* job) {
+  for (const std::string& item : items) {
+    const size_t eq = item.find('=');
+    const std::string name = item.substr(0, eq);
+    const bool valid = eq != std::string::npos && !name.empty() &&
+                       (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
+                       std::all_of(name.begin(), name.end(),
+                                   [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    if (!valid) return fmt::format("--env {}: expected NAME=VALUE with a shell variable name (SLURM_NNODES=4)", item);
+    if (!job->env.emplace(name, item.substr(eq + 1)).second)
+      return fmt::format("--env {} is given twice; give it once", name);
   }
   return {};
 }

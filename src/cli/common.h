@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/job.h"
 #include "spec/pipeline_spec.h"
 #include "support/diagnostics.h"
 
@@ -48,6 +49,10 @@ struct ShapeOverride {
 std::optional<PipelineSpec> load_spec(const std::string& path, const std::optional<std::string>& placement,
                                       Diagnostics& diags, bool schedule_optional = false,
                                       const ShapeOverride& shape = {});
+
+/// Parses each --env NAME=VALUE into `job->env` (a shell variable name, each name once); the
+/// problem, or empty.
+std::string parse_env(const std::vector<std::string>& items, config::JobContext* job);
 
 /// `diags` as one JSON report object: {"verdict": "error", "exit_code": 2, "diagnostics":
 /// [{severity, file, line, col, message}]} (what --format json gives for a spec error).

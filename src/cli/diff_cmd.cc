@@ -39,6 +39,8 @@ struct DiffArgs {
   std::optional<std::string> git;
   std::string format = "text";
   std::optional<std::string> fail_on_regression;
+  config::JobContext job;          ///< framework configs: --gpus, --model, --hardware, --seq-len, ...
+  std::vector<std::string> env;    ///< --env NAME=VALUE, into job.env
 };
 
 /// A private folder under the temporary folder (mkdtemp: mode 0700, a fresh name, never an
@@ -218,7 +220,12 @@ std::optional<std::string> repo_relative(const std::string& path, const fs::path
   return rel.generic_string();
 }
 
-int run_diff(const DiffArgs& a) {
+int run_diff(const DiffArgs& a_in) {
+  DiffArgs a = a_in;
+  if (std::string problem = parse_env(a_in.env, &a.job); !problem.empty()) {
+    std::cerr << "schedcheck: error: " << problem << "\n";
+    return kExitUsage;
+  }
   std::optional<Thresholds> thresholds;
   if (a.fail_on_regression) {
     std::string why;
@@ -301,6 +308,10 @@ int run_diff(const DiffArgs& a) {
   std::function<void()> prepare_old;  // set per git file: materialises what the old side reads
   // One pair compared: `old_record` / `new_record` stand in for an absent side (an added or a
   // deleted file); otherwise each side is verified through its front-end.
+  // Both sides of a framework config are read with the same facts (--gpus, --env, ...).
+  const RunOneFile verify_config = [&a](const std::string& file, ReportSink& sink) {
+    return verify_one_file(file, sink, a.job);
+  };
   auto compare = [&](const Side& old_side, const Side& new_side, const nlohmann::json* old_record_given,
                      const nlohmann::json* new_record_given) -> int {
     if (!old_record_given && !new_record_given) {
@@ -315,10 +326,10 @@ int run_diff(const DiffArgs& a) {
     int old_code = 0, new_code = 0;
     // The new side first: the files it reads are those to materialise for the old one.
     const nlohmann::json new_record =
-        new_record_given ? *new_record_given : record_of(new_side.path, verify_one_file, &new_code);
+        new_record_given ? *new_record_given : record_of(new_side.path, verify_config, &new_code);
     if (new_code != kExitSpec && prepare_old) prepare_old();
     const nlohmann::json old_record =
-        old_record_given ? *old_record_given : record_of(old_side.path, verify_one_file, &old_code);
+        old_record_given ? *old_record_given : record_of(old_side.path, verify_config, &old_code);
     if (old_code == kExitSpec || new_code == kExitSpec) {
       std::cerr << fmt::format("schedcheck: error: {} has spec errors (above); nothing to compare\n",
                                old_code == kExitSpec ? old_side.label : new_side.label);
@@ -391,6 +402,17 @@ Command add_diff(CLI::App& parent) {
   cmd->add_option("--git", a->git, "compare each file as it is at this git revision (git show REV:path) with the working tree");
   cmd->add_option("--format", a->format, "text, json or markdown (a table for a pull-request comment)")
       ->check(CLI::IsMember({"text", "json", "markdown"}));
+  cmd->add_option("--gpus", a->job.gpus, "framework configs: the world size, when the config does not fix it")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--model", a->job.model, "framework configs: the model preset, when the config names none");
+  cmd->add_option("--hardware", a->job.hardware, "framework configs: the GPU preset");
+  cmd->add_option("--seq-len", a->job.seq_len, "framework configs: the sequence length, when the config states none");
+  cmd->add_option("--micro-batch-size", a->job.micro_batch_size,
+                  "DeepSpeed configs that leave the microbatch size to the autotuner")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  cmd->add_option("--grad-accum", a->job.grad_accum, "DeepSpeed configs that leave accumulation to the autotuner")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  cmd->add_option("--env", a->env, "Megatron-LM launch scripts: NAME=VALUE of the launch environment, repeatable");
   cmd->add_option("--fail-on-regression", a->fail_on_regression,
                   "exit 19 when a figure changes for the worse by more than its threshold: time=5% (span, step "
                   "time, exposed communication, and a fall of throughput in tokens/s), memory=2% (peak and "

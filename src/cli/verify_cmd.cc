@@ -94,23 +94,6 @@ int unreadable_input(const std::string& file, ReportSink& sink) {
   return report_spec_errors(d);
 }
 
-/// Parses each --env NAME=VALUE into `job->env`; the problem (a bad name, a name given twice),
-/// or empty.
-std::string parse_env(const std::vector<std::string>& items, config::JobContext* job) {
-  for (const std::string& item : items) {
-    const size_t eq = item.find('=');
-    const std::string name = item.substr(0, eq);
-    const bool valid = eq != std::string::npos && !name.empty() &&
-                       (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
-                       std::all_of(name.begin(), name.end(),
-                                   [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-    if (!valid) return fmt::format("--env {}: expected NAME=VALUE with a shell variable name (SLURM_NNODES=4)", item);
-    if (!job->env.emplace(name, item.substr(eq + 1)).second)
-      return fmt::format("--env {} is given twice; give it once", name);
-  }
-  return {};
-}
-
 int run_verify(const VerifyArgs& a_in, ReportSink& sink) {
   VerifyArgs parsed = a_in;
   parsed.env.clear();  // moved into job.env once: runs for single files below start from `parsed`
@@ -265,10 +248,13 @@ int run_pipeline_verify(const std::vector<std::string>& files, const VerifyReque
   return exit;
 }
 
-int verify_one_file(const std::string& file, ReportSink& sink) {
+int verify_one_file(const std::string& file, ReportSink& sink, const config::JobContext& job) {
   VerifyArgs a;
   a.files = {file};
   a.format = sink.format();
+  // Config facts apply to configs only: any other front-end would refuse them as options.
+  const std::string fe = front_end_for(file).name;
+  if (fe == "torchtitan" || fe == "deepspeed" || fe == "megatron") a.job = job;
   a.recorded = true;
   return run_verify(a, sink);
 }

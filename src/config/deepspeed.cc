@@ -403,8 +403,18 @@ class DeepSpeedReader {
 }  // namespace
 
 bool is_deepspeed_config(const std::string& path) {
-  // Every .json: the reader says when one is not a DeepSpeed config (no batch keys, not an object).
-  return std::filesystem::path(path).extension() == ".json";
+  // A .json that DeepSpeed could mean: JSON that does not parse (its errors are DeepSpeed's to
+  // give), or an object with a top-level key DeepSpeed defines (or an empty one). A trace, a
+  // report or a schema is another front-end's (or none's), not a DeepSpeed config missing --gpus.
+  if (std::filesystem::path(path).extension() != ".json") return false;
+  std::string text, why;
+  if (!read_input_file(path, &text, &why)) return true;  // the reader reports why
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) return true;
+  if (!j.is_object()) return false;
+  for (const auto& [key, value] : j.items())
+    if (is_deepspeed_key(key)) return true;
+  return j.empty();
 }
 
 // What read_deepspeed fills: sharding from zero_optimization.stage (0 DDP, 1 ZeRO-1, 2 ZeRO-2,
