@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs each libFuzzer harness for SECONDS (default 60) on its seed corpus (examples/ and specs/),
 # stopping at the first crash, leak, sanitizer report or time-out of one input (10 s).
-#   fuzz/run.sh BUILD_DIR [SECONDS] [NAME...]      NAME: csv pipeline_yaml fsdp_yaml router_yaml torchtitan megatron deepspeed shell_args
+#   fuzz/run.sh BUILD_DIR [SECONDS] [NAME...]      NAME: csv pipeline_yaml fsdp_yaml router_yaml torchtitan megatron deepspeed shell_args output_paths
 # BUILD_DIR is a tree configured with -DSCHEDCHECK_FUZZ=ON and clang (README.md, "Fuzzing and
 # sanitizers"). New inputs collect in BUILD_DIR/fuzz-corpus/NAME; a failing input is written to
 # BUILD_DIR/fuzz-artifacts/ and the script exits non-zero.
@@ -11,7 +11,7 @@ build="${1:?usage: fuzz/run.sh BUILD_DIR [SECONDS] [NAME...]}"
 seconds="${2:-60}"
 shift $(( $# >= 2 ? 2 : 1 ))
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(csv pipeline_yaml fsdp_yaml router_yaml torchtitan megatron deepspeed shell_args)
+[ ${#names[@]} -gt 0 ] || names=(csv pipeline_yaml fsdp_yaml router_yaml torchtitan megatron deepspeed shell_args output_paths)
 
 seeds="$build/fuzz-seeds"
 rm -rf "$seeds"
