@@ -144,3 +144,21 @@ TEST_CASE("a DeepSpeed config with a surrogate-pair escape reads as json.load re
 
 }  // namespace
 }  // namespace sc::config
+
+namespace sc::config {
+namespace {
+
+TEST_CASE("a ${NAME:=default} assignment is bounded like any other", "[config][limits]") {
+  // The default's expansion fills the word to the limit and its literal text goes past it; the
+  // assigned value once kept both (a fuzzing find).
+  std::string text = "V=x\n";
+  for (int i = 0; i < 16; ++i) text += "V=$V$V\n";  // 65,536 characters
+  text += "echo ${W:=${V}tail}\ntorchrun x.py --data-path $W\n";
+  ShellArgs a = read_shell_args(register_source("assign-default.sh", text), text);
+  REQUIRE(a.vars.count("W"));
+  CHECK(a.vars.at("W").value.size() <= kMaxShellValue);
+  CHECK(a.limit_error.find("expands to more than 65536 characters") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace sc::config

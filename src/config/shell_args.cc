@@ -461,6 +461,11 @@ class Shell {
       if (!set) {
         value.clear();
         append(value, plain(word), at);
+        if (value.size() > kMaxShellValue) {  // the default's literal text on top of its expansions
+          value.resize(kMaxShellValue);
+          limit(at, name + " expands to more than " + std::to_string(kMaxShellValue) +
+                        " characters: a launch script's values are short, so this is not read");
+        }
         if (!name.empty() && is_name_start(name[0])) {
           scalars_[name] = value;
           scalar_loc_[name] = at;
