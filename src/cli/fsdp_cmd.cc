@@ -65,9 +65,6 @@ void check_fsdp_size(const FsdpSpec& spec, Diagnostics& d) {
 
 }  // namespace
 
-/// True when `path` is an FSDP spec (verify dispatches it here).
-bool is_fsdp_spec_file(const std::string& path) { return is_fsdp_spec(path); }
-
 /// Verifies FSDP specs `files`, adding each file's report to `sink` (its text when the sink
 /// wants text); writes
 /// the Chrome trace of the single input to `trace`, its DOT picture to `dot` and its SVG timeline

@@ -10,9 +10,6 @@
 
 namespace sc::cli {
 
-/// True when `path` is a router spec (verify dispatches it here).
-bool is_router_spec_file(const std::string& path) { return is_router_spec(path); }
-
 /// Verifies router specs `files`, adding each file's report to `sink` (its text when the sink
 /// wants text). Spec errors in any file stop the run before anything is checked (exit 2; the
 /// diagnostics are added to the sink as a report too). `time_limit_s` (0 = none) bounds the

@@ -252,9 +252,9 @@ int verify_one_file(const std::string& file, ReportSink& sink, const config::Job
   VerifyArgs a;
   a.files = {file};
   a.format = sink.format();
-  // Config facts apply to configs only: any other front-end would refuse them as options.
-  const std::string fe = front_end_for(file).name;
-  if (fe == "torchtitan" || fe == "deepspeed" || fe == "megatron") a.job = job;
+  // Config facts go to the front-ends that take them (the table's options), no other.
+  const std::vector<std::string>& takes = front_end_for(file).options;
+  if (std::find(takes.begin(), takes.end(), "--gpus") != takes.end()) a.job = job;
   a.recorded = true;
   return run_verify(a, sink);
 }
