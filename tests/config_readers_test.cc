@@ -1,6 +1,7 @@
 // Framework config readers: the Megatron-LM and DeepSpeed corpus files give the expected job, and
 // broken configs give the framework's own error at the flag or key that set the value.
 #include <filesystem>
+#include <random>
 #include <sstream>
 
 #include "catch.h"
@@ -658,6 +659,69 @@ TEST_CASE("every shipped config reads without an unknown key", "[config]") {
     CHECK_FALSE(find_diag(diags, Severity::kError, "unrecognized arguments"));
   }
   CHECK(read >= 22);  // 20 published runs, the pp2 TOML and the Mixtral script at least
+}
+
+
+TEST_CASE("Megatron: thousands of junk flags get located errors, suggestions for the first 32 only", "[config]") {
+  // A fuzzing find: one 40 KB flag (or many long ones) cost an edit-distance search over every
+  // Megatron flag each, minutes under the sanitizers. Now a word past kMaxSuggestedWord gets no
+  // suggestion and only the first 32 unknown flags are searched.
+  std::string text = std::string("--micro-batch-size 1 --global-batch-size 8\n") + kModel;
+  text += "--" + std::string(40000, 'x') + "\n";
+  for (int i = 0; i < 200; ++i) text += "--tensor-model-paralel-size" + std::to_string(i) + " 1\n";
+  const std::string path = test::write_temp("schedcheck_config_test", "junkflags.args", text);
+  JobContext ctx;
+  ctx.gpus = 8;
+  Diagnostics diags;
+  TrainingJob j;
+  CHECK_FALSE(read_megatron(path, ctx, &j, diags));
+  int unknown = 0, suggested = 0;
+  for (const auto& d : diags.all()) {
+    if (d.message.find("unrecognized arguments") == std::string::npos) continue;
+    ++unknown;
+    if (d.message.find("did you mean '--tensor-model-parallel-size'") != std::string::npos) ++suggested;
+    if (d.message.find("--xxxx") != std::string::npos) CHECK(d.message.find("did you mean") == std::string::npos);
+  }
+  CHECK(unknown == 201);
+  CHECK(suggested == 31);  // 32 searches, one of them spent on the 40 KB flag
+}
+
+TEST_CASE("closest_match's banded search finds what a full edit distance finds", "[config]") {
+  auto full = [](const std::string& a, const std::string& b) {
+    std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+    for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+    for (size_t k = 0; k <= b.size(); ++k) d[0][k] = k;
+    for (size_t i = 1; i <= a.size(); ++i)
+      for (size_t k = 1; k <= b.size(); ++k)
+        d[i][k] = std::min({d[i - 1][k] + 1, d[i][k - 1] + 1, d[i - 1][k - 1] + (a[i - 1] == b[k - 1] ? 0 : 1)});
+    return d[a.size()][b.size()];
+  };
+  const std::vector<std::string> names = {"pipeline_parallel_degree", "tensor_parallel_degree", "data_parallel_shard_degree",
+                                          "--micro-batch-size", "--global-batch-size", "ab", "abc", "zz"};
+  std::mt19937 rng(3);
+  const std::string alphabet = "abcdeglmnoprst_-";
+  int agreed = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::string w = names[rng() % names.size()];
+    for (int e = static_cast<int>(rng() % 6); e > 0 && !w.empty(); --e) {
+      const size_t pos = rng() % w.size();
+      switch (rng() % 3) {
+        case 0: w[pos] = alphabet[rng() % alphabet.size()]; break;
+        case 1: w.erase(pos, 1); break;
+        default: w.insert(pos, 1, alphabet[rng() % alphabet.size()]);
+      }
+    }
+    size_t best = std::max<size_t>(2, w.size() / 3) + 1;
+    std::string expect;
+    for (const auto& n : names) {
+      const size_t dist = full(w, n);
+      if (dist < best) best = dist, expect = n;
+    }
+    INFO(w);
+    CHECK(closest_match(w, names) == expect);
+    agreed += closest_match(w, names) == expect;
+  }
+  CHECK(agreed == 3000);
 }
 
 }  // namespace sc::config

@@ -110,12 +110,16 @@ class MegatronReader {
       args_.get(f);
     // argparse refuses a flag Megatron-LM does not define ("unrecognized arguments"; its parser
     // has allow_abbrev=False); the defined ones schedcheck does not read are listed once.
+    // Suggestions for the first kMaxFlagSuggestions unknown flags only: a script of thousands
+    // of junk flags would otherwise cost one edit-distance search over ~1,000 flags per word.
+    constexpr int kMaxFlagSuggestions = 32;
+    int suggested = 0;
     for (auto& [flag, loc] : args_.unconsulted()) {
       if (is_megatron_flag(flag)) {
         j.unmodelled.emplace_back(flag, loc);
         continue;
       }
-      const std::string near = closest_megatron_flag(flag);
+      const std::string near = suggested++ < kMaxFlagSuggestions ? closest_megatron_flag(flag) : std::string();
       diags_.error(loc, fmt::format("unrecognized arguments: {} (Megatron-LM defines no such flag{})", flag,
                                     near.empty() ? "" : fmt::format("; did you mean '{}'?", near)));
     }

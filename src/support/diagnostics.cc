@@ -85,26 +85,37 @@ void Diagnostics::print(std::ostream& os) const {
 }
 
 namespace {
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+/// Levenshtein distance between `a` and `b`, or any value >= `bound` once the distance is known
+/// to reach `bound`: only the diagonal band |i - j| < bound is filled, and a row whose cells all
+/// reach `bound` ends the search. Time O(|a| * bound), memory O(|b|).
+size_t edit_distance_below(const std::string& a, const std::string& b, size_t bound) {
+  const size_t la = a.size(), lb = b.size();
+  if ((la > lb ? la - lb : lb - la) >= bound) return bound;
+  std::vector<size_t> prev(lb + 1, bound), cur(lb + 1, bound);
+  for (size_t j = 0; j <= lb && j < bound; ++j) prev[j] = j;
+  for (size_t i = 1; i <= la; ++i) {
+    const size_t lo = i >= bound ? i - bound + 1 : 1, hi = std::min(lb, i + bound - 1);
+    std::fill(cur.begin(), cur.end(), bound);
+    cur[0] = i < bound ? i : bound;
+    size_t row_min = cur[0];
+    for (size_t j = lo; j <= hi; ++j) {
+      const size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub, bound});
+      row_min = std::min(row_min, cur[j]);
     }
+    if (row_min >= bound) return bound;
     std::swap(prev, cur);
   }
-  return prev[b.size()];
+  return prev[lb];
 }
 }  // namespace
 
 std::string closest_match(const std::string& word, const std::vector<std::string>& candidates) {
+  if (word.size() > kMaxSuggestedWord) return {};
   size_t best = std::max<size_t>(2, word.size() / 3) + 1;
   std::string out;
   for (const auto& c : candidates) {
-    size_t d = edit_distance(word, c);
+    const size_t d = edit_distance_below(word, c, best);
     if (d < best) {
       best = d;
       out = c;

@@ -44,8 +44,14 @@ class Diagnostics {
 /// Formats one diagnostic (with source line and caret when the location has a file).
 std::string format_diagnostic(const Diagnostic& d);
 
+/// Longest word `closest_match` looks for (bytes); no flag, key or name is near that long, and a
+/// longer word (a fuzzer's 40 KB "flag") would cost |word| x |candidates| for nothing.
+inline constexpr size_t kMaxSuggestedWord = 128;
+
 /// "did you mean 'x'?" suggestion: the candidate with the smallest edit distance to `word`
-/// when that distance is at most max(2, |word|/3); empty when none is close.
+/// when that distance is at most max(2, |word|/3); empty when none is close or when `word` is
+/// longer than kMaxSuggestedWord. Time O(|word| * |candidates| * max(2, |word|/3)) at worst:
+/// each distance is computed in a band and abandoned once it cannot beat the best so far.
 std::string closest_match(const std::string& word, const std::vector<std::string>& candidates);
 
 }  // namespace sc
