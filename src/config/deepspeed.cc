@@ -273,6 +273,10 @@ class DeepSpeedReader {
     j.reshard_after_forward = stage_ == 3;
     // zero/config.py: overlap_comm None means True at stage 3, False below.
     j.overlap_comm = overlap_comm_.value_or(stage_ == 3);
+    // overlap_comm at stages 1 and 2 is "overlap the reduction of the gradients with backward
+    // computation" (DeepSpeed's ZeRO config docs); at stage 3 the per-unit reduce-scatters are
+    // modelled by the FSDP front-end's streams.
+    j.overlap_grad_reduce = j.overlap_comm;
     if (stage_loc_.valid()) j.where["sharding"] = stage_loc_;
     if (bf16_ && fp16_)
       diags_.error(std::make_pair(bf16_loc_.line, bf16_loc_.col) >= std::make_pair(fp16_loc_.line, fp16_loc_.col)

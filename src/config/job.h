@@ -60,6 +60,16 @@ struct TrainingJob {
   /// Data-parallel collectives on their own streams (overlapped with compute); DeepSpeed's
   /// zero_optimization.overlap_comm, whose default is true at stage 3 and false below.
   bool overlap_comm = true;
+  /// TP collectives pipelined with the GEMMs (model::CostInputs::tp_comm_overlap): Megatron-LM
+  /// `--tp-comm-overlap`, torchtitan `enable_async_tensor_parallel`.
+  bool tp_comm_overlap = false;
+  /// Gradient reduction under the last backward (Composition::overlap_grad_reduce): Megatron-LM
+  /// `--overlap-grad-reduce`; torchtitan always (FSDP2 and DDP reduce per unit or bucket as the
+  /// backward produces them); DeepSpeed ZeRO-1/2 `overlap_comm`.
+  bool overlap_grad_reduce = false;
+  /// Megatron-LM `--overlap-param-gather` (with the distributed optimizer): the parameter
+  /// all-gather runs under the next step's forward (Composition::reduce_scatter_only).
+  bool overlap_param_gather = false;
   /// DeepSpeed ZeRO-3 knobs, parameters (docs/facts/config-keys.md#deepspeed-zero-keys).
   int64_t prefetch_bucket_params = 50'000'000;
   int64_t max_live_params = 1'000'000'000;

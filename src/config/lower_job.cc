@@ -103,6 +103,7 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   in.selective_every = job.selective_every;
   in.recompute_method = job.recompute_method;
   in.recompute_layers = job.recompute_layers;
+  in.tp_comm_overlap = job.tp_comm_overlap && lay.tp > 1;
   jc.total_params = m.total_params();
   jc.active_params = m.active_params();
   jc.tokens_per_step = job.global_batch_sequences * job.seq_len;
@@ -151,6 +152,7 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
       sum[s].weight_grad += static_cast<int64_t>(2 * tokens * static_cast<double>(3 * m.dim + f) / lay.tp);
       if (layer == 0) {
         jc.tp_comm_per_layer_s = c.tp_comm_s;
+        jc.tp_exposed_per_layer_s = c.tp_exposed_s;
         jc.cp_comm_per_layer_s = c.cp_comm_s;
       }
       jc.ep_comm_per_layer_s = std::max(jc.ep_comm_per_layer_s, c.ep_comm_s);
@@ -177,11 +179,18 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
     return false;
   }
   jc.tp_tier = model::link_tier(hw, 1, lay.tp);
-  if (lay.tp > 1)
+  if (lay.tp > 1 && !in.tp_comm_overlap)
     jc.notes.push_back(fmt::format("each modelled rank stands for its {} tensor-parallel ranks; their per-layer "
                                    "all-gathers and reduce-scatters ({:.3f} ms per layer and direction over {}) are "
                                    "added to F and I, not overlapped", lay.tp, jc.tp_comm_per_layer_s * 1e3,
                                    tier_name(jc.tp_tier)));
+  if (lay.tp > 1 && in.tp_comm_overlap)
+    jc.notes.push_back(fmt::format("each modelled rank stands for its {} tensor-parallel ranks; their per-layer "
+                                   "all-gathers and reduce-scatters ({:.3f} ms per layer and direction over {}) are "
+                                   "pipelined with the GEMMs in {} chunks ({}), leaving {:.3f} ms exposed in F and I",
+                                   lay.tp, jc.tp_comm_per_layer_s * 1e3, tier_name(jc.tp_tier), lay.tp,
+                                   job.framework == "megatron" ? "--tp-comm-overlap" : "async TP",
+                                   jc.tp_exposed_per_layer_s * 1e3));
   if (lay.cp > 1)
     jc.notes.push_back(fmt::format("context parallelism: each rank computes 1/{} of the tokens; the key/value "
                                    "all-gather ({:.3f} ms per layer) is added to F and I", lay.cp,
@@ -377,6 +386,8 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   c.fsdp = fsdp;
   c.reshard_after_forward = fsdp && job.reshard_after_forward;
   c.overlap_comm = job.overlap_comm;
+  c.overlap_grad_reduce = job.overlap_grad_reduce;
+  c.reduce_scatter_only = job.sharding == Sharding::kZero1 && job.overlap_param_gather;
   c.param_dtype = job.param_dtype;
   c.param_dtype_bytes = pbytes;
   c.reduce_dtype = job.reduce_dtype;
@@ -393,9 +404,15 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   p.locs.microbatches = job.loc("microbatches");
   p.locs.memory_limit = job.loc("hardware");
   p.locs.schedule = job.loc("schedule");
-  if (job.sharding == Sharding::kZero1 || job.sharding == Sharding::kZero2)
+  if ((job.sharding == Sharding::kZero1 || job.sharding == Sharding::kZero2) && !c.reduce_scatter_only)
     jc.notes.push_back("the distributed optimizer's reduce-scatter and all-gather are modelled as one all-reduce "
                        "(the same bytes on the wire, docs/facts/cost-formulas.md#communication-volume-and-time)");
+  if (c.reduce_scatter_only)
+    jc.notes.push_back("--overlap-param-gather: the step holds the gradient reduce-scatter; the parameter all-gather "
+                       "runs under the next step's forward");
+  if (c.overlap_grad_reduce && c.overlap_comm && replicate * shard > 1)
+    jc.notes.push_back("the gradient reduction of each stage starts with its last backward (bucketed, as the backward "
+                       "produces gradients); the last bucket's reduction after it is not modelled");
   std::vector<int64_t> per_rank(lay.pp, 0);  // loop placement; V places the same number of stages per rank
   for (int32_t s = 0; s < stages; ++s)
     per_rank[s % lay.pp] += p.memory.state_bytes[s] + p.memory.params_bytes[s] / (fsdp ? shard : 1);

@@ -194,6 +194,10 @@ class MegatronReader {
     if (const ShellFlag* o = args_.get("--tp-comm-overlap"); o && (!sp || l.tp == 1))
       diags_.error(o->loc, "Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is "
                            "enabled");
+    if (const ShellFlag* o = args_.get("--tp-comm-overlap"); o && sp && l.tp > 1) {
+      j.tp_comm_overlap = true;
+      j.where["tp_comm_overlap"] = o->loc;
+    }
     if (sp && l.tp == 1) {
       l.sequence_parallel = false;
       diags_.warning(sp->loc, "Disabling sequence parallelism because tensor model parallelism is disabled "
@@ -337,6 +341,11 @@ class MegatronReader {
       if (!args_.has("--overlap-grad-reduce"))
         diags_.error(opg->loc, "Must use --overlap-param-gather with --overlap-grad-reduce");
     }
+    if (const ShellFlag* ogr = args_.get("--overlap-grad-reduce")) {
+      j.overlap_grad_reduce = true;
+      j.where["overlap_grad_reduce"] = ogr->loc;
+    }
+    j.overlap_param_gather = args_.has("--overlap-param-gather") && dist_opt;
     if (!world_ok_) return;
     const bool sharded_params = j.sharding == Sharding::kFsdp || j.sharding == Sharding::kZero2;
     (sharded_params ? j.layout.dp_shard : j.layout.dp_replicate) = dp_;

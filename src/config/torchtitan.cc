@@ -42,7 +42,8 @@ const std::map<std::string, std::set<std::string>>& modelled() {
         "pipeline_parallel_microbatch_size", "pipeline_parallel_microbatches", "num_pp_microbatches",
         "pipeline_parallel_layers_per_stage", "pipeline_parallel_first_stage_less_layers",
         "pipeline_parallel_last_stage_less_layers", "context_parallel_degree", "expert_parallel_degree",
-        "expert_tensor_parallel_degree"}},
+        "expert_tensor_parallel_degree", "enable_async_tensor_parallel"}},
+      {"experimental", {"enable_async_tensor_parallel"}},
       {"training",
        {"local_batch_size", "batch_size", "global_batch_size", "seq_len", "num_tokens_per_microbatch_per_dp_rank",
         "num_tokens_per_train_step", "max_context_length", "mixed_precision_param", "mixed_precision_reduce", "dtype"}},
@@ -239,6 +240,20 @@ class Reader {
       }
       set_where("dp_shard", shard);
     }
+    // Async TP: parallelism.enable_async_tensor_parallel (experimental.* before 2025-02).
+    auto async_tp = get("parallelism", "enable_async_tensor_parallel");
+    if (!async_tp) async_tp = get("experimental", "enable_async_tensor_parallel");
+    if (async_tp) {
+      if (auto b = async_tp->node->value<bool>()) {
+        job_.tp_comm_overlap = *b;
+        if (*b) job_.where["tp_comm_overlap"] = async_tp->loc;
+      } else {
+        diags_.error(async_tp->loc, fmt::format("{} must be true or false", async_tp->key));
+      }
+    }
+    // FSDP2 reduce-scatters each unit's gradients as its backward ends, and DDP buckets do the
+    // same, so the step's reduction runs under the last backward.
+    job_.overlap_grad_reduce = true;
     if (auto sp = get("parallelism", "enable_sequence_parallel")) {
       if (auto b = sp->node->value<bool>()) l.sequence_parallel = *b;
       else diags_.error(sp->loc, "parallelism.enable_sequence_parallel must be true or false");

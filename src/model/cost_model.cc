@@ -105,6 +105,13 @@ double ring_time_s(double bytes, int64_t n, double bw, double latency_s, bool al
   return latency_s + f * static_cast<double>(n - 1) / static_cast<double>(n) * bytes / bw;
 }
 
+double tp_exposed_s(double comm_s, double gemm_s, int64_t chunks) {
+  if (comm_s <= 0) return 0;
+  const double n = static_cast<double>(std::max<int64_t>(1, chunks));
+  if (comm_s <= gemm_s) return comm_s / n;
+  return comm_s - gemm_s * (n - 1) / n;
+}
+
 LayerCost layer_cost(const CostInputs& in, int64_t layer) {
   const ModelDesc& m = in.model;
   const Layout& lay = in.layout;
@@ -138,9 +145,13 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
     const double bw = group_bandwidth(in.hardware, in.eff, 1, lay.ep);
     c.ep_comm_s = 2 * (lat + static_cast<double>(lay.ep - 1) / lay.ep * bytes / bw);
   }
-  const double comm = c.tp_comm_s + c.cp_comm_s + c.ep_comm_s;
-  c.forward_s = (lin + attn) / rate + comm;
-  c.input_grad_s = (lin + 2 * attn) / rate + comm;
+  // TP overlap: the forward's and the input-gradient pass's collectives each pipeline with
+  // that pass's linear GEMMs (the same FLOPs both ways), in tp chunks.
+  c.tp_exposed_s = in.tp_comm_overlap ? tp_exposed_s(c.tp_comm_s, lin / rate, lay.tp) : c.tp_comm_s;
+  const double comm = c.tp_exposed_s + c.cp_comm_s + c.ep_comm_s;
+  const double attn_run = in.causal_attention ? attn / 2 : attn;
+  c.forward_s = (lin + attn_run) / rate + comm;
+  c.input_grad_s = (lin + 2 * attn_run) / rate + comm;
   c.weight_grad_s = lin / rate;
   const int64_t dense = m.layer_params(layer) - m.layer_expert_params(layer);
   c.expert_params = m.layer_expert_params(layer) / (static_cast<int64_t>(lay.ep) * lay.expert_tp());

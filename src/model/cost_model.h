@@ -179,6 +179,7 @@ struct LayerCost {
   double weight_grad_s = 0;     ///< backward for weights (W): the linear part
   double recompute_s = 0;       ///< forward work redone before I with recompute
   double tp_comm_s = 0;         ///< TP all-gather/reduce-scatter (or all-reduce) time in forward
+  double tp_exposed_s = 0;      ///< of tp_comm_s, what the forward waits for (all of it without overlap)
   double cp_comm_s = 0;         ///< CP key/value all-gather time in forward
   double ep_comm_s = 0;         ///< EP all-to-all time in forward (dispatch + combine)
   int64_t params = 0;           ///< parameters held per rank (dense / tp, experts / (ep·tp))
@@ -202,9 +203,28 @@ struct CostInputs {
   RecomputeMethod recompute_method = RecomputeMethod::kUniform;
   int32_t recompute_layers = 1;   ///< blocks per checkpoint (kUniform) or checkpointed blocks (kBlock)
   int32_t activation_element_bytes = 2;  ///< 2 for bf16/fp16 compute, 4 for fp32 (scales the activations)
+  /// TP communication decomposed and pipelined with the GEMMs it feeds or drains (Megatron-LM
+  /// `--tp-comm-overlap`, TransformerEngine userbuffers; torchtitan
+  /// `enable_async_tensor_parallel`, symmetric-memory micro-pipelining): see tp_exposed_s.
+  bool tp_comm_overlap = false;
+  /// The attention core runs with a causal mask (decoder-only language models): FlashAttention
+  /// skips the key blocks above the diagonal, so it executes about half of the QK^T and AV
+  /// FLOPs that the MFU convention counts (docs/facts/cost-formulas.md#flops).
+  bool causal_attention = true;
 };
 
-/// The costs of block `layer`. Compute: FLOPs / (peak·eff.compute). Activations (16-bit,
+/// Time of TP communication `comm_s` left exposed when it is split into `chunks` pieces
+/// pipelined with GEMMs of `gemm_s` (chunk k's transfer runs under chunk k-1's GEMM; Wang et al.,
+/// "Overlap Communication with Dependent Computation via Decomposition in Large Deep Learning
+/// Models", ASPLOS 2023, the scheme of TransformerEngine's userbuffers and of PyTorch's async
+/// TP; docs/facts/cost-formulas.md#tensor-parallel-overlap). A two-stage pipeline of n chunks
+/// takes (c + g)/n + (n-1)·max(c, g)/n, so beyond the GEMMs: c/n when c <= g, else
+/// c - g·(n-1)/n. Seconds; 0 when comm_s <= 0; chunks < 1 counts as 1 (nothing hidden).
+double tp_exposed_s(double comm_s, double gemm_s, int64_t chunks);
+
+/// The costs of block `layer`. Compute: FLOPs / (peak·eff.compute), the attention core at half
+/// its counted FLOPs when causal. TP communication is added whole, or only its exposed part
+/// with tp_comm_overlap (tp_exposed_s against the block's linear GEMMs). Activations (16-bit,
 /// FlashAttention, so no stored softmax): s·b·h·(18 + 4·F/h)/t with sequence parallelism, per
 /// Megatron's compute_activation_memory (Korthikanti et al. 2022, Table 2; docs/facts/cost-formulas.md#activation-memory),
 /// with the token count divided by cp; without SP the 10·s·b·h of LayerNorm and dropout inputs

@@ -76,15 +76,16 @@ std::vector<HardwareDesc> gpus() {
   // 16 GiB stacks).
   constexpr int64_t GiB = int64_t{1} << 30;
   return {
-      // A100: 0.61 reproduces torchtitan's Llama 3 8B on 64 A100 (2,973 tokens/s/GPU,
-      // docs/performance.md) with its per-op AC's recompute charged (docs/fidelity.md).
-      {"a100-80gb", 312e12, 80 * GiB, 300e9, 25e9, 8, "docs/facts/hardware.md#gpus A100 80GB SXM", 0.61, 19.5e12},
-      {"a100-40gb", 312e12, 40 * GiB, 300e9, 25e9, 8, "docs/facts/hardware.md#gpus A100 40GB SXM", 0.61, 19.5e12},
+      // A100: 0.545 reproduces torchtitan's Llama 3 8B on 64 A100 (2,973 tokens/s/GPU,
+      // docs/performance.md) with its per-op AC's recompute charged and the causal attention
+      // core at half its counted FLOPs (docs/fidelity.md).
+      {"a100-80gb", 312e12, 80 * GiB, 300e9, 25e9, 8, "docs/facts/hardware.md#gpus A100 80GB SXM", 0.545, 19.5e12},
+      {"a100-40gb", 312e12, 40 * GiB, 300e9, 25e9, 8, "docs/facts/hardware.md#gpus A100 40GB SXM", 0.545, 19.5e12},
       {"h100", 989e12, 80 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H100 SXM", 0.40, 67e12},
       // Meta's Grand Teton H100 (96 GB HBM2e, 500 W), where torchtitan's H100 figures were measured;
-      // torchtitan counts MFU against the SXM peak. 0.37 reproduces its Llama 3.1 8B on 8 GPUs
+      // torchtitan counts MFU against the SXM peak. 0.332 reproduces its Llama 3.1 8B on 8 GPUs
       // (5,762 TPS/GPU, benchmarks/llama3_h100_202412_torchtitan.md).
-      {"h100-96gb", 989e12, 96 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H100 (Meta Grand Teton variant)", 0.37, 67e12},
+      {"h100-96gb", 989e12, 96 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H100 (Meta Grand Teton variant)", 0.332, 67e12},
       {"h200", 989e12, 141 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H200", 0.40, 67e12},
       {"b200", 2250e12, 192 * GiB, 900e9, 50e9, 8, "docs/facts/hardware.md#gpus B200"},
       {"mi300x", 1300e12, 192 * GiB, 448e9, 50e9, 8, "docs/facts/hardware.md#gpus MI300X", 0.40, 163.4e12},

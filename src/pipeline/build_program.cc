@@ -385,7 +385,13 @@ class Builder {
       if (first != kNoOp) return;
       first = id;
       auto it = last_backward_.find(a.stage);
-      if (it != last_backward_.end() && p.ops[it->second].stream != op.stream) defer_dep(id, it->second);
+      if (it == last_backward_.end() || p.ops[it->second].stream == op.stream) return;
+      // Overlapped reduction: starts with the last backward (wire_all copies its inputs).
+      if (comp_->overlap_grad_reduce) {
+        with_backward_.emplace(id, it->second);
+      } else {
+        defer_dep(id, it->second);
+      }
     };
     if (comp_->fsdp)
       after_backward(add_collective(op, CollectiveKind::kReduceScatter, shard_comm_[prank * R + rep], grads, rdtype,
@@ -393,8 +399,11 @@ class Builder {
     if (replicate_comm_[prank * S + shard] >= 0) {
       const int64_t b = comp_->fsdp ? grads / S : grads;
       const int32_t n = static_cast<int32_t>(p.comms[replicate_comm_[prank * S + shard]].ranks.size());
-      after_backward(add_collective(op, CollectiveKind::kAllReduce, replicate_comm_[prank * S + shard], b, rdtype,
-                                    fmt::format("AR stage {}", a.stage), arith(comp_->fsdp ? "fsdp" : "ddp", n)));
+      const bool rs = !comp_->fsdp && comp_->reduce_scatter_only;
+      after_backward(add_collective(op, rs ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
+                                    replicate_comm_[prank * S + shard], b, rdtype,
+                                    fmt::format("{} stage {}", rs ? "RS" : "AR", a.stage),
+                                    arith(comp_->fsdp ? "fsdp" : "ddp", n)));
     }
     const int32_t last_stage = spec_.stages - 1;
     if (tied_comm_[cur_] >= 0 && (a.stage == 0 || a.stage == last_stage)) {
@@ -616,6 +625,7 @@ class Builder {
       const Op op = p.ops[id];
       cur_ = op.rank % dp_;
       for (uint32_t k = first[id]; k < first[id + 1]; ++k) p.add_dep(id, Dep{extra[k], DepKind::kLocal});
+      if (auto w = with_backward_.find(id); w != with_backward_.end()) start_with(id, w->second);
       if (op.kind == OpKind::kCompute) {
         for (int part = 0; part < op.num_actions; ++part) wire_compute(id, op.actions[part]);
         for (int part = 0; part < op.num_actions; ++part) add_memory(id, op.actions[part]);
@@ -631,6 +641,20 @@ class Builder {
         gather_or_free(id, op.actions[0]);
       }
     }
+  }
+
+  /// Overlapped gradient reduction `id` starts when backward `bw` (wired before it: created
+  /// earlier) can start: after bw's inputs and bw's predecessor on its stream.
+  void start_with(OpId id, OpId bw) {
+    Program& p = out_.program;
+    for (const Dep* d = p.deps_begin(bw); d != p.deps_end(bw); ++d)
+      if (d->src != kNoOp && p.ops[d->src].stream != p.ops[id].stream) p.add_dep(id, *d);
+    const std::vector<OpId>& lane = p.streams[p.ops[bw].stream].ops;
+    for (size_t k = lane.size(); k-- > 1;)
+      if (lane[k] == bw) {
+        p.add_dep(id, Dep{lane[k - 1], DepKind::kLocal});
+        break;
+      }
   }
 
   /// The receive buffer of an all-to-all pair: allocated at the start of the first, freed at
@@ -865,6 +889,8 @@ class Builder {
   std::unordered_map<int32_t, OpId> last_backward_;  ///< per stage: its latest I/B/W op on the rank being created
   std::vector<OpId> pending_group_;     ///< a batched group being created
   std::vector<std::pair<OpId, OpId>> deferred_;  ///< (dst, src): deps recorded at creation, added when wired
+  /// Overlapped reductions and the backward each starts with (Composition::overlap_grad_reduce).
+  std::unordered_map<OpId, OpId> with_backward_;
   std::vector<int32_t> shard_comm_, replicate_comm_, tied_comm_;
   std::map<std::string, int32_t> arith_index_;  ///< Program::arithmetic per (reduction, group size)
   std::unordered_map<uint64_t, int32_t> pair_comm_;  ///< lazy init: the communicator of a rank pair

@@ -122,6 +122,19 @@ struct Composition {
   /// overlap compute; false puts them on the compute stream (DeepSpeed `overlap_comm: false`,
   /// whose engine then issues them on the default stream; docs/facts/config-keys.md#deepspeed-zero-keys).
   bool overlap_comm = true;
+  /// Gradient reduction overlapped with the step's last backward of each stage (Megatron-LM
+  /// `--overlap-grad-reduce`, PyTorch DDP's and FSDP2's bucketed reductions, DeepSpeed ZeRO-1/2
+  /// `overlap_comm`): buckets are reduced as the last microbatch's backward produces them, so
+  /// REDUCE_GRAD may start when that backward starts (it needs what the backward needs) instead
+  /// of after it ends. The last bucket, reduced after the backward, is not modelled (about
+  /// 1/buckets of the reduction; Megatron-LM buckets 40M parameters or more). Only with
+  /// overlap_comm (the reduction on its own stream).
+  bool overlap_grad_reduce = false;
+  /// Megatron-LM's distributed optimizer (ZeRO-1) with `--overlap-param-gather`: the gradient
+  /// reduction is a reduce-scatter and the all-gather of the updated parameters runs under the
+  /// next step's forward, so the step holds only the reduce-scatter. False: an all-reduce (the
+  /// same bytes on the wire as reduce-scatter + all-gather).
+  bool reduce_scatter_only = false;
   /// fsdp.options.unshard_async_op (FSDP2's `_set_unshard_async_op(True)`, pytorch PR #135523):
   /// each all-gather is issued from the compute stream with async_op=True, so NCCL's stream
   /// waits for the compute work issued before it, and c10d records its output on NCCL's stream.

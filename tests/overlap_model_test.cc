@@ -1,0 +1,169 @@
+// Overlap of communication with compute as the frameworks issue it: TP collectives pipelined
+// with their GEMMs (Megatron-LM --tp-comm-overlap, torchtitan async TP), the gradient reduction
+// under the last backward (--overlap-grad-reduce) and the parameter all-gather moved to the next
+// step (--overlap-param-gather); each key that turns an overlap on turns it off when absent
+// (docs/facts/cost-formulas.md#tensor-parallel-overlap, #gradient-reduction-overlap).
+#include <cmath>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "catch.h"
+#include "cli_util.h"
+#include "model/cost_model.h"
+#include "test_util.h"
+
+using namespace sc;
+
+namespace {
+
+/// `text` without the line that is `flag` alone (indentation aside).
+std::string without_line(const std::string& text, const std::string& flag) {
+  size_t begin = 0;
+  while (begin < text.size()) {
+    const size_t end = text.find('\n', begin);
+    const std::string line = text.substr(begin, end - begin);
+    if (line.find_first_not_of(' ') != std::string::npos && line.substr(line.find_first_not_of(' ')) == flag)
+      return text.substr(0, begin) + (end == std::string::npos ? "" : text.substr(end + 1));
+    if (end == std::string::npos) break;
+    begin = end + 1;
+  }
+  FAIL("no line '" << flag << "'");
+  return text;
+}
+
+/// The published 16B GPT run (TP 4, SP, DP 48, distributed optimizer, every overlap flag),
+/// optionally with one flag's line removed, written to a temporary file.
+std::string megatron_16b(const std::string& drop = "") {
+  std::string text = test::read_file(test::source_path("specs/reference/published/megatron-gpt-16b-h100x192.sh"));
+  REQUIRE(!text.empty());
+  if (!drop.empty()) text = without_line(text, drop);
+  return test::write_temp("schedcheck-overlap-test", "gpt16b" + (drop.empty() ? std::string() : drop) + ".sh", text);
+}
+
+struct Traced {
+  double step_s = 0;
+  nlohmann::json events;
+  std::string text;
+};
+
+/// verify of a Megatron script on 192 H100 with a trace; the step time and the trace events.
+Traced verify_traced(const std::string& path) {
+  const std::string trace = path + ".trace.json";
+  const auto r = test::run_schedcheck("verify '" + path + "' --gpus 192 --hardware h100 --trace '" + trace + "'");
+  INFO(r.out);
+  REQUIRE(r.exit_code == 0);
+  Traced t;
+  t.text = r.out;
+  const auto j = test::run_schedcheck("verify '" + path + "' --gpus 192 --hardware h100 --format json", false);
+  t.step_s = nlohmann::json::parse(j.out)["job"]["predicted"]["step_time_s"].get<double>();
+  const nlohmann::json doc = nlohmann::json::parse(test::read_file(trace));
+  t.events = doc.is_object() ? doc["traceEvents"] : doc;
+  return t;
+}
+
+/// The first complete event of rank 0's process named `name`, or null.
+const nlohmann::json* event(const Traced& t, const std::string& name) {
+  const nlohmann::json* first_pid = nullptr;
+  for (const auto& e : t.events)
+    if (e.value("ph", "") == "X") {
+      if (!first_pid) first_pid = &e["pid"];
+      if (e["pid"] == *first_pid && e.value("name", "") == name) return &e;
+    }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("TP communication pipelined in t chunks leaves one chunk or what the GEMMs cannot cover", "[model][overlap]") {
+  // (c + g)/n + (n-1)·max(c, g)/n - g (Wang et al., ASPLOS 2023; docs/facts/cost-formulas.md).
+  CHECK(model::tp_exposed_s(1.0, 2.0, 4) == Approx(0.25));        // c <= g: c/n
+  CHECK(model::tp_exposed_s(3.0, 2.0, 4) == Approx(1.5));         // c > g: c - g·3/4
+  CHECK(model::tp_exposed_s(2.0, 2.0, 8) == Approx(0.25));        // the two cases meet at c = g
+  CHECK(model::tp_exposed_s(1.0, 5.0, 1) == Approx(1.0));         // one chunk hides nothing
+  CHECK(model::tp_exposed_s(0.0, 5.0, 8) == 0.0);
+
+  model::CostInputs in;
+  in.model = *model::model_preset("llama3-70b");
+  in.hardware = *model::hardware_preset("h100");
+  in.layout.tp = 8;
+  in.seq_len = 8192;
+  const model::LayerCost plain = model::layer_cost(in, 0);
+  in.tp_comm_overlap = true;
+  const model::LayerCost overlapped = model::layer_cost(in, 0);
+  REQUIRE(plain.tp_comm_s > 0);
+  CHECK(plain.tp_exposed_s == plain.tp_comm_s);
+  CHECK(overlapped.tp_comm_s == Approx(plain.tp_comm_s));
+  CHECK(overlapped.tp_exposed_s < plain.tp_comm_s);
+  // The forward and the input-gradient pass each save what the overlap hides; W has no TP comm.
+  CHECK(plain.forward_s - overlapped.forward_s == Approx(plain.tp_comm_s - overlapped.tp_exposed_s));
+  CHECK(plain.input_grad_s - overlapped.input_grad_s == Approx(plain.tp_comm_s - overlapped.tp_exposed_s));
+  CHECK(plain.weight_grad_s == Approx(overlapped.weight_grad_s));
+}
+
+TEST_CASE("the causal attention core is timed at half its counted FLOPs", "[model][overlap]") {
+  model::CostInputs in;
+  in.model = *model::model_preset("llama3-8b");
+  in.hardware = *model::hardware_preset("h100");
+  in.seq_len = 8192;
+  const model::LayerCost causal = model::layer_cost(in, 0);
+  in.causal_attention = false;
+  const model::LayerCost full = model::layer_cost(in, 0);
+  const double tokens = 8192, rate = in.hardware.peak_flops * in.eff.compute;
+  const double attn_s = tokens * in.model.layer_attention_flops_per_token(8192) / rate;
+  CHECK(full.forward_s - causal.forward_s == Approx(attn_s / 2));
+  CHECK(full.input_grad_s - causal.input_grad_s == Approx(attn_s));  // 2× the core in I
+}
+
+TEST_CASE("Megatron --tp-comm-overlap, --overlap-grad-reduce and --overlap-param-gather each change the step",
+          "[config][overlap]") {
+  const Traced all = verify_traced(megatron_16b());
+  CHECK(all.text.find("pipelined with the GEMMs in 4 chunks (--tp-comm-overlap)") != std::string::npos);
+  CHECK(all.text.find("the step holds the gradient reduce-scatter") != std::string::npos);
+  // --overlap-grad-reduce: the reduction starts with the step's last backward, not after it.
+  const nlohmann::json* rs = event(all, "RS stage 0");
+  const nlohmann::json* last_b = event(all, "0B3");
+  REQUIRE(rs);
+  REQUIRE(last_b);
+  CHECK((*rs)["ts"].get<double>() == Approx((*last_b)["ts"].get<double>()));
+
+  const Traced no_tp = verify_traced(megatron_16b("--tp-comm-overlap"));
+  CHECK(no_tp.text.find("added to F and I, not overlapped") != std::string::npos);
+  CHECK(no_tp.step_s > all.step_s);
+
+  const Traced no_gather = verify_traced(megatron_16b("--overlap-param-gather"));
+  // Without --overlap-param-gather the distributed optimizer's reduce-scatter and all-gather are
+  // one all-reduce of the same bytes on the wire: twice the reduce-scatter's time.
+  const nlohmann::json* ar = event(no_gather, "AR stage 0");
+  REQUIRE(ar);
+  CHECK((*ar)["dur"].get<double>() == Approx(2 * (*rs)["dur"].get<double>()).epsilon(0.01));
+  CHECK(no_gather.step_s > all.step_s);
+
+  // Without --overlap-grad-reduce (and so without --overlap-param-gather, which needs it).
+  const std::string text = test::read_file(megatron_16b("--overlap-param-gather"));
+  const std::string path = test::write_temp("schedcheck-overlap-test", "gpt16b-no-overlap.sh",
+                                            without_line(text, "--overlap-grad-reduce"));
+  const Traced serial = verify_traced(path);
+  const nlohmann::json* ar2 = event(serial, "AR stage 0");
+  const nlohmann::json* last_b2 = event(serial, "0B3");
+  REQUIRE(ar2);
+  REQUIRE(last_b2);
+  // Without --overlap-grad-reduce the all-reduce waits for the last backward to end.
+  CHECK((*ar2)["ts"].get<double>() ==
+        Approx((*last_b2)["ts"].get<double>() + (*last_b2)["dur"].get<double>()).epsilon(1e-6));
+  CHECK(serial.step_s > no_gather.step_s);
+}
+
+TEST_CASE("torchtitan enable_async_tensor_parallel pipelines TP communication with the GEMMs", "[config][overlap]") {
+  const std::string base = "specs/reference/published/torchtitan-llama3-8b-h100x64-fsdp8-tp8";
+  auto step = [](const std::string& file) {
+    const auto r = test::run_schedcheck("verify " + file + " --gpus 64 --hardware h100-96gb --format json", false);
+    INFO(r.out);
+    return nlohmann::json::parse(r.out)["job"]["predicted"]["step_time_s"].get<double>();
+  };
+  const double plain = step(base + ".toml"), async = step(base + "-asynctp.toml");
+  CHECK(async < plain);
+  const auto text = test::run_schedcheck("verify " + base + "-asynctp.toml --gpus 64 --hardware h100-96gb");
+  CHECK(text.out.find("pipelined with the GEMMs in 8 chunks (async TP)") != std::string::npos);
+  CHECK(text.out.find("enable_async_tensor_parallel") == std::string::npos);  // modelled, so not listed as ignored
+}
