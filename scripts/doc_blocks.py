@@ -4,7 +4,8 @@
 A command block is a fenced code block whose first line starts with `$ ` and one of whose `$ `
 lines runs schedcheck. Each `$ ` line is a command; the lines after it, up to the next `$ ` line,
 are what the command prints (stdout and stderr together). Every block runs in its own temporary
-copy of the repository (build folders and hidden entries left out), so a command that writes a
+copy of the repository (build folders and hidden entries left out), its commands in order with
+bash in that copy's root (so a block may write a file and read it back), and a command that writes a
 file (`-o dualpipev.csv`, `--svg out.svg`) never touches the checkout; `schedcheck` is the binary
 given by --binary (first on PATH); `$?` is the exit status of the block's previous command.
 
@@ -185,8 +186,13 @@ def render(doc, out):
 
 
 class Block:
-    def __init__(self, path, fence_line, body_start, body, skip):
-        self.path, self.fence_line, self.body_start, self.body, self.skip = path, fence_line, body_start, body, skip
+    """A command block: its file, the 1-based line of its opening fence (its body starts on the
+    next line, index fence_line in the file's 0-based lines), its body lines and the reason it is
+    skipped (None when it runs)."""
+
+    def __init__(self, path, fence_line, body, skip):
+        self.path, self.fence_line, self.body, self.skip = path, fence_line, body, skip
+        self.body_start = fence_line
         self.commands = []  # (index in body, command text, expected lines)
         cur = None
         for k, line in enumerate(body):
@@ -220,7 +226,7 @@ def find_blocks(path):
             while k >= 0 and not lines[k].strip():
                 k -= 1
             sm = SKIP_RE.match(lines[k]) if k >= 0 else None
-            blocks.append(Block(path, i + 1, i + 1, body, sm.group(1) if sm else None))
+            blocks.append(Block(path, i + 1, body, sm.group(1) if sm else None))
         i = j + 1
     return blocks
 
@@ -260,7 +266,7 @@ def run_block(block, binary, pristine):
 
 def new_body(block, results):
     body, notes = [], []
-    for (k, cmd, expected), (_, out) in zip(block.commands, results):
+    for (_, cmd, expected), (_, out) in zip(block.commands, results):
         body.append("$ " + cmd)
         lines, why = render(expected, out)
         body.extend(lines)
