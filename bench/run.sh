@@ -65,11 +65,7 @@ def rate(x):
     return f"{float(x) / 1e6:.2f} M"
 
 
-def plain(x):
-    return x
-
-
-def series_rows(text, ncols, label_words=None):
+def series_rows(text, ncols):
     """[(series title, label, numbers, exponent values or None)] of a bench that prints series: a
     title line, a header line, rows whose last ncols fields are figures, then `exponent` lines
     for the rows after the first."""
