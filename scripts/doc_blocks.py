@@ -33,7 +33,9 @@ A block taking more than SLOW_S seconds is reported as slow.
 
 --write keeps a doc line whose masked text still matches (so timing figures do not churn), keeps
 every `...` line and re-elides a line with `...` inside when the new line has the same shape;
-lines it could not place are reported. Review the result with `git diff` like code.
+lines it could not place are reported. Review the result with `git diff` like code. An excerpt
+ends with a `...` line when the command prints more after it: without one, --write takes the doc's
+last lines for lines no longer printed and the output's later lines for new ones.
 """
 import argparse
 import difflib
