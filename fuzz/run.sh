@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # Runs each libFuzzer harness for SECONDS (default 60) on its seed corpus (examples/ and specs/),
 # stopping at the first crash, leak, sanitizer report or time-out of one input (10 s).
-#   fuzz/run.sh BUILD_DIR [SECONDS] [NAME...]      NAME: csv pipeline_yaml fsdp_yaml router_yaml torchtitan megatron deepspeed shell_args output_paths
+#   fuzz/run.sh BUILD_DIR [SECONDS] [NAME...]      NAME: csv pipeline_yaml fsdp_yaml router_yaml torchtitan megatron deepspeed shell_args output_paths diff_git
 # BUILD_DIR is a tree configured with -DSCHEDCHECK_FUZZ=ON and clang (README.md, "Fuzzing and
 # sanitizers"). New inputs collect in BUILD_DIR/fuzz-corpus/NAME; a failing input is written to
 # BUILD_DIR/fuzz-artifacts/ and the script exits non-zero.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:?usage: fuzz/run.sh BUILD_DIR [SECONDS] [NAME...]}"
+build="$(cd "$build" && pwd)"  # absolute: a harness may change its working folder while it runs
 seconds="${2:-60}"
 shift $(( $# >= 2 ? 2 : 1 ))
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(csv pipeline_yaml fsdp_yaml router_yaml torchtitan megatron deepspeed shell_args output_paths)
+[ ${#names[@]} -gt 0 ] || names=(csv pipeline_yaml fsdp_yaml router_yaml torchtitan megatron deepspeed shell_args output_paths diff_git)
 
 seeds="$build/fuzz-seeds"
 rm -rf "$seeds"
-mkdir -p "$seeds/csv" "$seeds/yaml" "$seeds/toml" "$seeds/sh" "$seeds/json" "$build/fuzz-artifacts"
+mkdir -p "$seeds/csv" "$seeds/yaml" "$seeds/toml" "$seeds/sh" "$seeds/json" "$seeds/args" "$build/fuzz-artifacts"
 i=0
 while IFS= read -r -d '' f; do
   i=$((i + 1))
@@ -24,10 +25,11 @@ while IFS= read -r -d '' f; do
     *.toml) cp "$f" "$seeds/toml/$i.toml" ;;
     *.sh) cp "$f" "$seeds/sh/$i.sh" ;;
     *.json) cp "$f" "$seeds/json/$i.json" ;;
+    *.args) cp "$f" "$seeds/args/$i.args" ;;
     *) cp "$f" "$seeds/yaml/$i.yaml" ;;
   esac
 done < <(find "$root/examples" "$root/specs" "$root/fuzz/seeds" -type f \( -name '*.csv' -o -name '*.yaml' -o -name '*.yml' \
-           -o -name '*.toml' -o -name '*.sh' -o -name '*.json' \) -size -64k -print0)
+           -o -name '*.toml' -o -name '*.sh' -o -name '*.json' -o -name '*.args' \) -size -64k -print0)
 
 status=0
 for name in "${names[@]}"; do
@@ -38,6 +40,7 @@ for name in "${names[@]}"; do
     torchtitan) kind=toml ;;
     megatron | shell_args) kind=sh ;;
     deepspeed) kind=json ;;
+    diff_git) kind=args ;;
     *) kind=yaml ;;
   esac
   corpus="$build/fuzz-corpus/$name"

@@ -251,8 +251,17 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   // keeps a config's check under 2 GiB and a few seconds.
   {
     const double modelled = static_cast<double>(shard) * replicate * lay.pp;
-    const double per_rank = lay.pp == 1 && fsdp ? 2.0 * std::max(1, job.microbatches) * (m.layers + 2) * 12
-                                                : 6.0 * job.stages_per_rank * std::max(1, job.microbatches) + 16;
+    // A composed pipeline in compute-only form, per modelled rank: F and B (F, I and W where the
+    // schedule splits the backward; a gather and a free more under reshard_after_forward) per
+    // stage and microbatch; per stage a gather, a free and a reduce-scatter with FSDP (plus the
+    // replicas' all-reduce with HSDP), or one all-reduce; the optimizer step. Exact on the
+    // published runs' layouts (docs/fidelity.md), where the estimate used to be up to 3x high.
+    const double spr = job.stages_per_rank, mbs = std::max(1, job.microbatches);
+    const bool split = job.schedule.find("zb") != std::string::npos || job.schedule.find("dualpipe") != std::string::npos;
+    const double per_pair = (split ? 3.0 : 2.0) + (fsdp && job.reshard_after_forward && lay.pp > 1 ? 2.0 : 0.0);
+    const double per_stage = fsdp ? 3.0 + (replicate > 1 ? 1.0 : 0.0) : 1.0;
+    const double per_rank = lay.pp == 1 && fsdp ? 2.0 * mbs * (m.layers + 2) * 12 : per_pair * spr * mbs + per_stage * spr + 1;
+    jc.estimated_ops = modelled * per_rank;
     if (modelled * per_rank > kMaxJobOps) {
       diags.error(job.loc(job.where.count("world") ? "world" : "dp_shard"),
                   fmt::format("this job lowers to about {:.3g} ops ({:.0f} modelled ranks × {:.0f} ops each), more "

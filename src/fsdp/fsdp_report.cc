@@ -64,22 +64,25 @@ void write_fsdp_text_report(std::ostream& os, const VerifyResult& v) {
   os << fmt::format("\nper rank (limit {}; gathered = unsharded parameters live at once, largest unit {}):\n",
                     s.limit_bytes ? format_bytes(static_cast<double>(*s.limit_bytes)) : "none",
                     format_bytes(static_cast<double>(f.largest_unit_params_bytes)));
-  os << fmt::format("  {:>5} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "rank", "static", "peak step0",
-                    "peak last", "worst case", "gathered", "gathered wc");
+  // One row per run of consecutive ranks with identical figures (every rank is shown: a rank
+  // that differs from its neighbours keeps its own line).
   const size_t last = f.peak_bytes_per_step.size() - 1;
-  for (int32_t rk = 0; rk < p.num_ranks; ++rk) {
-    if (p.num_ranks > 16 && rk >= 8 && rk < p.num_ranks - 4) {
-      if (rk == 8) os << fmt::format("  {:>5}\n", "...");
-      continue;
-    }
-    os << fmt::format("  {:>5} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", rk,
-                      format_bytes(static_cast<double>(p.static_bytes_per_rank[rk])),
-                      format_bytes(static_cast<double>(f.peak_bytes_per_step[0][rk])),
-                      format_bytes(static_cast<double>(f.peak_bytes_per_step[last][rk])),
-                      format_bytes(static_cast<double>(v.worst_case->bytes_per_rank[rk])),
-                      format_bytes(static_cast<double>(f.gathered_peak_bytes_per_rank[rk])),
-                      format_bytes(static_cast<double>(f.gathered_worst_case_bytes_per_rank[rk])));
-  }
+  std::vector<std::string> rows(static_cast<size_t>(p.num_ranks));
+  for (int32_t rk = 0; rk < p.num_ranks; ++rk)
+    rows[static_cast<size_t>(rk)] =
+        fmt::format(" {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}", format_bytes(static_cast<double>(p.static_bytes_per_rank[rk])),
+                    format_bytes(static_cast<double>(f.peak_bytes_per_step[0][rk])),
+                    format_bytes(static_cast<double>(f.peak_bytes_per_step[last][rk])),
+                    format_bytes(static_cast<double>(v.worst_case->bytes_per_rank[rk])),
+                    format_bytes(static_cast<double>(f.gathered_peak_bytes_per_rank[rk])),
+                    format_bytes(static_cast<double>(f.gathered_worst_case_bytes_per_rank[rk])));
+  const std::vector<RankRun> runs = fold_identical_rows(rows);
+  const int width = runs.size() < rows.size() ? 11 : 5;
+  os << fmt::format("  {:>{}} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "rank", width, "static", "peak step0",
+                    "peak last", "worst case", "gathered", "gathered wc");
+  for (const RankRun& run : runs)
+    os << fmt::format("  {:>{}}{}{}\n", run.label(), width, rows[static_cast<size_t>(run.first)],
+                      run.count() > 1 ? fmt::format("  ({} ranks alike)", run.count()) : std::string());
 }
 
 std::string fsdp_json_report(const VerifyResult& r) {

@@ -163,18 +163,25 @@ void write_text_report(std::ostream& os, const VerifyResult& r, size_t timeline_
                     format_duration(t.span_s), format_duration(t.makespan_s), t.bubble_rate);
   std::string limit = s.memory.limit_bytes ? format_bytes(static_cast<double>(*s.memory.limit_bytes)) : "none";
   os << fmt::format("memory limit per rank: {}\n", limit);
-  os << fmt::format("  {:<5} {:>12} {:>12} {:>12} {:>12} {:>14} {:>14}\n", "rank", "start", "end", "busy", "idle",
-                    "peak memory", "worst case");
+  // One row per run of consecutive ranks with identical figures (replicas fold into one line).
+  std::vector<std::string> rows(static_cast<size_t>(p.num_ranks));
   for (int32_t rank = 0; rank < p.num_ranks; ++rank) {
     int64_t peak = t.peak_bytes_per_rank[rank];
     int64_t wc = r.worst_case ? r.worst_case->bytes_per_rank[rank] : 0;
     bool over = s.memory.limit_bytes && std::max(peak, wc) > *s.memory.limit_bytes;
-    os << fmt::format("  {:<5} {:>12} {:>12} {:>12} {:>12} {:>14} {:>14}{}\n", rank,
-                      format_duration(t.first_start_per_rank_s[rank]), format_duration(t.last_end_per_rank_s[rank]),
-                      format_duration(t.busy_per_rank_s[rank]), format_duration(t.idle_per_rank_s[rank]),
-                      format_bytes(static_cast<double>(peak)), format_bytes(static_cast<double>(wc)),
-                      over ? "  over limit" : "");
+    rows[static_cast<size_t>(rank)] =
+        fmt::format(" {:>12} {:>12} {:>12} {:>12} {:>14} {:>14}{}", format_duration(t.first_start_per_rank_s[rank]),
+                    format_duration(t.last_end_per_rank_s[rank]), format_duration(t.busy_per_rank_s[rank]),
+                    format_duration(t.idle_per_rank_s[rank]), format_bytes(static_cast<double>(peak)),
+                    format_bytes(static_cast<double>(wc)), over ? "  over limit" : "");
   }
+  const std::vector<RankRun> runs = fold_identical_rows(rows);
+  const int width = runs.size() < rows.size() ? 11 : 5;
+  os << fmt::format("  {:<{}} {:>12} {:>12} {:>12} {:>12} {:>14} {:>14}\n", "rank", width, "start", "end", "busy",
+                    "idle", "peak memory", "worst case");
+  for (const RankRun& run : runs)
+    os << fmt::format("  {:<{}}{}{}\n", run.label(), width, rows[static_cast<size_t>(run.first)],
+                      run.count() > 1 ? fmt::format("  ({} ranks alike)", run.count()) : std::string());
   if (p.ops.size() <= timeline_max_ops) write_timeline(os, r);
   else if (timeline_max_ops > 0)
     os << fmt::format("\ntimeline: omitted, {} ops is more than --timeline-ops {} (raise it, or draw the timeline with "

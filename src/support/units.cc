@@ -255,4 +255,18 @@ std::string format_count(int64_t n, const std::string& one, const std::string& m
   return std::to_string(n) + " " + (n == 1 ? one : many.empty() ? one + "s" : many);
 }
 
+std::string RankRun::label() const {
+  return first == last ? std::to_string(first) : std::to_string(first) + "-" + std::to_string(last);
+}
+
+std::vector<RankRun> fold_identical_rows(const std::vector<std::string>& rows) {
+  std::vector<RankRun> runs;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto r = static_cast<int32_t>(i);
+    if (!runs.empty() && rows[i] == rows[static_cast<size_t>(runs.back().last)]) runs.back().last = r;
+    else runs.push_back(RankRun{r, r});
+  }
+  return runs;
+}
+
 }  // namespace sc

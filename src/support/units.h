@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace sc {
 
@@ -31,5 +32,19 @@ std::string format_bytes(double bytes);
 /// A count with its noun in the number it needs: "1 rank", "4 ranks", "1 microbatch",
 /// "8 microbatches". `many` defaults to `one` + "s".
 std::string format_count(int64_t n, const std::string& one, const std::string& many = "");
+
+/// A run of consecutive ranks [first, last] whose report rows are identical.
+struct RankRun {
+  int32_t first = 0, last = 0;
+  int32_t count() const { return last - first + 1; }
+  /// "5", or "0-63" for a run of more than one rank.
+  std::string label() const;
+};
+
+/// Folds `rows` (one formatted row per rank, rank i at index i, without the rank's own column)
+/// into runs of consecutive identical rows, in rank order: data-parallel replicas, which are
+/// images of each other, print as one line, so a report of 16,384 ranks stays readable. A rank
+/// whose row differs from its neighbours' keeps a line of its own.
+std::vector<RankRun> fold_identical_rows(const std::vector<std::string>& rows);
 
 }  // namespace sc
