@@ -17,16 +17,13 @@
 #include "cli/common.h"
 #include "support/source.h"
 
+#include "sandbox_util.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using sc::fuzz::slurp;
 
 /// The sandbox, made once per process: input.yaml (the input), ref.csv (a file it references,
 /// read through read_input_file as a front-end reads it), link -> input.yaml, dangling ->
