@@ -315,6 +315,31 @@ TEST_CASE("plan ranks verified layouts and says why the others were rejected", "
   CHECK(unknown.out.find("llama3-8b") != std::string::npos);
 }
 
+TEST_CASE("plan lists the verified layouts that fail with their reason, and marks ties", "[config][plan]") {
+  // The README's plan: of 15 verified layouts of llama3-8b on 64 H100, 12 hold and three go over
+  // the 80 GiB of HBM once their programs are built (the analytic bound let them through).
+  const std::string args = "plan --model llama3-8b --hardware h100 --gpus 64 --global-batch-tokens 4M --seq-len 8192";
+  test::CliRun r = test::run_schedcheck(args);
+  INFO(r.out);
+  REQUIRE(r.exit_code == 0);
+  const size_t failed = r.out.find("\nverified and failed:\n");
+  REQUIRE(failed != std::string::npos);
+  CHECK(r.out.find("over the 80 GiB of HBM", failed) != std::string::npos);
+  CHECK(r.out.find("... 2 more that hold (--show N lists more)") != std::string::npos);
+  CHECK(r.out.find("tie with #") != std::string::npos);
+  test::CliRun j = test::run_schedcheck(args + " --format json", false);
+  auto doc = nlohmann::json::parse(j.out);
+  int fails = 0;
+  for (const auto& c : doc["ranked"])
+    if (c["verdict"] != "holds") {
+      ++fails;
+      CHECK(c["reason"].get<std::string>().find("GiB of HBM") != std::string::npos);
+      // Each failing layout's row is in the text, under "verified and failed".
+      CHECK(r.out.find(fmt::format("{:.3f}", c["step_time_s"].get<double>()), failed) != std::string::npos);
+    }
+  CHECK(fails == 3);
+}
+
 TEST_CASE("verify reads the Megatron launch script and the DeepSpeed JSON of the corpus", "[config]") {
   if (test::corpus_dir().empty()) return;  // ../shared/corpus is absent
   test::CliRun m = test::run_schedcheck("verify '" + test::corpus_dir() + "/megatron/train_llama3_8b_h100_fp8.sh' --format json", false);

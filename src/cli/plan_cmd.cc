@@ -14,6 +14,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "check/finding.h"
 #include "cli/common.h"
 #include "config/verify_job.h"
 #include "model/cost_model.h"
@@ -73,6 +74,7 @@ struct Candidate {
   config::JobPrediction pred;
   double crossover = 0;           ///< FSDP crossover, tokens per GPU per microbatch
   std::string verdict;
+  std::string reason;             ///< why a verified candidate does not hold (its first finding or error)
 };
 
 std::string schedule_label(const TrainingJob& j) {
@@ -322,11 +324,26 @@ int run_plan(const PlanArgs& a) {
     c.verified = config::verify_job(c.job, ctx, false, &v, d);
     if (!c.verified) {
       c.verdict = "error";
+      for (const Diagnostic& x : d.all())
+        if (x.severity == Severity::kError) {
+          c.reason = x.message;
+          break;
+        }
       continue;
     }
     c.exit_code = v.exit_code;
     c.pred = v.prediction;
     c.verdict = v.exit_code == 0 ? "holds" : v.exit_code == 13 ? "over memory" : "violated";
+    if (v.exit_code != 0) {
+      const double gib = double(int64_t{1} << 30);
+      c.reason = v.exit_code == 13 ? fmt::format("peak {:.1f} GiB, worst case {:.1f} GiB, over the {:.0f} GiB of HBM",
+                                                 static_cast<double>(c.pred.peak_bytes) / gib,
+                                                 static_cast<double>(c.pred.worst_bytes) / gib,
+                                                 static_cast<double>(hw->hbm_bytes) / gib)
+                 : !v.result.findings.empty()
+                     ? fmt::format("{}: {}", kind_name(v.result.findings.front().kind), v.result.findings.front().message)
+                     : fmt::format("exit {}", v.exit_code);
+    }
     holding += v.exit_code == 0;
   }
   if (tty) std::cerr << "\r" << std::string(70, ' ') << "\r";
@@ -362,6 +379,7 @@ int run_plan(const PlanArgs& a) {
                       {"step_time_s", c.pred.step_s}, {"mfu", c.pred.mfu}, {"bubble_rate", c.pred.bubble_rate},
                       {"peak_bytes", c.pred.peak_bytes}, {"worst_case_bytes", c.pred.worst_bytes},
                       {"fsdp_crossover_tokens", c.crossover}, {"estimated_step_time_s", c.est_step_s}});
+      if (!c.reason.empty()) list.back()["reason"] = c.reason;
     }
     out["ranked"] = list;
     nlohmann::json rej = nlohmann::json::array();
@@ -379,15 +397,36 @@ int run_plan(const PlanArgs& a) {
   std::cout << fmt::format("{:>2}  {:<18} {:<6} {:<20} {:>4} {:>4} {:<9} {:>9} {:>6} {:>7} {:>10} {:>13}  {}\n", "#",
                            "layout", "shard", "schedule", "mbs", "m", "recompute", "step (s)", "MFU", "bubble",
                            "peak GiB", "tok/GPU/mb", "verdict");
-  for (size_t i = 0; i < std::min(a.show, n_verify); ++i) {
+  // The best `show` layouts that hold, a tie (within 1 % of the step time of the row that
+  // opens it) marked; then every verified layout that does not hold, with its reason.
+  auto row = [&](size_t i, const std::string& note) {
     const Candidate& c = cands[i];
     const std::string tok = c.crossover > 0 ? fmt::format("{}/{:.0f}", c.job.microbatch_sequences * a.seq_len, c.crossover)
                                             : fmt::format("{}", c.job.microbatch_sequences * a.seq_len);
-    std::cout << fmt::format("{:>2}  {:<18} {:<6} {:<20} {:>4} {:>4} {:<9} {:>9.3f} {:>5.1f}% {:>7.3f} {:>10.1f} {:>13}  {}\n",
+    if (c.verdict == "error") {
+      std::cout << fmt::format("{:>2}  {:<18} {:<6} {:<20} {:>4} {:>4} {:<9} {:>9} {:>6} {:>7} {:>10} {:>13}  {}{}\n", i + 1,
+                               layout_label(c), c.sharding, schedule_label(c.job), c.job.microbatch_sequences,
+                               c.job.microbatches, recompute_label(c.job.recompute), "-", "-", "-", "-", tok, c.verdict, note);
+      return;
+    }
+    std::cout << fmt::format("{:>2}  {:<18} {:<6} {:<20} {:>4} {:>4} {:<9} {:>9.3f} {:>5.1f}% {:>7.3f} {:>10.1f} {:>13}  {}{}\n",
                              i + 1, layout_label(c), c.sharding, schedule_label(c.job), c.job.microbatch_sequences,
                              c.job.microbatches, recompute_label(c.job.recompute), c.pred.step_s, 100 * c.pred.mfu,
                              c.pred.bubble_rate, static_cast<double>(c.pred.peak_bytes) / double(int64_t{1} << 30), tok,
-                             c.verdict);
+                             c.verdict, note);
+  };
+  size_t shown = 0, tie_opens = 0;
+  for (size_t i = 0; i < n_verify && shown < a.show && cands[i].verdict == "holds"; ++i, ++shown) {
+    if (i == 0 || cands[i].pred.step_s > 1.01 * cands[tie_opens].pred.step_s) tie_opens = i;
+    row(i, i > tie_opens ? fmt::format(", tie with #{} (within 1 %)", tie_opens + 1) : std::string());
+  }
+  if (holding > shown) std::cout << fmt::format("    ... {} more that hold (--show N lists more)\n", holding - shown);
+  if (n_verify > holding) {
+    std::cout << "\nverified and failed:\n";
+    for (size_t i = holding; i < n_verify; ++i) {
+      row(i, "");
+      std::cout << fmt::format("      {}\n", cands[i].reason);
+    }
   }
   std::cout << "\n  tok/GPU/mb: tokens per GPU per microbatch / the FSDP crossover above which the backward hides its\n"
                "  all-gather and reduce-scatter (docs/facts/cost-formulas.md#fsdp-crossover); bubble: idle fraction of the verified program.\n";
@@ -440,7 +479,7 @@ Command add_plan(CLI::App& parent) {
   cmd->add_option("--seq-len", a->seq_len, "sequence length in tokens")->required()->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   cmd->add_option("--verify-top", a->verify_top, "build and verify candidates, best by estimate first, until this many hold (default 12; at most 4x as many are tried)")
       ->check(CLI::Range(1, 1000));
-  cmd->add_option("--show", a->show, "rows of the ranked table (default 10)");
+  cmd->add_option("--show", a->show, "layouts that hold listed in the ranked table (default 10); every verified layout that fails is listed after them with its reason");
   cmd->add_option("--max-pp", a->max_pp, "largest pipeline degree to consider (default 64)")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--efficiency", a->efficiency, "achieved fraction of peak FLOP/s per op (default: the GPU preset's)")
       ->check(CLI::Range(0.01, 1.0));
