@@ -724,4 +724,44 @@ TEST_CASE("closest_match's banded search finds what a full edit distance finds",
   CHECK(agreed == 3000);
 }
 
+
+TEST_CASE("DeepSpeed: hidden-size and precision keys left to the Hugging Face Trainer are filled as it fills them",
+          "[config]") {
+  // transformers src/transformers/integrations/deepspeed.py @0234833: trainer_config_finalize
+  // sets stage3_prefetch_bucket_size to 0.9·hidden² at ZeRO-3; fill_match sets bf16.enabled from
+  // --bf16. llama3-8b's hidden size is 4096: 0.9 · 4096² = 15,099,494.
+  const std::string text =
+      "{\n"
+      "  \"train_micro_batch_size_per_gpu\": 1,\n"
+      "  \"gradient_accumulation_steps\": 1,\n"
+      "  \"bf16\": {\"enabled\": \"auto\"},\n"
+      "  \"zero_optimization\": {\"stage\": 3, \"stage3_prefetch_bucket_size\": \"auto\",\n"
+      "                        \"reduce_bucket_size\": \"auto\"}\n"
+      "}\n";
+  const std::string path = test::write_temp("schedcheck_config_test", "hf-auto.json", text);
+  JobContext ctx;
+  ctx.gpus = 8;
+  ctx.model = "llama3-8b";
+  Diagnostics diags;
+  TrainingJob j;
+  const bool ok = read_deepspeed(path, ctx, &j, diags);
+  INFO(all_text(diags));
+  REQUIRE(ok);
+  CHECK(j.prefetch_bucket_params == 15'099'494);
+  CHECK(j.param_dtype == "bf16");
+  const Diagnostic* prefetch = find_diag(diags, Severity::kNote, "0.9 × hidden² = 15099494");
+  check_at(prefetch, text, "stage3_prefetch_bucket_size", "\"auto\"");
+  const Diagnostic* bf16 = find_diag(diags, Severity::kNote, "bf16.enabled is \"auto\"");
+  check_at(bf16, text, "\"bf16\"", "\"auto\"");
+
+  // fp16 left to the Trainer with bf16 off: fp16.
+  const std::string fp16_text =
+      "{\"train_micro_batch_size_per_gpu\": 1, \"bf16\": {\"enabled\": false}, \"fp16\": {\"enabled\": \"auto\"}}\n";
+  const std::string fp16_path = test::write_temp("schedcheck_config_test", "hf-auto-fp16.json", fp16_text);
+  Diagnostics d2;
+  TrainingJob j2;
+  REQUIRE(read_deepspeed(fp16_path, ctx, &j2, d2));
+  CHECK(j2.param_dtype == "fp16");
+}
+
 }  // namespace sc::config

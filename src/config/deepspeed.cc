@@ -183,7 +183,17 @@ class DeepSpeedReader {
           }
         }
       } else if (k == "stage3_prefetch_bucket_size" || k == "prefetch_bucket_size") {
-        if (auto n = count(v, key, 0)) {
+        const auto preset = is_auto(v) ? model::model_preset(ctx_.model) : std::nullopt;
+        if (preset) {
+          // The Hugging Face Trainer fills it from the model's hidden size h: 0.9·h² at ZeRO-3
+          // (HfTrainerDeepSpeedConfig.trainer_config_finalize, transformers
+          // src/transformers/integrations/deepspeed.py @0234833).
+          const auto h = static_cast<double>(preset->dim);
+          j.prefetch_bucket_params = static_cast<int64_t>(0.9 * h * h);
+          diags_.note(r_.loc(v), fmt::format("{} is \"auto\": the Hugging Face Trainer sets it to 0.9 × hidden² = {} "
+                                             "for {} (hidden size {})", key, j.prefetch_bucket_params, preset->name,
+                                             preset->dim));
+        } else if (auto n = count(v, key, 0)) {
           j.prefetch_bucket_params = *n;
         }
       } else if (k == "stage3_max_live_parameters" || k == "max_live_parameters") {
@@ -203,7 +213,11 @@ class DeepSpeedReader {
     const bool is_fp16 = name == "fp16";
     if (!r_.is_map(e, name, "precision settings")) return;
     for (auto& [k, v] : entries(r_, e.value, name)) {
-      if (k == "enabled") {
+      if (k == "enabled" && is_auto(v)) {
+        // The Hugging Face Trainer sets it from its --bf16 / --fp16 arguments (fill_match in
+        // transformers src/transformers/integrations/deepspeed.py @0234833); settled in layout().
+        (is_fp16 ? fp16_auto_ : bf16_auto_) = r_.loc(v);
+      } else if (k == "enabled") {
         if (auto b = r_.boolean(v, name + ".enabled")) {
           (is_fp16 ? fp16_ : bf16_) = *b;
           (is_fp16 ? fp16_loc_ : bf16_loc_) = r_.loc(v);
@@ -278,6 +292,18 @@ class DeepSpeedReader {
     // modelled by the FSDP front-end's streams.
     j.overlap_grad_reduce = j.overlap_comm;
     if (stage_loc_.valid()) j.where["sharding"] = stage_loc_;
+    // "auto" precision: bf16 unless fp16 is the one left to the Trainer (or set) and bf16 is not.
+    if (bf16_auto_.valid() && !fp16_) {
+      bf16_ = true;
+      bf16_loc_ = bf16_auto_;
+      diags_.note(bf16_auto_, "bf16.enabled is \"auto\" (the Hugging Face Trainer sets it from --bf16): taken as true; "
+                              "write true or false to say which");
+    } else if (fp16_auto_.valid() && !bf16_) {
+      fp16_ = true;
+      fp16_loc_ = fp16_auto_;
+      diags_.note(fp16_auto_, "fp16.enabled is \"auto\" (the Hugging Face Trainer sets it from --fp16): taken as true; "
+                              "write true or false to say which");
+    }
     if (bf16_ && fp16_)
       diags_.error(std::make_pair(bf16_loc_.line, bf16_loc_.col) >= std::make_pair(fp16_loc_.line, fp16_loc_.col)
                        ? bf16_loc_
@@ -398,6 +424,7 @@ class DeepSpeedReader {
   std::optional<bool> overlap_comm_;
   bool bf16_ = false, fp16_ = false;
   SourceLoc bf16_loc_, fp16_loc_;
+  SourceLoc bf16_auto_, fp16_auto_;  ///< where an "enabled": "auto" was written
   std::string comm_;
   SourceLoc comm_loc_;
   int32_t pp_ = 1;
