@@ -40,6 +40,33 @@ TEST_CASE("a launch script's ${SLURM_NNODES:-1} takes --env and notes its defaul
   CHECK(four.world == 32);
   CHECK(four.layout.dp_replicate == 8);  // 32 / (tp 2 x pp 2)
   CHECK(all_text(d4).find("SLURM_NNODES is not set") == std::string::npos);
+
+  // --env SLURM_NNODES= (set, empty): ${SLURM_NNODES:-1} takes its default, as bash does, and
+  // says why.
+  ctx.env["SLURM_NNODES"] = "";
+  TrainingJob empty;
+  Diagnostics de;
+  REQUIRE(read_megatron(path, ctx, &empty, de));
+  CHECK(empty.world == 8);
+  CHECK(all_text(de).find("slurm.sh:2:8: note: SLURM_NNODES is set but empty, so its default '1' was used (as "
+                          "bash's ${SLURM_NNODES:-...} does)") != std::string::npos);
+}
+
+TEST_CASE("a misspelt required Megatron flag is one error at the typo, with the flag it meant", "[config]") {
+  // Before, "--micro-batch-size is not given" came first, at 1:1, then the typo's own error.
+  const std::string path = sc::test::write_temp(
+      "schedcheck-config-options", "typo.args",
+      "--num-layers 16 --hidden-size 256 --num-attention-heads 8 --seq-length 1024 --vocab-size 1000\n"
+      "--micro-batch-sise 1 --global-batch-size 8\n");
+  JobContext ctx;
+  ctx.gpus = 8;
+  TrainingJob job;
+  Diagnostics d;
+  CHECK_FALSE(read_megatron(path, ctx, &job, d));
+  INFO(all_text(d));
+  CHECK(d.error_count() == 1);
+  CHECK(all_text(d).find("typo.args:2:1: error: unrecognized arguments: --micro-batch-sise (Megatron-LM defines no "
+                         "such flag; did you mean '--micro-batch-size'?)") != std::string::npos);
 }
 
 const char* kAutoBatch =

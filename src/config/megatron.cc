@@ -129,6 +129,20 @@ class MegatronReader {
  private:
   SourceLoc start() const { return SourceLoc{file_, 1, 1}; }
 
+  /// Whether one of the script's first 32 undefined flags is a misspelling of `name` (its
+  /// closest defined flag). Its "unrecognized arguments ... did you mean" error, at the typo,
+  /// already says what is missing; a "not given" error at the start of the file would only
+  /// repeat it, somewhere else, and first.
+  bool misspelt(const std::string& name) {
+    int searched = 0;
+    for (auto& [flag, loc] : args_.unconsulted()) {
+      if (is_megatron_flag(flag)) continue;
+      if (++searched > 32) break;
+      if (closest_megatron_flag(flag) == name) return true;
+    }
+    return false;
+  }
+
   /// The first value of integer flag `name`, `def` when the flag is absent; reports argparse's
   /// errors at the flag and values below `min`.
   std::optional<int64_t> integer(const std::string& name, std::optional<int64_t> def, int64_t min = 1) {
@@ -525,7 +539,8 @@ class MegatronReader {
   void seq(TrainingJob& j) {
     auto s = integer("--seq-length", std::nullopt);
     if (!s) {
-      if (!args_.has("--seq-length")) diags_.error(start(), "--seq-length is not given (the sequence length, tokens)");
+      if (!args_.has("--seq-length") && !misspelt("--seq-length"))
+        diags_.error(start(), "--seq-length is not given (the sequence length, tokens)");
       return;
     }
     j.seq_len = *s;
@@ -544,8 +559,9 @@ class MegatronReader {
   void batch(TrainingJob& j) {
     const ShellFlag* mbs_flag = args_.get("--micro-batch-size");
     if (!mbs_flag) {
-      diags_.error(start(), "--micro-batch-size is not given: Megatron-LM requires it (sequences per microbatch per "
-                            "model replica)");
+      if (!misspelt("--micro-batch-size"))
+        diags_.error(start(), "--micro-batch-size is not given: Megatron-LM requires it (sequences per microbatch per "
+                              "model replica)");
       j.microbatches = 0;
       return;
     }
@@ -742,8 +758,10 @@ bool read_megatron(const std::string& path, const JobContext& ctx, TrainingJob* 
   // A launcher sets these (SLURM_NNODES, MASTER_ADDR, ...); here they are unset unless --env
   // gives them, so say which defaults decided the job.
   for (const auto& d : sh.defaults_used)
-    diags.note(d.loc, fmt::format("{} is not set, so its default '{}' was used; --env {}=VALUE sets it as the "
-                                  "launch environment would", d.name, d.value, d.name));
+    diags.note(d.loc, d.set_empty ? fmt::format("{} is set but empty, so its default '{}' was used (as bash's "
+                                                "${{{}:-...}} does)", d.name, d.value, d.name)
+                                  : fmt::format("{} is not set, so its default '{}' was used; --env {}=VALUE sets it as "
+                                                "the launch environment would", d.name, d.value, d.name));
   return MegatronReader(path, file, std::move(sh), ctx, diags).run(job);
 }
 

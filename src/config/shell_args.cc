@@ -451,10 +451,11 @@ class Shell {
     if (op == ":-" || op == "-") {
       if (!set) {
         const std::string fallback = plain(word);
-        if (!name.empty() && is_name_start(name[0]) && !scalars_.count(name) && array == arrays_.end() &&
+        const bool unset = !scalars_.count(name) && array == arrays_.end();
+        if (!name.empty() && is_name_start(name[0]) && (unset || op == ":-") &&
             std::none_of(out_.defaults_used.begin(), out_.defaults_used.end(),
                          [&](const ShellArgs::DefaultUsed& d) { return d.name == name; }))
-          out_.defaults_used.push_back({name, fallback, at});
+          out_.defaults_used.push_back({name, fallback, at, !unset});
         return splice(t, fallback, name, at);
       }
     } else if (op == ":=" || op == "=") {

@@ -46,11 +46,12 @@ struct ShellArgs {
   std::string limit_error;
   SourceLoc limit_loc;
   /// `${NAME:-default}` (or `${NAME-default}`) that took its default because NAME was set
-  /// neither by the script nor by the caller's environment: the name, the default's value and
-  /// where, in script order, each name once.
+  /// neither by the script nor by the caller's environment, or (`:-` only) was set to the empty
+  /// string: the name, the default's value and where, in script order, each name once.
   struct DefaultUsed {
     std::string name, value;
     SourceLoc loc;
+    bool set_empty = false;  ///< NAME was set, to "" (by the script or by --env NAME=)
   };
   std::vector<DefaultUsed> defaults_used;
 };
