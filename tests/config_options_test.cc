@@ -127,4 +127,30 @@ TEST_CASE("a batch the DeepSpeed config sets is never replaced by --micro-batch-
 }
 
 }  // namespace
+
+TEST_CASE("a DeepSpeed config without batch keys says so with the option that gives one, with the other errors",
+          "[config]") {
+  // Before, the batch error came only once --gpus was given.
+  const std::string path = sc::test::write_temp("schedcheck-config-options", "nobatch.json",
+                                                "{\"zero_optimization\": {\"stage\": 2}, \"bf16\": {\"enabled\": true}}\n");
+  JobContext ctx;
+  TrainingJob job;
+  Diagnostics d;
+  CHECK_FALSE(read_deepspeed(path, ctx, &job, d));
+  INFO(all_text(d));
+  CHECK(d.error_count() == 3);
+  CHECK(all_text(d).find("pass --gpus") != std::string::npos);
+  CHECK(all_text(d).find("pass --model") != std::string::npos);
+  CHECK(all_text(d).find("nobatch.json:1:1: error: Either train_batch_size or train_micro_batch_size_per_gpu needs to be "
+                         "provided (or pass --micro-batch-size N") != std::string::npos);
+  // With the facts and --micro-batch-size, it reads.
+  ctx.gpus = 8;
+  ctx.model = "llama3-8b";
+  ctx.micro_batch_size = 2;
+  TrainingJob ok;
+  Diagnostics d2;
+  CHECK(read_deepspeed(path, ctx, &ok, d2));
+  CHECK(ok.microbatch_sequences == 2);
+}
+
 }  // namespace sc::config

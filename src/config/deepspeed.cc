@@ -70,12 +70,22 @@ class DeepSpeedReader {
     }
     for (auto& [name, e] : entries(r_, root, "")) top_key(name, e, j);
     context(j);
-    if (ctx_.gpus > 0) layout(j);
+    if (ctx_.gpus > 0) {
+      layout(j);
+    } else if (!train_loc_.valid() && !micro_loc_.valid() && ctx_.micro_batch_size <= 0) {
+      diags_.error(r_.file_start(), kNoBatch);  // said now, not after --gpus is given
+    }
     r_.note_unshown();
     return diags_.error_count() == errors_before;
   }
 
  private:
+  /// DeepSpeed's error for a config with no batch size (runtime/config.py _batch_assertion), and
+  /// the option that gives one.
+  static constexpr const char* kNoBatch =
+      "Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided (or pass --micro-batch-size N, "
+      "as the Hugging Face Trainer fills it from its own arguments)";
+
   /// A whole number: a JSON integer or an integral float such as 5e7 (DeepSpeed's own configs
   /// write element counts that way). Errors at the value.
   std::optional<int64_t> count(const Entry& e, const std::string& key, int64_t min, double max = 9.0e18) {
@@ -381,7 +391,7 @@ class DeepSpeedReader {
       gas = 1;
       train = micro * dp;
     } else {
-      diags_.error(r_.file_start(), "Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided");
+      diags_.error(r_.file_start(), kNoBatch);
       return;
     }
     const SourceLoc at = train_ ? train_loc_ : micro_ ? micro_loc_ : gas_loc_;
