@@ -176,6 +176,26 @@ TEST_CASE("the SVG of 64 ranks x 1000 ops stays readable: merged sub-pixel ops, 
 
 namespace sc {
 
+TEST_CASE("the SVG folds ranks alike into one labelled lane group and labels every lane", "[report][svg]") {
+  // examples/torchtitan-llama3-8b-pp2.toml: 64 ranks, PP 2 x 32 FSDP replicas each alike. Before,
+  // 64 unlabelled groups of lanes.
+  std::string path = write_svg("verify examples/torchtitan-llama3-8b-pp2.toml", "pp2.svg", 0);
+  std::string svg = test::read_file(path);
+  const auto lanes = boxes(svg, "lane");
+  CHECK(lanes.size() == 6);  // 2 groups x (compute, all-gather, reduce)
+  CHECK(svg.find(">ranks 0-31 (32) compute</text>") != std::string::npos);
+  CHECK(svg.find(">ranks 32-63 (32) reduce</text>") != std::string::npos);
+  CHECK(svg.find("64 ranks drawn in 2 groups") != std::string::npos);
+  std::smatch m;
+  REQUIRE(std::regex_search(svg, m, std::regex("<svg [^>]*height=\"([0-9]+)\"")));
+  CHECK(std::stoi(m[1]) <= 900);
+  // Every lane has its label.
+  size_t labels = 0;
+  for (size_t at = svg.find("class=\"lane-label\""); at != std::string::npos; at = svg.find("class=\"lane-label\"", at + 1))
+    ++labels;
+  CHECK(labels == lanes.size());
+}
+
 TEST_CASE("compare --svg draws each schedule's timeline on one time scale", "[report][svg][compare]") {
   std::string path = write_svg("compare examples/compare-p4-m8.yaml --schedules 1f1b,zb-h1", "compare.svg", 0);
   std::string svg = test::read_file(path);

@@ -27,6 +27,12 @@ void write_findings(std::ostream& os, const std::vector<Finding>& findings);
 /// A larger schedule gets a one-line note instead (none when `timeline_max_ops` is 0).
 void write_text_report(std::ostream& os, const VerifyResult& r, size_t timeline_max_ops = 400);
 
+/// Each rank's row of the text report's per-rank table without the rank column (start, end,
+/// busy, idle, peak and worst-case memory, "over limit"), rank i at index i; empty when the
+/// schedule does not complete. Ranks with equal rows are alike in every figure the report
+/// shows: the text table and the SVG fold consecutive ones (fold_identical_rows).
+std::vector<std::string> rank_rows(const VerifyResult& r);
+
 /// One JSON object with the keys of the issue: verdict, exit_code, semantics, findings
 /// ({kind, message, ranks, ops, locations}), timing ({span, makespan, bubble_rate,
 /// idle_per_rank} in seconds, null when the schedule does not complete), memory

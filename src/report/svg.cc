@@ -74,17 +74,48 @@ struct Layout {
   double x(int64_t ns) const { return kLeft + kPlotWidth * static_cast<double>(ns) / static_cast<double>(total_ns); }
 };
 
-// `scale_ns`: the time the plot's width stands for (0: this timeline's own end).
-Layout make_layout(const Program& p, const TimelineView& v, int64_t scale_ns) {
+/// Which ranks get lanes: the first of each run of consecutive ranks alike in every figure
+/// (rank_rows) when the schedule completes; every rank of one that does not (a stuck rank must
+/// show where it stops). `run_of[rank]` is the run a rank belongs to.
+struct Folding {
+  std::vector<RankRun> runs;
+  std::vector<int32_t> run_of;
+  std::vector<char> shown;
+};
+
+Folding fold_ranks(const VerifyResult& r) {
+  Folding f;
+  const int32_t n = r.program.num_ranks;
+  std::vector<std::string> rows = r.execution.stuck.empty() ? rank_rows(r) : std::vector<std::string>();
+  if (rows.size() != static_cast<size_t>(n)) {
+    rows.clear();
+    for (int32_t k = 0; k < n; ++k) rows.push_back(std::to_string(k));  // every rank its own run
+  }
+  f.runs = fold_identical_rows(rows);
+  f.run_of.assign(static_cast<size_t>(n), 0);
+  f.shown.assign(static_cast<size_t>(n), 0);
+  for (size_t i = 0; i < f.runs.size(); ++i) {
+    f.shown[static_cast<size_t>(f.runs[i].first)] = 1;
+    for (int32_t k = f.runs[i].first; k <= f.runs[i].last; ++k) f.run_of[static_cast<size_t>(k)] = static_cast<int32_t>(i);
+  }
+  return f;
+}
+
+// `scale_ns`: the time the plot's width stands for (0: this timeline's own end). Streams and
+// memory strips of ranks not shown get no lane (y -1).
+Layout make_layout(const Program& p, const TimelineView& v, int64_t scale_ns, const std::vector<char>& shown) {
   Layout l;
   l.total_ns = std::max<int64_t>(scale_ns > 0 ? scale_ns : v.end_ns_total, 1);
-  double lanes = static_cast<double>(p.streams.size()) + 1.2 * p.num_ranks;
+  double lanes = 0;
+  for (int32_t rank = 0; rank < p.num_ranks; ++rank)
+    if (shown[static_cast<size_t>(rank)]) lanes += static_cast<double>(p.rank_streams[rank].size()) + 1.2;
   l.lane_h = std::clamp(std::floor(1400 / std::max(lanes, 1.0)), 6.0, 20.0);
   l.mem_h = std::max(8.0, std::floor(l.lane_h * 1.2));
   double y = Layout::kTop;
-  l.lane_y.assign(p.streams.size(), 0);
-  l.mem_y.assign(p.num_ranks, 0);
+  l.lane_y.assign(p.streams.size(), -1);
+  l.mem_y.assign(p.num_ranks, -1);
   for (int32_t rank = 0; rank < p.num_ranks; ++rank) {
+    if (!shown[static_cast<size_t>(rank)]) continue;
     for (int32_t s : p.rank_streams[rank]) {
       l.lane_y[s] = y;
       y += l.lane_h;
@@ -99,7 +130,7 @@ Layout make_layout(const Program& p, const TimelineView& v, int64_t scale_ns) {
 class SvgWriter {
  public:
   SvgWriter(const VerifyResult& r, const TimelineView& v, int64_t scale_ns)
-      : r_(r), p_(r.program), v_(v), l_(make_layout(p_, v_, scale_ns)) {}
+      : r_(r), p_(r.program), v_(v), fold_(fold_ranks(r)), l_(make_layout(p_, v_, scale_ns, fold_.shown)) {}
 
   double width() const { return l_.width(); }
   double height() const { return l_.height; }
@@ -119,16 +150,35 @@ class SvgWriter {
 
  private:
   double lane_mid(int32_t stream) const { return l_.lane_y[stream] + l_.lane_h / 2; }
+  bool has_lane(int32_t stream) const { return l_.lane_y[stream] >= 0; }
+
+  /// A lane's label: the stream's own ("rank 3 compute"), or for the first rank of a folded
+  /// run its ranks and their number ("ranks 0-15 (16) compute").
+  std::string lane_label(int32_t s) const {
+    const int32_t rank = p_.streams[s].rank;
+    const RankRun& run = fold_.runs[static_cast<size_t>(fold_.run_of[static_cast<size_t>(rank)])];
+    if (run.count() == 1) return p_.stream_label(s);
+    return fmt::format("ranks {} ({}) {}", run.label(), run.count(), p_.streams[s].name);
+  }
 
   void lanes() {
-    double font = std::min(12.0, l_.lane_h - 1);
+    // Labels shrink to fit the lane, but never below 7 px, and never vanish: a lane too thin for
+    // that gets its label at 7 px all the same.
+    double font = std::max(7.0, std::min(12.0, l_.lane_h - 1));
+    if (fold_.runs.size() < static_cast<size_t>(p_.num_ranks))
+      notes_.push_back(fmt::format("{} ranks drawn in {} groups: consecutive ranks alike in every figure (start, end, "
+                                   "busy, idle, peak and worst-case memory) are drawn once, their lanes labelled with "
+                                   "their ranks and number", p_.num_ranks, fold_.runs.size()));
     for (size_t s = 0; s < p_.streams.size(); ++s) {
+      if (!has_lane(static_cast<int32_t>(s))) continue;
       out_ += fmt::format("<rect class=\"lane\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#f1f1f1\"/>\n",
                           Layout::kLeft, l_.lane_y[s] + 0.5, Layout::kPlotWidth, l_.lane_h - 1);
-      if (font >= 6)
-        out_ += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{:.0f}\" text-anchor=\"end\">{}</text>\n",
-                            Layout::kLeft - 6, lane_mid(static_cast<int32_t>(s)) + font * 0.35, font,
-                            xml(p_.stream_label(static_cast<int32_t>(s))));
+      // A long label ("ranks 1024-2047 (1024) all-gather") shrinks to fit the margin, to 5 px.
+      const std::string label = lane_label(static_cast<int32_t>(s));
+      const double fit = std::max(5.0, std::min(font, (Layout::kLeft - 12) / (0.6 * static_cast<double>(label.size()))));
+      out_ += fmt::format("<text class=\"lane-label\" x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{:.1f}\" "
+                          "text-anchor=\"end\">{}</text>\n",
+                          Layout::kLeft - 6, lane_mid(static_cast<int32_t>(s)) + fit * 0.35, fit, xml(label));
     }
   }
 
@@ -136,6 +186,7 @@ class SvgWriter {
   // merged per pixel column, which takes the colour of the kind covering most of it.
   void ops() {
     for (size_t s = 0; s < p_.streams.size(); ++s) {
+      if (!has_lane(static_cast<int32_t>(s))) continue;
       std::map<int64_t, std::array<double, kKinds.size()>> merged;
       for (OpId id : p_.streams[s].ops) {
         if (!v_.ran[id]) continue;
@@ -187,7 +238,7 @@ class SvgWriter {
       if (first == members.end() || *first != id) continue;
       double top = 1e18, bottom = -1e18;
       for (OpId m : members)
-        if (m != kNoOp) {
+        if (m != kNoOp && has_lane(p_.ops[m].stream)) {
           top = std::min(top, lane_mid(p_.ops[m].stream));
           bottom = std::max(bottom, lane_mid(p_.ops[m].stream));
         }
@@ -209,6 +260,7 @@ class SvgWriter {
       return;
     }
     for (const Arrow& a : v_.arrows) {
+      if (!has_lane(p_.ops[a.from].stream) || !has_lane(p_.ops[a.to].stream)) continue;
       int64_t to_ns = a.kind == Arrow::Kind::kMessage ? v_.end_ns[a.to] : v_.start_ns[a.to];
       out_ += fmt::format("<line class=\"arrow\" x1=\"{:.2f}\" y1=\"{:.1f}\" x2=\"{:.2f}\" y2=\"{:.1f}\" stroke=\"#333\" "
                           "stroke-width=\"0.8\" stroke-opacity=\"0.6\" marker-end=\"url(#head)\"/>\n",
@@ -236,6 +288,7 @@ class SvgWriter {
     }
     double font = std::min(10.0, l_.mem_h);
     for (int32_t rank = 0; rank < p_.num_ranks && rank < static_cast<int32_t>(curves.size()); ++rank) {
+      if (l_.mem_y[rank] < 0) continue;
       double y0 = l_.mem_y[rank], h = l_.mem_h;
       auto y = [&](double bytes) { return y0 + h - h * bytes / top_bytes; };
       std::string path;
@@ -332,6 +385,7 @@ class SvgWriter {
   const VerifyResult& r_;
   const Program& p_;
   const TimelineView& v_;
+  Folding fold_;
   Layout l_;
   std::string out_;
   std::vector<std::string> notes_;

@@ -127,6 +127,25 @@ void write_findings(std::ostream& os, const std::vector<Finding>& findings) {
   }
 }
 
+std::vector<std::string> rank_rows(const VerifyResult& r) {
+  std::vector<std::string> rows;
+  if (!r.timeline) return rows;
+  const Timeline& t = *r.timeline;
+  const auto& limit = r.spec.memory.limit_bytes;
+  rows.resize(static_cast<size_t>(r.program.num_ranks));
+  for (int32_t rank = 0; rank < r.program.num_ranks; ++rank) {
+    const int64_t peak = t.peak_bytes_per_rank[rank];
+    const int64_t wc = r.worst_case ? r.worst_case->bytes_per_rank[rank] : 0;
+    const bool over = limit && std::max(peak, wc) > *limit;
+    rows[static_cast<size_t>(rank)] =
+        fmt::format(" {:>12} {:>12} {:>12} {:>12} {:>14} {:>14}{}", format_duration(t.first_start_per_rank_s[rank]),
+                    format_duration(t.last_end_per_rank_s[rank]), format_duration(t.busy_per_rank_s[rank]),
+                    format_duration(t.idle_per_rank_s[rank]), format_bytes(static_cast<double>(peak)),
+                    format_bytes(static_cast<double>(wc)), over ? "  over limit" : "");
+  }
+  return rows;
+}
+
 void write_text_report(std::ostream& os, const VerifyResult& r, size_t timeline_max_ops) {
   const PipelineSpec& s = r.spec;
   const Program& p = r.program;
@@ -164,17 +183,7 @@ void write_text_report(std::ostream& os, const VerifyResult& r, size_t timeline_
   std::string limit = s.memory.limit_bytes ? format_bytes(static_cast<double>(*s.memory.limit_bytes)) : "none";
   os << fmt::format("memory limit per rank: {}\n", limit);
   // One row per run of consecutive ranks with identical figures (replicas fold into one line).
-  std::vector<std::string> rows(static_cast<size_t>(p.num_ranks));
-  for (int32_t rank = 0; rank < p.num_ranks; ++rank) {
-    int64_t peak = t.peak_bytes_per_rank[rank];
-    int64_t wc = r.worst_case ? r.worst_case->bytes_per_rank[rank] : 0;
-    bool over = s.memory.limit_bytes && std::max(peak, wc) > *s.memory.limit_bytes;
-    rows[static_cast<size_t>(rank)] =
-        fmt::format(" {:>12} {:>12} {:>12} {:>12} {:>14} {:>14}{}", format_duration(t.first_start_per_rank_s[rank]),
-                    format_duration(t.last_end_per_rank_s[rank]), format_duration(t.busy_per_rank_s[rank]),
-                    format_duration(t.idle_per_rank_s[rank]), format_bytes(static_cast<double>(peak)),
-                    format_bytes(static_cast<double>(wc)), over ? "  over limit" : "");
-  }
+  const std::vector<std::string> rows = rank_rows(r);
   const std::vector<RankRun> runs = fold_identical_rows(rows);
   const int width = runs.size() < rows.size() ? 11 : 5;
   os << fmt::format("  {:<{}} {:>12} {:>12} {:>12} {:>12} {:>14} {:>14}\n", "rank", width, "start", "end", "busy",
