@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cli/cli.h"
+#include "support/source.h"
 
 #include "sandbox_util.h"
 
@@ -130,6 +131,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::cout.rdbuf(out);
   std::cerr.rdbuf(err);
   fs::current_path(cwd);
+  sc::clear_sources();  // each input starts as a fresh process would (no files read, no sources)
 
   if (code == 70) std::abort();                              // an internal error
   if (snapshot(s.repo) != s.before) std::abort();            // the tree, index or refs changed

@@ -306,6 +306,7 @@ int run_diff(const DiffArgs& a_in) {
   std::vector<ReportDiff> diffs;
   int exit = 0;
   std::function<void()> prepare_old;  // set per git file: materialises what the old side reads
+  size_t read_mark = 0;               // input_files_read() before the new side of the current pair
   // One pair compared: `old_record` / `new_record` stand in for an absent side (an added or a
   // deleted file); otherwise each side is verified through its front-end.
   // Both sides of a framework config are read with the same facts (--gpus, --env, ...).
@@ -325,6 +326,7 @@ int run_diff(const DiffArgs& a_in) {
     }
     int old_code = 0, new_code = 0;
     // The new side first: the files it reads are those to materialise for the old one.
+    read_mark = input_files_read().size();
     const nlohmann::json new_record =
         new_record_given ? *new_record_given : record_of(new_side.path, verify_config, &new_code);
     if (new_code != kExitSpec && prepare_old) prepare_old();
@@ -361,9 +363,13 @@ int run_diff(const DiffArgs& a_in) {
       std::cerr << fmt::format("{}: error: cannot read it at {}: {}\n", g.arg, *a.git, why);
       return kExitSpec;
     }
+    // Only what this pair's new side read (input_files_read() holds every file the process has
+    // read: walking all of it for each file made diff --git of K files cost K² git calls).
     prepare_old = [&] {
       const fs::path top = tmp->path();
-      for (const std::string& read : input_files_read()) {
+      const std::vector<std::string>& all = input_files_read();
+      for (size_t k = std::min(read_mark, all.size()); k < all.size(); ++k) {
+        const std::string& read = all[k];
         if (read.rfind(rev_dir.string(), 0) == 0) continue;
         auto rel = repo_relative(read, repo_top);
         if (rel && blob_exists(commit, *rel, top)) materialise(*rel);
