@@ -344,6 +344,18 @@ TEST_CASE("Megatron: --pipeline-model-parallel-layout gives each stage and virtu
     CHECK(v.prediction.step_s > 0);
   }
   {
+    // The shipped example: the same split on a 1B-parameter model.
+    Diagnostics diags;
+    TrainingJob j;
+    const bool ok = read_megatron(test::source_path("examples/megatron-layout-empty-last-stage.sh"), JobContext{}, &j,
+                                  diags);
+    INFO(all_text(diags));
+    REQUIRE(ok);
+    CHECK(j.world == 8);
+    CHECK(j.stage_layers == std::vector<int64_t>{6, 5, 5, 0});
+    CHECK(j.unmodelled.empty());
+  }
+  {
     // Three virtual stages per rank (six stages over pp 2), the first and the last empty.
     const std::string text = std::string("--pipeline-model-parallel-size 2\n"
                                          "--pipeline-model-parallel-layout \"E|(t*4|)*4L\"\n") +
