@@ -95,7 +95,7 @@ TEST_CASE("BATCH groups parse into one step per member and format back", "[batch
   CHECK(count_tokens(row) == 3);
   CHECK(row_text(row) == "0F0,(0SEND_F0;1RECV_B0;1SEND_B1)BATCH,0B0");
 
-  CHECK(parse_step("(0SEND_F0)BATCH", SourceLoc{}).error.find("two or more") != std::string::npos);
+  CHECK(parse_step("()BATCH", SourceLoc{}).error == "'()BATCH': a BATCH group needs at least one SEND or RECV action");
   CHECK(parse_step("(0F0;0SEND_F0)BATCH", SourceLoc{}).error.find("only SEND and RECV") != std::string::npos);
   CHECK(parse_step("(0SEND_F0;0SEND_F0)BATCH", SourceLoc{}).error.find("twice") != std::string::npos);
   // A nested group is named as such, at the inner '(' (not as a missing suffix).
@@ -129,6 +129,171 @@ TEST_CASE("batched P2P: the 1F1B exchange deadlocks unbatched and holds batched"
   VerifyResult one_side =
       verify(load_text("one-side.yaml", one_f_one_b_p2("0SEND_F1 0RECV_B0", "(1SEND_B0;1RECV_F1)BATCH")), {});
   CHECK(one_side.findings.empty());
+}
+
+TEST_CASE("a BATCH group of one op parses, formats back and is a group of its own", "[batch]") {
+  // PyTorch's pipelining runtime posts every SEND/RECV action through batch_isend_irecv, one
+  // call per action: a group of one op.
+  ParsedStep one = parse_step("(0SEND_F0)BATCH", SourceLoc{});
+  REQUIRE(one.error.empty());
+  REQUIRE(one.step);
+  REQUIRE(one.batch.size() == 1);
+  CHECK(one.batch[0].first == Action{ActionKind::kSendF, 0, 0});
+  CHECK(one.batch[0].in_batch);
+  CHECK_FALSE(one.batch[0].batched_with_next);
+  // Two groups of one side by side stay two groups; a plain op next to them stays plain.
+  const std::vector<Step> row = parse_row("0F0,(0SEND_F0)BATCH,(0RECV_B0)BATCH,0SEND_F1,(1SEND_B1;1RECV_F0)BATCH,0B0");
+  CHECK(row.size() == 7);
+  CHECK(count_tokens(row) == 6);
+  CHECK(row_text(row) == "0F0,(0SEND_F0)BATCH,(0RECV_B0)BATCH,0SEND_F1,(1SEND_B1;1RECV_F0)BATCH,0B0");
+  CHECK_FALSE(row[3].is_batched());
+  // A group of one still refuses what a group refuses.
+  CHECK(parse_step("(0F0)BATCH", SourceLoc{}).error.find("only SEND and RECV") != std::string::npos);
+  CHECK(parse_step("(0SEND_F0 )BATCH", SourceLoc{}).error.find("unexpected") != std::string::npos);
+
+  // In the program each is a group of one member, and its wait is a plain op's: the 1F1B
+  // exchange with every SEND/RECV a group of one deadlocks exactly as the plain ops do.
+  VerifyResult plain = verify(load_text("plain.yaml", one_f_one_b_p2("0SEND_F1 0RECV_B0", "1SEND_B0 1RECV_F1")), {});
+  VerifyResult ones = verify(load_text("ones.yaml", one_f_one_b_p2("(0SEND_F1)BATCH (0RECV_B0)BATCH",
+                                                                   "(1SEND_B0)BATCH (1RECV_F1)BATCH")),
+                             {});
+  CHECK(ones.program.validate().empty());
+  REQUIRE(ones.program.groups.size() == 4);
+  for (const auto& g : ones.program.groups) CHECK(g.size() == 1);
+  REQUIRE(ones.exit_code == 11);
+  REQUIRE(plain.exit_code == 11);
+  REQUIRE(ones.findings.size() == 1);
+  CHECK(ones.findings[0].kind == FindingKind::kDeadlock);
+  CHECK(ones.findings[0].message == plain.findings.at(0).message);
+  CHECK(ones.findings[0].ops == plain.findings.at(0).ops);
+}
+
+TEST_CASE("groups of one under rendezvous: each rank posting its send first deadlocks, two-op groups hold",
+          "[batch]") {
+  PipelineSpec spec = load_example("examples/single-op-batch-deadlock.yaml");
+  VerifyResult r = verify(spec, {});
+  REQUIRE(r.exit_code == 11);
+  REQUIRE(r.findings.size() == 1);
+  const Finding& f = r.findings[0];
+  CHECK(f.kind == FindingKind::kDeadlock);
+  // The cycle of pytorch/pytorch#172668: both ranks wait in their one-op send group.
+  CHECK(f.message ==
+        "deadlock under rendezvous semantics: wait-for cycle 0SEND_F1@rank 0 (comm stream) -> 1SEND_F0@rank 1 "
+        "(comm stream) -> 0SEND_F1@rank 0 (comm stream)");
+  CHECK(f.ranks == std::vector<int32_t>{0, 1});
+  CHECK(f.ops == std::vector<std::string>{"0SEND_F1", "1SEND_F0"});
+  REQUIRE(f.locations.size() == 2);
+  CHECK(f.locations[0].line == 20);  // the member inside its group: 0SEND_F1 of (0SEND_F1)BATCH
+  CHECK(f.locations[0].col == 34);
+  CHECK(f.locations[1].line == 23);
+  CHECK(f.locations[1].col == 30);
+  // Every SEND/RECV of the example is a group of one.
+  int p2p = 0;
+  for (const Op& o : r.program.ops) p2p += o.kind == OpKind::kSend || o.kind == OpKind::kRecv;
+  CHECK(p2p == 24);
+  CHECK(r.program.groups.size() == 24);
+
+  // Each send grouped with the receive that follows it from the same peer: both progress.
+  std::string text = test::read_file(test::source_path("examples/single-op-batch-deadlock.yaml"));
+  const std::vector<std::pair<std::string, std::string>> pairs = {
+      {"(0SEND_F1)BATCH (2RECV_F0)BATCH", "(0SEND_F1;2RECV_F0)BATCH"},
+      {"(2SEND_F0)BATCH (2RECV_F1)BATCH", "(2SEND_F0;2RECV_F1)BATCH"},
+      {"(2SEND_B0)BATCH (2RECV_B1)BATCH", "(2SEND_B0;2RECV_B1)BATCH"},
+      {"(2SEND_B1)BATCH (0RECV_B0)BATCH", "(2SEND_B1;0RECV_B0)BATCH"},
+      {"(1SEND_F0)BATCH (1RECV_F1)BATCH", "(1SEND_F0;1RECV_F1)BATCH"},
+      {"(1SEND_F1)BATCH (3RECV_F0)BATCH", "(1SEND_F1;3RECV_F0)BATCH"},
+      {"(3SEND_B1)BATCH (1RECV_B0)BATCH", "(3SEND_B1;1RECV_B0)BATCH"},
+      {"(1SEND_B0)BATCH (1RECV_B1)BATCH", "(1SEND_B0;1RECV_B1)BATCH"}};
+  for (const auto& [from, to] : pairs) {
+    INFO(from);
+    REQUIRE(text.find(from) != std::string::npos);
+    text.replace(text.find(from), from.size(), to);
+  }
+  VerifyResult two = verify(load_text("two-op-groups.yaml", text), {});
+  INFO((two.findings.empty() ? std::string() : two.findings[0].message));
+  CHECK(two.findings.empty());
+  CHECK(two.exit_code == 0);
+  CHECK(two.program.groups.size() == 16);  // 8 pairs and 8 groups of one
+}
+
+TEST_CASE("lazy creation: a group of one uses the pipeline group's communicator, a plain op its pair's",
+          "[comm-init][batch]") {
+  const std::string head =
+      "schedcheck: 1\nranks: 2\nstages: 2\nplacement: loop\nforward_only: true\nmicrobatches: 2\n"
+      "p2p: {comm_init: lazy}\nschedule:\n  actions:\n";
+  // Both ranks post groups of one: one creation of the pipeline group's communicator each, no
+  // pair communicator, and the lists hold.
+  VerifyResult ones = verify(load_text("lazy-ones.yaml", head +
+                                                             "    0: \"0F0 (0SEND_F0)BATCH 0F1 (0SEND_F1)BATCH\"\n"
+                                                             "    1: \"(1RECV_F0)BATCH 1F0 (1RECV_F1)BATCH 1F1\"\n"),
+                             {});
+  INFO((ones.findings.empty() ? std::string() : ones.findings[0].message));
+  CHECK(ones.findings.empty());
+  std::vector<std::string> created;
+  for (const Op& o : ones.program.ops)
+    if (o.kind == OpKind::kCollective && o.collective == CollectiveKind::kCommInit)
+      created.push_back(ones.program.comms[o.comm()].name);
+  CHECK(created == std::vector<std::string>{"pipeline", "pipeline"});
+  for (const Op& o : ones.program.ops)
+    if (o.kind == OpKind::kSend || o.kind == OpKind::kRecv)
+      CHECK(ones.program.channels[o.channel()].comm >= 0);  // the pipeline group's, not the pair's
+
+  // Rank 0 sends plainly (as an encoding that drops the runtime's groups would write it): its
+  // messages travel on the pair's communicator, rank 1's receives on the group's, and the
+  // group's creation waits for rank 0, which never joins.
+  VerifyResult mixed = verify(load_text("lazy-mixed.yaml", head +
+                                                               "    0: \"0F0 0SEND_F0 0F1 0SEND_F1\"\n"
+                                                               "    1: \"(1RECV_F0)BATCH 1F0 (1RECV_F1)BATCH 1F1\"\n"),
+                              {});
+  REQUIRE(mixed.exit_code == 10);  // deadlock and channel findings
+  const Finding& f = mixed.findings.at(0);
+  CHECK(f.kind == FindingKind::kDeadlock);
+  CHECK(f.message.find("hang caused by ranks 0-1") != std::string::npos);
+  CHECK(f.ranks == std::vector<int32_t>{0, 1});
+  bool group_never_joined = false, receives_alone = false;
+  for (const Finding& c : mixed.findings) {
+    if (c.kind != FindingKind::kChannel) continue;
+    if (c.message.find("collectives diverge on communicator 'pipeline' at #1: rank 1 issues communicator init 'init "
+                       "pipeline group' (0 B); rank 0 issues nothing more") != std::string::npos) {
+      group_never_joined = true;
+      REQUIRE_FALSE(c.locations.empty());
+      CHECK(c.locations[0].line == 11);  // rank 1's first group of one
+      CHECK(c.locations[0].col == 10);
+    }
+    receives_alone |= c.message == "channel rank 0 -> rank 1 on communicator 'pipeline': 0 sends but 2 receives; 2 "
+                                   "unmatched receive(s) wait forever";
+  }
+  CHECK(group_never_joined);
+  CHECK(receives_alone);
+}
+
+TEST_CASE("verify --lower pytorch builds each lowered SEND/RECV as a group of one under lazy creation",
+          "[comm-init][batch][lower]") {
+  const std::string text =
+      "schedcheck: 1\nranks: 2\nstages: 2\nplacement: loop\nmicrobatches: 2\n"
+      "p2p: {comm_init: lazy}\nschedule:\n  actions:\n"
+      "    0: \"0F0 0F1 0B0 0B1\"\n    1: \"1F0 1B0 1F1 1B1\"\n";
+  VerifyOptions opt;
+  opt.lower = LowerPolicy::kPyTorch;
+  opt.keep_actions = true;
+  VerifyResult lazy = verify(load_text("lower-lazy.yaml", text), opt);
+  INFO((lazy.findings.empty() ? std::string() : lazy.findings[0].message));
+  CHECK(lazy.findings.empty());
+  int p2p = 0;
+  for (const Op& o : lazy.program.ops)
+    if (o.kind == OpKind::kSend || o.kind == OpKind::kRecv) {
+      ++p2p;
+      REQUIRE(o.group() >= 0);
+      CHECK(lazy.program.groups[o.group()].size() == 1);
+    }
+  CHECK(p2p == 8);
+  for (const Communicator& c : lazy.program.comms) CHECK(c.name == "pipeline");
+  // Created eagerly, a group of one is the plain op: nothing is built as a group.
+  PipelineSpec eager_spec = load_text("lower-eager.yaml", text);
+  eager_spec.p2p.lazy_comm_init = false;
+  VerifyResult eager = verify(eager_spec, opt);
+  CHECK(eager.findings.empty());
+  CHECK(eager.program.groups.empty());
 }
 
 TEST_CASE("a batched group completes only when every member has", "[batch]") {

@@ -6,7 +6,9 @@
 
 #include "catch.h"
 #include "config/readers.h"
+#include "config/megatron_layers.h"
 #include "config/shell_args.h"
+#include "config/verify_job.h"
 #include "diag_util.h"
 #include "test_util.h"
 
@@ -293,6 +295,226 @@ TEST_CASE("Megatron: virtual pipeline stages give the interleaved schedule and i
     INFO(all_text(diags));
     CHECK(find_diag(diags, Severity::kError, "should be 0, or larger than or equal to the pipeline-parallel size"));
   }
+}
+
+namespace {
+
+/// Reads `text` (Megatron arguments on 8 GPUs) as `name`; the diagnostics go to `diags`.
+bool read_args(const std::string& name, const std::string& text, TrainingJob* j, Diagnostics& diags) {
+  JobContext ctx;
+  ctx.gpus = 8;
+  return read_megatron(test::write_temp("schedcheck_config_test", name, text), ctx, j, diags);
+}
+
+/// The Megatron batch flags for 16 sequences of one.
+const char* kBatch16 = "--micro-batch-size 1 --global-batch-size 16\n";
+
+}  // namespace
+
+TEST_CASE("Megatron: --pipeline-model-parallel-layout gives each stage and virtual stage its layers, empty ones "
+          "included",
+          "[config][megatron-layout]") {
+  {
+    // Megatron-LM#1852's wish: a last pipeline stage with the loss and no transformer layer.
+    const std::string text = std::string("--pipeline-model-parallel-size 4\n"
+                                         "--pipeline-model-parallel-layout \"Et*6|t*5|t*5|L\"\n") +
+                             kBatch16 + kModel;
+    Diagnostics diags;
+    TrainingJob j;
+    const bool ok = read_args("layout.args", text, &j, diags);
+    INFO(all_text(diags));
+    REQUIRE(ok);
+    CHECK(all_text(diags).find("not read") == std::string::npos);
+    CHECK_FALSE(has_unmodelled(j, "--pipeline-model-parallel-layout"));
+    CHECK(j.schedule == "1f1b");
+    CHECK(j.stages_per_rank == 1);
+    CHECK(j.stage_layers == std::vector<int64_t>{6, 5, 5, 0});
+    CHECK(j.loc("stage_layers").line == 2);
+    // It gets a verdict: the job lowers with a last stage that runs only the output layer and
+    // the loss, and its lists hold.
+    VerifiedJob v;
+    Diagnostics vd;
+    const bool verified = verify_job(j, JobContext{}, false, &v, vd);
+    INFO(all_text(vd));
+    REQUIRE(verified);
+    CHECK(v.lowered.costs.stage_layers == std::vector<int64_t>{6, 5, 5, 0});
+    CHECK(v.exit_code == 0);
+    CHECK(v.result.findings.empty());
+    REQUIRE(v.prediction.complete);
+    CHECK(v.prediction.step_s > 0);
+  }
+  {
+    // The shipped example: the same split on a 1B-parameter model.
+    Diagnostics diags;
+    TrainingJob j;
+    const bool ok = read_megatron(test::source_path("examples/megatron-layout-empty-last-stage.sh"), JobContext{}, &j,
+                                  diags);
+    INFO(all_text(diags));
+    REQUIRE(ok);
+    CHECK(j.world == 8);
+    CHECK(j.stage_layers == std::vector<int64_t>{6, 5, 5, 0});
+    CHECK(j.unmodelled.empty());
+  }
+  {
+    // Three virtual stages per rank (six stages over pp 2), the first and the last empty.
+    const std::string text = std::string("--pipeline-model-parallel-size 2\n"
+                                         "--pipeline-model-parallel-layout \"E|(t*4|)*4L\"\n") +
+                             kBatch16 + kModel;
+    Diagnostics diags;
+    TrainingJob j;
+    const bool ok = read_args("layout-vpp.args", text, &j, diags);
+    INFO(all_text(diags));
+    REQUIRE(ok);
+    CHECK(j.schedule == "interleaved-1f1b");
+    CHECK(j.stages_per_rank == 3);
+    // Stage v·pp + r is virtual stage v of rank r: rank 0 holds 0, 4, 4 and rank 1 4, 4, 0.
+    CHECK(j.stage_layers == std::vector<int64_t>{0, 4, 4, 4, 4, 0});
+    CHECK(j.loc("schedule").line == 2);
+    VerifiedJob v;
+    Diagnostics vd;
+    REQUIRE(verify_job(j, JobContext{}, false, &v, vd));
+    CHECK(v.lowered.costs.stage_layers == std::vector<int64_t>{0, 4, 4, 4, 4, 0});
+    CHECK(v.exit_code == 0);
+  }
+}
+
+TEST_CASE("Megatron: a layout Megatron refuses is refused at the flag in Megatron's words", "[config][megatron-layout]") {
+  struct Case {
+    std::string flags, message, at;
+  };
+  const std::vector<Case> cases = {
+      {"--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout \"Et*8|x|t*8L\"",
+       "Invalid layer character: x (stage='x', layout_str='Etttttttt|x|ttttttttL'), known layer characters: ['E', "
+       "'L', 't', 'm']",
+       "--pipeline-model-parallel-layout"},
+      {"--pipeline-model-parallel-size 4 --pipeline-model-parallel-layout \"Et*8|t*8L\"",
+       "The length of pipeline_model_parallel_layout must be divisible by pipeline_model_parallel_size (num_stages=2, "
+       "args.pipeline_model_parallel_size=4)",
+       "--pipeline-model-parallel-layout"},
+      {"--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout \"Et*8|t*7L\"",
+       "Number of decoder layers 15must match num_layers 16", "--pipeline-model-parallel-layout"},
+      {"--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout \"t*8|Et*8L\"",
+       "The first layer must be embedding, but got LayerType.decoder", "--pipeline-model-parallel-layout"},
+      {"--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout \"Et*8|Lt*8\"",
+       "The last layer must be loss, but got LayerType.decoder", "--pipeline-model-parallel-layout"},
+      {"--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout \"Et*8|t*8mL\"",
+       "Number of mtp layers in layout must match mtp_num_layers", "--pipeline-model-parallel-layout"},
+      {"--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout \"Et*8|t*8L\" "
+       "--decoder-last-pipeline-num-layers 8",
+       "pipeline_model_parallel_layout cannot be set with other pipeline layout arguments. "
+       "self.num_layers_in_first_pipeline_stage=None, self.num_layers_in_last_pipeline_stage=8, "
+       "self.account_for_embedding_in_pipeline_split=False, self.account_for_loss_in_pipeline_split=False.",
+       "--pipeline-model-parallel-layout"},
+      // A group repeated: "Et*8|Et*8|", three stages (the last one empty).
+      {"--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout \"(Et*8|)*2\"",
+       "The length of pipeline_model_parallel_layout must be divisible by pipeline_model_parallel_size (num_stages=3, "
+       "args.pipeline_model_parallel_size=2)",
+       "--pipeline-model-parallel-layout"},
+  };
+  for (const Case& c : cases) {
+    const std::string text = c.flags + "\n" + kBatch16 + kModel;
+    Diagnostics diags;
+    TrainingJob j;
+    INFO(c.flags);
+    CHECK_FALSE(read_args("layout-bad.args", text, &j, diags));
+    INFO(all_text(diags));
+    const Diagnostic* d = find_diag(diags, Severity::kError, c.message);
+    REQUIRE(d);
+    CHECK(d->message == c.message);
+    check_at(d, text, c.at, c.at);
+  }
+}
+
+TEST_CASE("Megatron: uneven first and last stages and the embedding and loss counted as layers split as Megatron does",
+          "[config][megatron-layout]") {
+  const auto split = [](const std::string& flags) {
+    Diagnostics diags;
+    TrainingJob j;
+    const bool ok = read_args("split.args", flags + "\n" + kBatch16 + kModel, &j, diags);
+    INFO(flags << "\n" << all_text(diags));
+    CHECK(ok);
+    return j.stage_layers;
+  };
+  // 16 layers: 2 on each end, the middle two ranks 6 each.
+  CHECK(split("--pipeline-model-parallel-size 4 --decoder-first-pipeline-num-layers 2 "
+              "--decoder-last-pipeline-num-layers 2") == std::vector<int64_t>{2, 6, 6, 2});
+  // The same over two virtual stages per rank: each rank's count halved, stage v·pp + r.
+  CHECK(split("--pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2 "
+              "--decoder-first-pipeline-num-layers 2 --decoder-last-pipeline-num-layers 2") ==
+        std::vector<int64_t>{1, 3, 3, 1, 1, 3, 3, 1});
+  // Only the first given: the other ranks share the rest.
+  CHECK(split("--pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 4") ==
+        std::vector<int64_t>{4, 12});
+  // 16 + embedding + loss = 18 over pp 2 is 9 a rank; the first and the last stage build one fewer.
+  CHECK(split("--pipeline-model-parallel-size 2 --account-for-embedding-in-pipeline-split "
+              "--account-for-loss-in-pipeline-split") == std::vector<int64_t>{8, 8});
+  CHECK(split("--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 3 "
+              "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split") ==
+        std::vector<int64_t>{2, 3, 3, 3, 3, 2});
+  // Without those flags the even split is lower_job's: no split in the job.
+  CHECK(split("--pipeline-model-parallel-size 2").empty());
+
+  struct Case {
+    std::string flags, message, at;
+  };
+  const std::vector<Case> refused = {
+      {"--pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2 --decoder-first-pipeline-num-layers 3",
+       "number of layers at first stage: 3must be divisible by virtual pipelineparallel degree 2",
+       "--decoder-first-pipeline-num-layers"},
+      {"--pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 4 --decoder-last-pipeline-num-layers 4",
+       "Mismatch: 8 middle layers remaining but 0 middle PP stages available.", "--decoder-first-pipeline-num-layers"},
+      {"--pipeline-model-parallel-size 4 --decoder-last-pipeline-num-layers 3",
+       "number of layers at middle stage: 13 must be divisible bythe middle pipeline model parallel size 3",
+       "--decoder-last-pipeline-num-layers"},
+      {"--pipeline-model-parallel-size 4 --decoder-first-pipeline-num-layers 0",
+       "num_layers_in_first_pipeline_stage must be larger than 0", "--decoder-first-pipeline-num-layers"},
+      {"--pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 8 --account-for-loss-in-pipeline-split",
+       "num_layers_in_first_pipeline_stage and num_layers_in_last_pipeline_stage cannot beset at the same time with "
+       "account_for_embedding_in_pipeline_splitand account_for_loss_in_pipeline_split",
+       "--decoder-first-pipeline-num-layers"},
+      {"--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 "
+       "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split",
+       "number of layers on each pipeline rank: 9(after enable account_for_embedding_in_pipeline_split or "
+       "account_for_loss_in_pipeline_split) must be divisible byvirtual_pipeline_model_parallel_size2",
+       "--account-for-embedding-in-pipeline-split"},
+      {"--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 2 --decoder-first-pipeline-num-layers 2",
+       "please use --num-virtual-stages-per-pipeline-rank to specify virtual pipeline parallel degree when enable "
+       "uneven pipeline parallelism",
+       "--decoder-first-pipeline-num-layers"},
+  };
+  for (const Case& c : refused) {
+    const std::string text = c.flags + "\n" + kBatch16 + kModel;
+    Diagnostics diags;
+    TrainingJob j;
+    INFO(c.flags);
+    CHECK_FALSE(read_args("split-bad.args", text, &j, diags));
+    INFO(all_text(diags));
+    const Diagnostic* d = find_diag(diags, Severity::kError, c.message);
+    REQUIRE(d);
+    CHECK(d->message == c.message);
+    check_at(d, text, c.at, c.at);
+  }
+}
+
+TEST_CASE("Megatron's layout string unrolls groups, repeats and commas as parse_str_to_list does",
+          "[config][megatron-layout]") {
+  std::string why;
+  auto s = parse_megatron_layout("Ettt|(tt|)*2,m|L", &why);
+  REQUIRE(s);
+  CHECK(*s == std::vector<std::string>{"Ettt", "tt", "tt", "m", "L"});
+  // The help text's example: an empty stage between two '|'.
+  s = parse_megatron_layout("E|(t|)*3,m|m||L", &why);
+  REQUIRE(s);
+  CHECK(*s == std::vector<std::string>{"E", "t", "t", "t", "m", "m", "", "L"});
+  // (|ab)*2,cd -> |ab|abcd, as Megatron's comment says.
+  s = parse_megatron_layout("(|tt)*2,tt", &why);
+  REQUIRE(s);
+  CHECK(*s == std::vector<std::string>{"", "tt", "tttt"});
+  CHECK(parse_megatron_layout("|*3", &why) == std::vector<std::string>{"", "", "", ""});
+  // A count that would unroll past the cap is refused, not allocated.
+  CHECK_FALSE(parse_megatron_layout("Et*99999999999999999999L", &why));
+  CHECK(why.find("unrolls to more than") != std::string::npos);
+  CHECK_FALSE(parse_megatron_layout("(tttt)*4000000", &why));
 }
 
 TEST_CASE("Megatron: startup checks refuse deprecated flags, FSDP2 with PP and EP without experts", "[config]") {

@@ -59,6 +59,25 @@ TEST_CASE("a small compute schedule is read with idle cells dropped and counted"
   CHECK(csv->actions[1][0].loc.col == 2);
 }
 
+TEST_CASE("a CSV cell may hold a BATCH group of one op, which writes back as it was read", "[csv][batch]") {
+  Diagnostics diags;
+  const std::string text = "0F0,(0SEND_F0)BATCH,(0RECV_B0)BATCH,0B0\n(1RECV_F0)BATCH,1F0,1B0,(1SEND_B0)BATCH\n";
+  auto csv = parse_csv_schedule("ones.csv", text, diags);
+  REQUIRE(csv);
+  CHECK_FALSE(diags.has_errors());
+  CHECK(csv->format == CsvFormat::kComputeComms);
+  REQUIRE(csv->actions[0].size() == 4);
+  CHECK(csv->actions[0][1].in_batch);
+  CHECK_FALSE(csv->actions[0][1].batched_with_next);
+  CHECK(csv->actions[0][2].in_batch);
+  CHECK(csv->actions[0][1].loc.col == 6);  // the member, inside its parentheses
+  CHECK(write_csv_schedule(csv->actions) == text);
+  // An empty group is an error at its cell.
+  Diagnostics bad;
+  CHECK_FALSE(parse_csv_schedule("empty.csv", "0F0,()BATCH\n", bad));
+  CHECK(diag_at(bad, 0) == "empty.csv:1:6: '()BATCH': a BATCH group needs at least one SEND or RECV action");
+}
+
 TEST_CASE("the trailing newline is optional", "[csv]") {
   Diagnostics d1, d2;
   auto a = parse_csv_schedule("a.csv", "0F0,0B0\n1F0,1B0", d1);

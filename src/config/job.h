@@ -39,6 +39,10 @@ struct TrainingJob {
   /// "interleaved-zb", "zbv", "dualpipev"), stages per pipeline rank, microbatches per step.
   std::string schedule = "1f1b";
   int32_t stages_per_rank = 1;
+  /// Transformer blocks per pipeline stage as the framework assigns them, stage v·pp + r being
+  /// virtual stage v of rank r; a stage may hold none. Empty: lower_job's split (torchtitan's
+  /// auto split, else even). Megatron-LM's layout flags set it (docs/facts/config-keys.md#megatron-layer-split).
+  std::vector<int64_t> stage_layers;
   int32_t microbatches = 1;         ///< pipeline microbatches per step (= accumulation without PP)
   int32_t grad_accum = 1;           ///< optimizer steps see grad_accum × microbatches microbatches
   int64_t seq_len = 0;
@@ -75,7 +79,7 @@ struct TrainingJob {
   int64_t max_live_params = 1'000'000'000;
   /// Where each field was set, by field name ("pp", "tp", "cp", "dp_shard", "dp_replicate",
   /// "ep", "schedule", "microbatches", "seq_len", "microbatch_sequences", "global_batch",
-  /// "recompute", "model", "hardware", "world", "reduce_dtype", "sharding"); a field absent here
+  /// "recompute", "model", "hardware", "world", "reduce_dtype", "sharding", "stage_layers"); a field absent here
   /// took its default.
   std::map<std::string, SourceLoc> where;
   /// Keys read but not modelled, with their location: reported once as a note.

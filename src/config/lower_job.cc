@@ -117,7 +117,17 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   const int32_t stages = lay.pp * job.stages_per_rank;
   const int64_t first_less = job.framework == "torchtitan" ? 1 : 0, last_less = first_less;
   const int64_t effective = m.layers + first_less + last_less;
-  if (stages > effective) {
+  const std::vector<int64_t>& given = job.stage_layers;  // the framework's own split, when it has one
+  if (!given.empty()) {
+    int64_t total = 0;
+    for (int64_t b : given) total += b;
+    if (static_cast<int32_t>(given.size()) != stages || total != m.layers) {
+      diags.error(job.loc("stage_layers"), fmt::format("the layer split gives {} layers over {} stages, but {} has {} "
+                                                       "layers over {} stages",
+                                                       total, given.size(), m.name, m.layers, stages));
+      return false;
+    }
+  } else if (stages > effective) {
     diags.error(job.loc("pp"), fmt::format("{} pipeline stages but {} has only {} layers to split", stages, m.name,
                                            m.layers));
     return false;
@@ -134,7 +144,9 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
     int64_t units = effective / stages + (s < effective % stages ? 1 : 0);
     if (s == 0) units -= first_less;
     if (s == stages - 1) units -= last_less;
-    if (units < 0 || (units == 0 && stages > 1 && s != 0 && s != stages - 1)) {
+    if (!given.empty()) {
+      units = given[s];  // empty stages included: the framework builds them so
+    } else if (units < 0 || (units == 0 && stages > 1 && s != 0 && s != stages - 1)) {
       diags.error(job.loc("pp"), fmt::format("stage {} of {} gets no transformer block", s, stages));
       return false;
     }

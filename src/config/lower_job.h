@@ -58,7 +58,8 @@ struct LoweredJob {
 /// Lowers `job`. Model and hardware: the job's, else ctx's, else an error (model) or H100
 /// (hardware, with a note). Pipeline stages split the blocks as torchtitan's auto split does
 /// (embedding and output each count as one layer; docs/facts/config-keys.md#torchtitan-validation-rules) for torchtitan jobs, evenly
-/// for the others. Each stage's F, I, W and R are the sums of its blocks' layer_cost (plus the
+/// for the others, or as the job's stage_layers say when the framework gave them (Megatron's
+/// layout flags; a stage may then hold no block). Each stage's F, I, W and R are the sums of its blocks' layer_cost (plus the
 /// output projection on the last stage); activation bytes likewise, plus the output layer's
 /// inputs and fp32 logits 4·s·b·(h + V)/t on the last stage (Megatron's
 /// compute_activation_memory). Weight-gradient bytes (held from I until W): the inputs of each

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "config/config_keys.h"
+#include "config/megatron_layers.h"
 #include "config/readers.h"
 #include "config/shell_args.h"
 
@@ -611,6 +613,65 @@ class MegatronReader {
     return false;
   }
 
+  /// Megatron's layer split where a flag departs from the even one: the layout, the uneven
+  /// first and last stages, or the embedding and loss counted as layers
+  /// (megatron_stage_layers, docs/facts/config-keys.md#megatron-layer-split). Sets the job's
+  /// stage_layers (with pp > 1) and `*vpp` (a layout's virtual stages); false after an error at
+  /// the flag Megatron's refusal is about.
+  bool layer_split(TrainingJob& j, int64_t* vpp) {
+    if (num_layers_ <= 0) return true;  // no model: an error reported already
+    MegatronSplitFlags f;
+    f.num_layers = num_layers_;
+    f.pp = j.layout.pp;
+    f.vpp = *vpp;
+    f.vpp_from_layers_per_stage = args_.has("--num-layers-per-virtual-pipeline-stage");
+    if (const ShellFlag* l = args_.get("--pipeline-model-parallel-layout")) {
+      if (l->values.empty()) {
+        diags_.error(l->loc, "argument --pipeline-model-parallel-layout: expected one argument");
+        return false;
+      }
+      f.layout = l->values[0].text;
+      auto mtp = integer("--mtp-num-layers", 0, 0);
+      if (!mtp) return false;
+      f.mtp_layers = *mtp;
+    }
+    // argparse takes any int here; Megatron's own checks refuse what is not positive.
+    constexpr int64_t kAnyInt = -kMaxValue;
+    const std::optional<int64_t> none;
+    if (args_.has("--decoder-first-pipeline-num-layers")) {
+      f.first = integer("--decoder-first-pipeline-num-layers", none, kAnyInt);
+      if (!f.first) return false;
+    }
+    if (args_.has("--decoder-last-pipeline-num-layers")) {
+      f.last = integer("--decoder-last-pipeline-num-layers", none, kAnyInt);
+      if (!f.last) return false;
+    }
+    f.embedding = args_.has("--account-for-embedding-in-pipeline-split");
+    f.loss = args_.has("--account-for-loss-in-pipeline-split");
+    const MegatronSplit split = megatron_stage_layers(f);
+    static const std::map<MegatronSplitFlag, const char*> kFlag = {
+        {MegatronSplitFlag::kLayout, "--pipeline-model-parallel-layout"},
+        {MegatronSplitFlag::kFirst, "--decoder-first-pipeline-num-layers"},
+        {MegatronSplitFlag::kLast, "--decoder-last-pipeline-num-layers"},
+        {MegatronSplitFlag::kEmbedding, "--account-for-embedding-in-pipeline-split"},
+        {MegatronSplitFlag::kLoss, "--account-for-loss-in-pipeline-split"}};
+    if (!split.error.empty()) {
+      diags_.error(loc_of(kFlag.at(split.at)), split.error);
+      return false;
+    }
+    *vpp = split.vpp;
+    if (j.layout.pp > 1) {
+      j.stage_layers = split.stage_layers;
+      const char* set_by = args_.has("--pipeline-model-parallel-layout")      ? "--pipeline-model-parallel-layout"
+                           : args_.has("--decoder-first-pipeline-num-layers") ? "--decoder-first-pipeline-num-layers"
+                           : args_.has("--decoder-last-pipeline-num-layers")  ? "--decoder-last-pipeline-num-layers"
+                           : f.embedding ? "--account-for-embedding-in-pipeline-split"
+                                         : "--account-for-loss-in-pipeline-split";
+      j.where["stage_layers"] = loc_of(set_by);
+    }
+    return true;
+  }
+
   /// Schedule, virtual stages and the pipeline checks of arguments.py L929-1014 and
   /// schedules.py L1160-1180.
   void pipeline(TrainingJob& j) {
@@ -641,12 +702,12 @@ class MegatronReader {
       vpp = *v;
       vloc = g->loc;
     } else if (const ShellFlag* l = args_.get("--pipeline-model-parallel-layout")) {
-      diags_.warning(l->loc, "--pipeline-model-parallel-layout is not read: stages are taken as an even split "
-                             "without virtual stages");
+      vloc = l->loc;  // its stages give the virtual stages (layer_split)
     } else if (!uneven && num_layers_ > 0 && layers % pp != 0) {
       diags_.error(loc_of("--num-layers"), "number of layers should be divisible by the pipeline parallel size");
       return;
     }
+    if ((uneven || extra > 0 || args_.has("--pipeline-model-parallel-layout")) && !layer_split(j, &vpp)) return;
     if (vpp > 1) {
       const bool overlap_p2p = !args_.has("--no-overlap-p2p-communication");
       if (overlap_p2p ? pp <= 1 : pp <= 2) {

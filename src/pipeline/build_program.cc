@@ -128,8 +128,10 @@ class Builder {
     // of the pipeline together before the first batched group of each: ProcessGroupNCCL's
     // pointToPoint keys a batched P2P by the device ("treat it like a collective when selecting
     // communicator") and a single one by the rank pair (getKeySendRecv).
+    // A group of one op (`(0SEND_F0)BATCH`) is batched too: batch_isend_irecv with one op still
+    // runs inside ncclGroupStart and picks the group's communicator.
     if (spec_.p2p.lazy_comm_init && is_p2p(k) && pending_group_.empty()) {
-      if (st.batched_with_next) {
+      if (st.is_batched()) {
         init_pipeline_group_before(op);
       } else {
         init_pair_before(op, p2p_peer(st.first).rank);
@@ -164,10 +166,11 @@ class Builder {
       last_reshard_ = id;
       if (comp_->record_stream) add_release(id, prank);
     }
-    // Batched P2P groups: runs of steps joined by batched_with_next.
-    if (st.batched_with_next || !pending_group_.empty()) pending_group_.push_back(id);
+    // Batched P2P groups: runs of steps joined by batched_with_next, and a BATCH group of one
+    // op, which is a group too (its communicator under lazy creation, in the wire-up below).
+    if (st.is_batched() || !pending_group_.empty()) pending_group_.push_back(id);
     if (!st.batched_with_next && !pending_group_.empty()) {
-      if (pending_group_.size() > 1) p.add_group(std::move(pending_group_));
+      p.add_group(std::move(pending_group_));
       pending_group_.clear();
     }
   }

@@ -50,6 +50,14 @@ VerifyResult verify(PipelineSpec&& spec_in, const VerifyOptions& options) {
     });
     if (lowered) {
       r.spec.actions = std::move(*lowered);
+      // PyTorch's runtime posts every SEND/RECV action through its own batch_isend_irecv, a
+      // group of one op (docs/facts/p2p-semantics.md#groups-of-one), while its CSV writes the
+      // plain token. Only lazy creation tells the two apart (the group's communicator); elsewhere
+      // a group of one is the same program as the plain op, so it is not built there.
+      if (*options.lower == LowerPolicy::kPyTorch && r.spec.p2p.lazy_comm_init)
+        for (auto& row : r.spec.actions)
+          for (Step& st : row)
+            if (is_p2p(st.first.kind)) st.in_batch = true;
     } else {
       Finding f;
       f.kind = FindingKind::kStructure;

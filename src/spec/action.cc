@@ -98,6 +98,7 @@ namespace {
 // Parses `(a;b;...)BATCH` (`t` trimmed, starting at offset `lead` of the token).
 ParsedStep parse_batch(std::string_view t, size_t lead, const SourceLoc& at) {
   std::string_view inner = t.substr(1, t.size() - 7);
+  if (inner.empty()) return fail(fmt::format("'{}': a BATCH group needs at least one SEND or RECV action", t), lead + 1);
   ParsedStep out;
   size_t pos = 0;
   while (true) {
@@ -119,8 +120,9 @@ ParsedStep parse_batch(std::string_view t, size_t lead, const SourceLoc& at) {
     if (semi == std::string_view::npos) break;
     pos = semi + 1;
   }
-  if (out.batch.size() < 2)
-    return fail(fmt::format("'{}': a BATCH group needs two or more actions separated by ';'", t), lead + 1);
+  // One action is a group of one: PyTorch's pipelining runtime posts every SEND/RECV action
+  // through batch_isend_irecv, one call per action (docs/facts/p2p-semantics.md#groups-of-one).
+  for (Step& s : out.batch) s.in_batch = true;
   for (size_t i = 0; i + 1 < out.batch.size(); ++i) out.batch[i].batched_with_next = true;
   out.step = out.batch.front();
   return out;
@@ -132,7 +134,7 @@ std::string format_steps(const std::vector<Step>& row, std::string_view sep) {
   std::string out;
   for (size_t i = 0; i < row.size(); ++i) {
     if (i) out += sep;
-    if (!row[i].batched_with_next) {
+    if (!row[i].is_batched()) {
       out += format_step(row[i]);
       continue;
     }

@@ -16,14 +16,20 @@ namespace sc {
 /// (`(a;b)OVERLAP_F_B`: `first` is the forward, `second` the backward). `loc` is the cell's or
 /// list item's location; `col_second` the column of the second part (0 when none).
 /// A batched P2P group (`(0SEND_F0;1RECV_B0)BATCH`, PyTorch's batch_isend_irecv, an NCCL group
-/// call) is written as one token but held as consecutive steps, one per SEND/RECV, each but the
-/// last with `batched_with_next` set; so every rule that counts actions sees each member.
+/// call) is written as one token but held as consecutive steps, one per SEND/RECV, each with
+/// `in_batch` set and each but the last with `batched_with_next` set; so every rule that counts
+/// actions sees each member. A group of one op (`(0SEND_F0)BATCH`, how PyTorch's pipelining
+/// runtime posts every SEND/RECV action) is one step with `in_batch` set and
+/// `batched_with_next` clear: it is batched (it travels on the group's communicator under lazy
+/// creation) although nothing is batched with it.
 struct Step {
   Action first;
   std::optional<Action> second;
   SourceLoc loc;
-  bool batched_with_next = false;
+  bool batched_with_next = false;  ///< the next step is a member of the same BATCH group
+  bool in_batch = false;           ///< a member of a BATCH group (of one or more ops)
   bool is_overlap() const { return second.has_value(); }
+  bool is_batched() const { return in_batch || batched_with_next; }
 };
 
 /// Formats a step: the action, or "(0F7;7B3)OVERLAP_F_B" (a batch member alone, without its group).
@@ -37,14 +43,15 @@ size_t count_tokens(const std::vector<Step>& row);
 /// Result of parsing one action token.
 struct ParsedStep {
   std::optional<Step> step;   ///< set on success (the first member of a BATCH group)
-  std::vector<Step> batch;    ///< a BATCH group: every member, `batched_with_next` set but on the last
+  std::vector<Step> batch;    ///< a BATCH group: every member (`in_batch` set), `batched_with_next` set but on the last
   std::string error;          ///< set on failure: what is wrong, lower-case, no final period
   int32_t error_offset = 0;   ///< 0-based offset in the token where the error starts
 };
 
 /// Parses one token of PyTorch action notation, strictly: `<stage><KIND><microbatch>` with
 /// decimal ids, `<stage>UNSHARD|RESHARD|REDUCE_GRAD`, `(a;b)OVERLAP_F_B` where a is an F and b
-/// a B, I or W, or `(a;b;...)BATCH` with two or more SEND/RECV actions (no action twice). Rejects what PyTorch's `_Action.from_str` lets through: trailing junk
+/// a B, I or W, or `(a;b;...)BATCH` with one or more SEND/RECV actions (no action twice; one
+/// action is a group of one, as PyTorch's runtime posts it). Rejects what PyTorch's `_Action.from_str` lets through: trailing junk
 /// ("0F0xyz"), the legacy "BW" token ("2BW0"), a compute or P2P action without a microbatch, a
 /// microbatch on UNSHARD/RESHARD/REDUCE_GRAD, leading '+' or '-', and ids over 2^31-1.
 /// Leading and trailing spaces are ignored. `loc` is stored in the step.
