@@ -31,6 +31,12 @@ A block the machine cannot run (a GPU-only command) is marked in the markdown on
 its fence with `<!-- doc-blocks: skip (REASON) -->`; it is reported as skipped with its reason.
 A block taking more than SLOW_S seconds is reported as slow.
 
+A block that quotes a file of the repository (a workflow step) is marked on the line before its
+fence with `<!-- doc-blocks: excerpt of PATH -->` (PATH relative to the markdown file); its
+lines, without their common indentation, must be consecutive lines of PATH (trailing blanks
+ignored), so the quotation cannot drift from the file. --write reports a drifted excerpt and
+leaves it to be edited.
+
 --write keeps a doc line whose masked text still matches (so timing figures do not churn), keeps
 every `...` line and re-elides a line with `...` inside when the new line has the same shape;
 lines it could not place are reported. Review the result with `git diff` like code. An excerpt
@@ -49,8 +55,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SKIP_RE = re.compile(r"^\s*<!--\s*doc-blocks:\s*skip\s*\((.*)\)\s*-->\s*$")
 FENCE_RE = re.compile(r"^(\s*)(`{3,}|~{3,})(.*)$")
+SKIP_RE = re.compile(r"^\s*<!--\s*doc-blocks:\s*skip\s*\((.*)\)\s*-->\s*$")
+EXCERPT_RE = re.compile(r"^\s*<!--\s*doc-blocks:\s*excerpt of\s+(\S+)\s*-->\s*$")
 ELLIPSIS = "..."
 SLOW_S = 20.0
 TIMEOUT_S = 300
@@ -208,28 +215,62 @@ class Block:
         return f"{os.path.relpath(self.path, ROOT)}:{self.fence_line}"
 
 
-def find_blocks(path):
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().split("\n")
-    blocks, i = [], 0
+def fenced_blocks(lines):
+    """(index of the fence line, body lines, the nearest non-blank line before the fence or "")
+    of every fenced code block in `lines`."""
+    i = 0
     while i < len(lines):
         m = FENCE_RE.match(lines[i])
         if not m:
             i += 1
             continue
-        fence = m.group(2)
         j = i + 1
-        while j < len(lines) and not lines[j].strip().startswith(fence):
+        while j < len(lines) and not lines[j].strip().startswith(m.group(2)):
             j += 1
-        body = lines[i + 1:j]
+        k = i - 1
+        while k >= 0 and not lines[k].strip():
+            k -= 1
+        yield i, lines[i + 1:j], lines[k] if k >= 0 else ""
+        i = j + 1
+
+
+def find_excerpts(path):
+    """[(line of the fence, PATH as written, body lines)] of the blocks marked as excerpts."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    return [(i + 1, em.group(1), body) for i, body, before in fenced_blocks(lines)
+            if (em := EXCERPT_RE.match(before))]
+
+
+def excerpt_problem(md_path, target, body):
+    """None when `body` is a run of consecutive lines of `target`, else what is wrong."""
+    full = os.path.normpath(os.path.join(os.path.dirname(md_path), target))
+    if not os.path.isfile(full):
+        return f"the excerpt names {target}, which does not exist"
+    def dedent(ls):
+        ls = [x.rstrip() for x in ls]
+        ind = min((len(x) - len(x.lstrip()) for x in ls if x.strip()), default=0)
+        return [x[ind:] for x in ls]
+    want = dedent(body)
+    with open(full, encoding="utf-8") as f:
+        have = [x.rstrip() for x in f.read().split("\n")]
+    for start in range(len(have) - len(want) + 1):
+        window = dedent(have[start:start + len(want)])
+        if window == want:
+            return None
+    first = next((w for w in want if w.strip() and not any(w.strip() == h.strip() for h in have)), None)
+    return f"not a run of consecutive lines of {target}" + (f"; no line of it reads {first.strip()!r}" if first else "")
+
+
+def find_blocks(path):
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    blocks = []
+    for i, body, before in fenced_blocks(lines):
         runs = any(b.startswith("$ ") and re.match(r"\s*(\S+=\S*\s+)*schedcheck\b", b[2:]) for b in body)
         if body and body[0].startswith("$ ") and runs:
-            k = i - 1
-            while k >= 0 and not lines[k].strip():
-                k -= 1
-            sm = SKIP_RE.match(lines[k]) if k >= 0 else None
+            sm = SKIP_RE.match(before)
             blocks.append(Block(path, i + 1, body, sm.group(1) if sm else None))
-        i = j + 1
     return blocks
 
 
@@ -342,6 +383,11 @@ def main():
                     print(f"{block.where()}: note: {note}")
             if changed:
                 write_atomically(path, "\n".join(lines))
+        for line, target, body in find_excerpts(path):
+            problem = excerpt_problem(path, target, body)
+            if problem:
+                failed += 1 if args.check else 0
+                print(f"{os.path.relpath(path, ROOT)}:{line}: excerpt: {problem}")
     took = time.monotonic() - total_start
     if args.check:
         print(f"doc_blocks.py: {ran} block(s) run, {failed} differ, {skipped} skipped, {took:.0f} s")

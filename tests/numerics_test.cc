@@ -453,3 +453,41 @@ TEST_CASE("fixes added to an analysis are the fixes analyze computes, without a 
   CHECK(base.reduced_elements == whole.reduced_elements);  // the configuration was not analysed twice
   CHECK(base.reduced_elements > base_work);
 }
+
+TEST_CASE("fixes and the algorithms of auto share one draw of the bias samples and get the figures each gives alone",
+          "[numerics]") {
+  // analyze() draws each distribution's samples once for all fixes (and once for the three
+  // algorithms of kAuto) and reduces them under each; every figure must equal the analysis of
+  // that configuration by itself, bit for bit.
+  AnalysisOptions opt;
+  opt.samples = 64;
+  opt.random_trials = 2;
+  auto c = config(DType::kBf16, ReduceOp::kAvg, 24);
+  c.channels = 2;
+  Analysis whole = analyze(c, opt);
+  REQUIRE(whole.fixes.size() == 5);  // fp32 reduction, tree, nvls, pre/post divide, sum then divide
+  opt.fixes = false;
+  for (const Fix& fix : whole.fixes) {
+    INFO(fix.name);
+    Analysis alone = analyze(fix.config, opt);
+    REQUIRE(alone.figures.biases.size() == 3);
+    for (size_t k = 0; k < 3; ++k) {
+      CHECK(fix.figures.biases[k].bias == alone.figures.biases[k].bias);
+      CHECK(fix.figures.biases[k].spread == alone.figures.biases[k].spread);
+      CHECK(fix.figures.biases[k].samples == alone.figures.biases[k].samples);
+    }
+    CHECK(fix.figures.worst.relative_error == alone.figures.worst.relative_error);
+  }
+  // kAuto: its worst bias is the worst of ring, tree and nvls analysed one by one.
+  ReductionConfig a = c;
+  a.algorithm = Algorithm::kAuto;
+  Analysis autod = analyze(a, opt);
+  double worst = 0;
+  for (Algorithm alg : {Algorithm::kRing, Algorithm::kTree, Algorithm::kNvls}) {
+    ReductionConfig v = c;
+    v.algorithm = alg;
+    for (const BiasFigure& b : analyze(v, opt).figures.biases) worst = std::max(worst, std::fabs(b.bias));
+  }
+  CHECK(std::fabs(autod.figures.worst_bias().bias) == worst);
+  CHECK(std::fabs(autod.figures.worst_bias().bias) > 0);
+}

@@ -45,8 +45,9 @@ struct NumericsArgs {
 /// Elements drawn per bias distribution when --samples is not given.
 constexpr int64_t kDefaultSamples = 1024;
 /// Most ranks x samples one run reduces per distribution (2^24). The emulation is O(N) per
-/// element: about 0.7 us per rank and element on one busy core of this project's CI machine
-/// (measured: 8,192 ranks x 1,024 samples in 18 s), so this bounds a run to about 30 s.
+/// element: about 0.2 us per rank and element, the usual fixes included, on one busy core of this
+/// project's development machine (measured: 8,192 ranks x 1,024 samples in 4.7 s), so this bounds a
+/// run to about 10 s.
 constexpr int64_t kMaxNumericsWork = int64_t{1} << 24;
 /// Fewest samples drawn when --samples is lowered for a large N.
 constexpr int64_t kMinAutoSamples = 16;
@@ -204,8 +205,8 @@ Command add_numerics(CLI::App& parent) {
   cmd->add_option("--min-gradient", a->min_gradient, "smallest gradient whose underflow is a finding (default 1e-12)");
   cmd->add_option("--samples", a->samples,
                   fmt::format("elements drawn per bias distribution (default {}; fewer, down to {}, when --ranks x {} "
-                              "passes {}). The emulation costs about 0.7 us per rank per element, three "
-                              "distributions: --ranks 8192 takes about 18 s",
+                              "passes {}). The emulation costs about 0.2 us per rank per element, three "
+                              "distributions and the fixes together: --ranks 8192 takes about 5 s",
                               kDefaultSamples, kMinAutoSamples, kDefaultSamples, kMaxNumericsWork));
   cmd->add_option("--seed", a->seed, "base seed of the distributions")->capture_default_str();
   cmd->add_flag("--no-fixes", a->no_fixes, "skip the figures under the usual fixes");

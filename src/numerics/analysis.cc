@@ -5,6 +5,7 @@
 #include <tuple>
 #include <cmath>
 #include <random>
+#include <span>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -143,18 +144,25 @@ WorstCase worst_case(const ReductionConfig& c, const AnalysisOptions& opt, const
   return w;
 }
 
-BiasFigure bias_figure(const ReductionConfig& c, const AnalysisOptions& opt, int which, int64_t& work) {
+// The bias figures of distribution `which` for every configuration in `cs`, which share the
+// ranks and the input type: each element's inputs are drawn (and their exact sum taken) once and
+// reduced under every configuration, so k configurations cost one draw and k folds per element
+// instead of k draws. Each figure is what a run over its configuration alone gives.
+std::vector<BiasFigure> bias_figures(std::span<const ReductionConfig> cs, const AnalysisOptions& opt, int which,
+                                     int64_t& work) {
   static const char* kNames[] = {"consensus", "noisy", "heavy-tailed"};
-  BiasFigure b;
-  b.distribution = kNames[which];
-  b.seed = opt.seed + which;
-  Normal rng(b.seed);
-  const DType in = input_type(c);
-  const int n = c.ranks;
+  if (cs.empty()) return {};
+  Normal rng(opt.seed + which);
+  const DType in = input_type(cs.front());
+  const int n = cs.front().ranks;
+  struct Sums {
+    double rd = 0, r2 = 0;
+    std::vector<std::pair<double, double>> kept;  // (exact, computed)
+    int64_t left_out = 0;
+  };
+  std::vector<Sums> sums(cs.size());
+  for (Sums& s : sums) s.kept.reserve(opt.samples);
   std::vector<double> x(n);
-  double sum_w = 0, sum_w2 = 0, sum_rd = 0, sum_r2 = 0;
-  std::vector<std::pair<double, double>> kept;  // (exact, computed)
-  kept.reserve(opt.samples);
   for (int64_t e = 0; e < opt.samples; ++e) {
     double m = 0;
     if (which == 2) {
@@ -163,32 +171,45 @@ BiasFigure bias_figure(const ReductionConfig& c, const AnalysisOptions& opt, int
       m = rng() * 1e-3;
     }
     for (int i = 0; i < n; ++i) x[i] = round_to(in, which == 1 ? m + 4 * std::fabs(m) * rng() : m * (1 + 0.25 * rng()));
-    double exact = exact_result(c, x);
-    double out = reduce_element(c, x, ring_start_rank(n, c.channels, opt.samples, e));
-    work += n;
-    if (!std::isfinite(out) || exact == 0) {
-      ++b.left_out;
-      continue;
+    const double sum = exact_sum(x);
+    for (size_t k = 0; k < cs.size(); ++k) {
+      const ReductionConfig& c = cs[k];
+      double exact = exact_result_from_sum(c, x, sum);
+      double out = reduce_element(c, x, ring_start_rank(n, c.channels, opt.samples, e));
+      work += n;
+      Sums& s = sums[k];
+      if (!std::isfinite(out) || exact == 0) {
+        ++s.left_out;
+        continue;
+      }
+      s.kept.emplace_back(exact, out);
+      s.rd += exact * (out - exact);
+      s.r2 += exact * exact;
     }
-    kept.emplace_back(exact, out);
-    sum_rd += exact * (out - exact);
-    sum_r2 += exact * exact;
   }
-  b.samples = static_cast<int64_t>(kept.size());
-  if (sum_r2 == 0) return b;
-  b.bias = sum_rd / sum_r2;
-  double resid = 0;
-  for (auto [r, o] : kept) {
-    double d = o - (1 + b.bias) * r;
-    resid += d * d;
-    double w = r * r;
-    sum_w += w;
-    sum_w2 += w * w;
+  std::vector<BiasFigure> out(cs.size());
+  for (size_t k = 0; k < cs.size(); ++k) {
+    BiasFigure& b = out[k];
+    const Sums& s = sums[k];
+    b.distribution = kNames[which];
+    b.seed = opt.seed + which;
+    b.left_out = s.left_out;
+    b.samples = static_cast<int64_t>(s.kept.size());
+    if (s.r2 == 0) continue;
+    b.bias = s.rd / s.r2;
+    double resid = 0, sum_w = 0, sum_w2 = 0;
+    for (auto [r, o] : s.kept) {
+      double d = o - (1 + b.bias) * r;
+      resid += d * d;
+      double w = r * r;
+      sum_w += w;
+      sum_w2 += w * w;
+    }
+    b.spread = std::sqrt(resid / s.r2);
+    double n_eff = sum_w * sum_w / sum_w2;
+    b.bias_stderr = b.spread / std::sqrt(n_eff);
   }
-  b.spread = std::sqrt(resid / sum_r2);
-  double n_eff = sum_w * sum_w / sum_w2;
-  b.bias_stderr = b.spread / std::sqrt(n_eff);
-  return b;
+  return out;
 }
 
 template <typename Bad>
@@ -329,16 +350,25 @@ OrderDependence order_dependence(const ReductionConfig& c, const std::vector<Can
   return d;
 }
 
-Figures figures_for(const ReductionConfig& c, const AnalysisOptions& opt, int64_t& work) {
-  Figures f;
-  auto family = adversarial_family(c, opt);
-  f.worst = worst_case(c, opt, family, work);
-  for (int k = 0; k < 3; ++k) f.biases.push_back(bias_figure(c, opt, k, work));
-  f.avg_scale_error = avg_scale_error(c);
-  f.underflow = underflow_mode(c, work);
-  f.overflow = overflow_mode(c, work);
-  f.order = order_dependence(c, family, work);
-  return f;
+// The figures of every configuration in `cs` (same ranks and input type); the bias samples are
+// shared (bias_figures).
+std::vector<Figures> figures_for(std::span<const ReductionConfig> cs, const AnalysisOptions& opt, int64_t& work) {
+  std::vector<Figures> out(cs.size());
+  for (size_t k = 0; k < cs.size(); ++k) {
+    const ReductionConfig& c = cs[k];
+    Figures& f = out[k];
+    auto family = adversarial_family(c, opt);
+    f.worst = worst_case(c, opt, family, work);
+    f.avg_scale_error = avg_scale_error(c);
+    f.underflow = underflow_mode(c, work);
+    f.overflow = overflow_mode(c, work);
+    f.order = order_dependence(c, family, work);
+  }
+  for (int which = 0; which < 3; ++which) {
+    std::vector<BiasFigure> b = bias_figures(cs, opt, which, work);
+    for (size_t k = 0; k < cs.size(); ++k) out[k].biases.push_back(std::move(b[k]));
+  }
+  return out;
 }
 
 // Worst of several algorithms, metric by metric (for kAuto).
@@ -355,22 +385,48 @@ Figures worst_of(const std::vector<std::pair<Algorithm, Figures>>& all) {
   return f;
 }
 
-Figures analyse_figures(const ReductionConfig& c, const AnalysisOptions& opt, int64_t& work) {
-  if (c.algorithm != Algorithm::kAuto) return figures_for(c, opt, work);
-  std::vector<std::pair<Algorithm, Figures>> all;
-  for (Algorithm a : {Algorithm::kRing, Algorithm::kTree, Algorithm::kNvls}) {
-    if (a == Algorithm::kTree && c.collective == CollectiveKind::kReduceScatter) continue;
-    ReductionConfig v = c;
-    v.algorithm = a;
-    if (a != Algorithm::kNvls) v.accum_dtype.reset();
-    Figures g = figures_for(v, opt, work);
-    g.worst.family = fmt::format("{}: {}", algorithm_name(a), g.worst.family);
-    for (auto& b : g.biases) b.distribution = fmt::format("{} ({})", b.distribution, algorithm_name(a));
-    g.underflow.stage = fmt::format("{} ({})", g.underflow.stage, algorithm_name(a));
-    g.overflow.stage = fmt::format("{} ({})", g.overflow.stage, algorithm_name(a));
-    all.emplace_back(a, std::move(g));
+// The figures of each configuration in `tops` (same ranks and input type); a kAuto one is the
+// worst of ring, tree (not for reduce_scatter) and nvls, metric by metric. Every algorithm of every
+// configuration shares one draw of the bias samples.
+std::vector<Figures> analyse_figures(std::span<const ReductionConfig> tops, const AnalysisOptions& opt,
+                                     int64_t& work) {
+  std::vector<ReductionConfig> flat;
+  std::vector<std::vector<std::pair<Algorithm, size_t>>> parts(tops.size());  // per top: (algorithm, index in flat)
+  for (size_t t = 0; t < tops.size(); ++t) {
+    const ReductionConfig& c = tops[t];
+    if (c.algorithm != Algorithm::kAuto) {
+      parts[t].emplace_back(c.algorithm, flat.size());
+      flat.push_back(c);
+      continue;
+    }
+    for (Algorithm a : {Algorithm::kRing, Algorithm::kTree, Algorithm::kNvls}) {
+      if (a == Algorithm::kTree && c.collective == CollectiveKind::kReduceScatter) continue;
+      ReductionConfig v = c;
+      v.algorithm = a;
+      if (a != Algorithm::kNvls) v.accum_dtype.reset();
+      parts[t].emplace_back(a, flat.size());
+      flat.push_back(v);
+    }
   }
-  return worst_of(all);
+  std::vector<Figures> all = figures_for(flat, opt, work);
+  std::vector<Figures> out;
+  for (size_t t = 0; t < tops.size(); ++t) {
+    if (tops[t].algorithm != Algorithm::kAuto) {
+      out.push_back(std::move(all[parts[t].front().second]));
+      continue;
+    }
+    std::vector<std::pair<Algorithm, Figures>> per;
+    for (auto [a, i] : parts[t]) {
+      Figures g = std::move(all[i]);
+      g.worst.family = fmt::format("{}: {}", algorithm_name(a), g.worst.family);
+      for (auto& b : g.biases) b.distribution = fmt::format("{} ({})", b.distribution, algorithm_name(a));
+      g.underflow.stage = fmt::format("{} ({})", g.underflow.stage, algorithm_name(a));
+      g.overflow.stage = fmt::format("{} ({})", g.overflow.stage, algorithm_name(a));
+      per.emplace_back(a, std::move(g));
+    }
+    out.push_back(worst_of(per));
+  }
+  return out;
 }
 
 }  // namespace
@@ -465,7 +521,7 @@ Analysis analyze(const ReductionConfig& c, const AnalysisOptions& opt) {
   if (!problem.empty()) throw std::invalid_argument(problem);
   Analysis a;
   a.config = c;
-  a.figures = analyse_figures(c, opt, a.reduced_elements);
+  a.figures = std::move(analyse_figures(std::span(&c, 1), opt, a.reduced_elements).front());
   a.sent_bytes_per_element = sent_bytes_per_element(c);
   if (opt.fixes) add_fixes(a, opt);
   return a;
@@ -473,8 +529,13 @@ Analysis analyze(const ReductionConfig& c, const AnalysisOptions& opt) {
 
 void add_fixes(Analysis& a, const AnalysisOptions& opt) {
   a.fixes.clear();
-  for (Fix& fix : usual_fixes(a.config)) {
-    fix.figures = analyse_figures(fix.config, opt, a.reduced_elements);
+  std::vector<Fix> fixes = usual_fixes(a.config);
+  std::vector<ReductionConfig> configs;
+  for (const Fix& fix : fixes) configs.push_back(fix.config);
+  std::vector<Figures> figures = analyse_figures(configs, opt, a.reduced_elements);
+  for (size_t i = 0; i < fixes.size(); ++i) {
+    Fix& fix = fixes[i];
+    fix.figures = std::move(figures[i]);
     fix.sent_bytes_per_element = sent_bytes_per_element(fix.config);
     fix.bytes_ratio = a.sent_bytes_per_element > 0 ? fix.sent_bytes_per_element / a.sent_bytes_per_element : 1;
     a.fixes.push_back(std::move(fix));

@@ -9,22 +9,6 @@
 
 namespace sc::numerics {
 
-namespace {
-
-// Largest finite value: (2 - 2^(1-p)) * 2^emax, except e4m3 whose top binade loses its last
-// pattern to NaN (1.75 * 2^8 = 448; OCP 8-bit floating point specification, table 1).
-const FormatInfo kFormats[] = {
-    {"fp32", 4, 24, -126, 3.4028234663852886e38, true},
-    {"bf16", 2, 8, -126, 3.3895313892515355e38, true},
-    {"fp16", 2, 11, -14, 65504.0, true},
-    {"fp8_e4m3", 1, 4, -6, 448.0, false},
-    {"fp8_e5m2", 1, 3, -14, 57344.0, true},
-};
-
-}  // namespace
-
-const FormatInfo& info(DType t) { return kFormats[static_cast<int>(t)]; }
-
 const char* dtype_name(DType t) { return info(t).name; }
 
 std::optional<DType> parse_dtype(std::string_view text) {
@@ -40,9 +24,6 @@ std::optional<DType> parse_dtype(std::string_view text) {
   return std::nullopt;
 }
 
-Overflow nccl_overflow(DType t) {
-  return t == DType::kFp8E4M3 || t == DType::kFp8E5M2 ? Overflow::kSaturate : Overflow::kInfinity;
-}
 
 namespace {
 
@@ -61,31 +42,10 @@ int leading_exponent(double x) {
 
 }  // namespace
 
-double round_to(DType t, double x, Overflow overflow) {
+double round_to_general(DType t, double x, Overflow overflow) {
   const FormatInfo& f = info(t);
   if (std::isnan(x) || x == 0) return x;
   if (std::isinf(x)) return overflowed(f, x, overflow);
-  uint64_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  const int biased = static_cast<int>((bits >> 52) & 0x7FF);
-  if (biased != 0) {
-    // Fast path: x is a normal binary64. Drop the low `shift` bits of its significand with round
-    // to nearest even by adding just under half of the dropped weight plus the lowest kept bit,
-    // then clearing; a carry out of the significand moves into the exponent field, which is the
-    // correct next binade. Valid while the lowest kept bit is a stored significand bit
-    // (shift <= 51); at 52 it would be the hidden bit, whose place holds the exponent's low bit.
-    const int lead = biased - 1023;
-    const int shift = 52 - (f.precision - 1) + std::max(0, f.min_exponent - lead);
-    if (shift <= 51) {
-      const uint64_t dropped = (uint64_t{1} << shift) - 1;
-      uint64_t r = bits + (dropped >> 1) + ((bits >> shift) & 1);
-      r &= ~dropped;
-      double y;
-      std::memcpy(&y, &r, sizeof y);
-      if (std::fabs(y) > f.max_finite) return overflowed(f, x, overflow);
-      return y;
-    }
-  }
   // The quantum (spacing) at x in the target format: 2^(max(e, emin) - p + 1). Scaling by a power
   // of two is exact in binary64 over every range used here, so nearbyint rounds exactly once.
   int lead = std::max(leading_exponent(x), f.min_exponent);

@@ -89,18 +89,6 @@ std::string validate(const ReductionConfig& c) {
   return "";
 }
 
-double add(DType t, double a, double b) {
-  if (t == DType::kFp8E4M3 || t == DType::kFp8E5M2)
-    return round_to(t, round_to(DType::kFp16, a + b), Overflow::kSaturate);
-  return round_to(t, a + b, nccl_overflow(t));
-}
-
-double mul(DType t, double a, double b) {
-  if (t == DType::kFp8E4M3 || t == DType::kFp8E5M2)
-    return round_to(t, round_to(DType::kFp16, a * b), Overflow::kSaturate);
-  return round_to(t, a * b, nccl_overflow(t));
-}
-
 double nccl_scalar(const ReductionConfig& c) {
   DType held = c.dtype == DType::kFp8E4M3 || c.dtype == DType::kFp8E5M2 ? DType::kFp16 : c.dtype;
   if (c.op == ReduceOp::kAvg) return round_to(held, 1.0 / c.ranks);
@@ -113,10 +101,6 @@ double avg_scale_error(const ReductionConfig& c) {
   return c.ranks * nccl_scalar(c) - 1.0;  // exact: <= 24 significand bits times a small integer
 }
 
-namespace {
-
-// Shewchuk's exactly rounded sum (the algorithm of Python's math.fsum): keeps non-overlapping
-// partial sums, so the returned double is the exact sum correctly rounded.
 double exact_sum(std::span<const double> x) {
   std::vector<double> partials;
   for (double v : x) {
@@ -137,9 +121,7 @@ double exact_sum(std::span<const double> x) {
   return total;
 }
 
-}  // namespace
-
-double exact_result(const ReductionConfig& c, std::span<const double> inputs) {
+double exact_result_from_sum(const ReductionConfig& c, std::span<const double> inputs, double sum) {
   if (c.op == ReduceOp::kMax) {
     double m = -INFINITY;
     for (double v : inputs) m = std::max(m, v);
@@ -148,7 +130,11 @@ double exact_result(const ReductionConfig& c, std::span<const double> inputs) {
   double scale = 1.0 / (c.pre_divide * c.post_divide);
   if (c.op == ReduceOp::kAvg) scale /= c.ranks;
   if (c.op == ReduceOp::kPremulSum) scale *= c.premul_factor;
-  return exact_sum(inputs) * scale;
+  return sum * scale;
+}
+
+double exact_result(const ReductionConfig& c, std::span<const double> inputs) {
+  return exact_result_from_sum(c, inputs, c.op == ReduceOp::kMax ? 0.0 : exact_sum(inputs));
 }
 
 double ring_fold(DType t, std::span<const double> x, int start) {

@@ -81,6 +81,15 @@ double avg_scale_error(const ReductionConfig& c);
 /// its relative error is below 2^-100 for the sizes used (inputs of at most 2^20 values).
 double exact_result(const ReductionConfig& c, std::span<const double> inputs);
 
+/// Shewchuk's exactly rounded sum of `x` (the algorithm of Python's math.fsum: non-overlapping
+/// partial sums), so the result is the exact sum correctly rounded to binary64; the plain sum when
+/// a partial overflows.
+double exact_sum(std::span<const double> x);
+
+/// exact_result() given `sum` = exact_sum(inputs) (ignored for kMax, which reads `inputs`): lets
+/// several configurations over the same inputs share one exact sum.
+double exact_result_from_sum(const ReductionConfig& c, std::span<const double> inputs, double sum);
+
 /// The element NCCL's rounding produces for one position whose values on ranks 0..N-1 are
 /// `inputs` (size N). Steps, each rounded to the element type with NCCL's overflow rule:
 /// cast to dtype (when input_dtype differs), framework pre-divide, NCCL's pre-multiply (avg,
@@ -103,9 +112,17 @@ double reduce_element(const ReductionConfig& c, std::span<const double> inputs, 
                       StageValues* stages = nullptr);
 
 /// One NCCL addition a + b of two values of type t (see reduce_element).
-double add(DType t, double a, double b);
+inline double add(DType t, double a, double b) {
+  if (t == DType::kFp8E4M3 || t == DType::kFp8E5M2)
+    return round_to(t, round_to(DType::kFp16, a + b), Overflow::kSaturate);
+  return round_to(t, a + b, nccl_overflow(t));
+}
 /// One NCCL multiplication a * b rounded to t (fp8 through fp16, like add).
-double mul(DType t, double a, double b);
+inline double mul(DType t, double a, double b) {
+  if (t == DType::kFp8E4M3 || t == DType::kFp8E5M2)
+    return round_to(t, round_to(DType::kFp16, a * b), Overflow::kSaturate);
+  return round_to(t, a * b, nccl_overflow(t));
+}
 
 /// Left fold x[start] + x[start+1] + ... (indices mod size), rounded after every addition.
 double ring_fold(DType t, std::span<const double> x, int start);
