@@ -2,6 +2,7 @@
 #include <sstream>
 
 #include "catch.h"
+#include "pipeline/build_program.h"
 #include "pipeline/verify_pipeline.h"
 #include "fixtures.h"
 
@@ -121,6 +122,59 @@ TEST_CASE("a receiver expecting more messages than the sender sends hangs", "[ch
   REQUIRE(!ch.empty());
   CHECK(has(ch.back()->message, "1 sends but 2 receives; 1 unmatched receive(s) wait forever"));
   CHECK(r.exit_code == 10);
+}
+
+TEST_CASE("a boundary with two tensors where the receiver posts three is a channel finding", "[check][channel][deadlock]") {
+  // deepspeedai/DeepSpeed PR #5518 shape: one message per tensor; rank 1 receives three
+  // activation tensors of microbatch 0, rank 0 sends two, so the third receive is never matched.
+  PipelineSpec s = spec_of(2, 2, 1, {"0F0 0SEND_F0x2 0RECV_B0 0B0", "1RECV_F0x3 1F0 1B0 1SEND_B0"});
+  VerifyResult r = verify(s, VerifyOptions{Semantics{Semantics::kEager, 0}});
+  auto ch = of_kind(r, FindingKind::kChannel);
+  REQUIRE(ch.size() == 1);
+  CHECK(ch[0]->message == "channel rank 0 -> rank 1: 2 sends but 3 receives; 1 unmatched receive(s) wait forever");
+  CHECK(ch[0]->ranks == std::vector<int>{0, 1});
+  CHECK(ch[0]->ops == std::vector<std::string>{"1RECV_F0[2]"});
+  REQUIRE(ch[0]->locations.size() == 1);
+  CHECK(ch[0]->locations[0].line == 2);
+  CHECK(ch[0]->locations[0].col == 1);
+  REQUIRE(ch[0]->details.size() == 1);
+  CHECK(has(ch[0]->details[0], "message 2: 1RECV_F0[2] ("));
+  CHECK(has(ch[0]->details[0], "carries activations of microbatch 0 from stage 0 to stage 1, tensor [2] of 3 and has no "
+                               "matching send"));
+  // The receive waits forever: rank 1 hangs in it.
+  auto d = of_kind(r, FindingKind::kDeadlock);
+  REQUIRE(d.size() == 1);
+  CHECK(has(d[0]->message, "1RECV_F0[2]@rank 1"));
+  CHECK(r.exit_code != 0);
+}
+
+TEST_CASE("a boundary with two tensors sent and two received holds", "[check][channel]") {
+  PipelineSpec s = spec_of(2, 2, 2, {"0F0 0SEND_F0x2 0F1 0SEND_F1x2 0RECV_B0x2 0B0 0RECV_B1x2 0B1",
+                                     "1RECV_F0x2 1F0 1RECV_F1x2 1B0 1SEND_B0x2 1F1 1B1 1SEND_B1x2"});
+  VerifyResult r = verify(s, VerifyOptions{Semantics{Semantics::kRendezvous, 0}});
+  INFO((r.findings.empty() ? std::string() : r.findings[0].message));
+  CHECK(r.findings.empty());
+  CHECK(r.exit_code == 0);
+  // Each tensor is a message: four sends each way.
+  PipelineProgram pp = build_program(s, BlockingModel::kCommStream);
+  size_t sends = 0;
+  for (const Op& op : pp.program.ops) sends += op.kind == OpKind::kSend;
+  CHECK(sends == 8);
+  // Names on one side and a count on the other compare positions only; so do batched groups.
+  PipelineSpec named = spec_of(2, 2, 1, {"0F0 (0SEND_F0[act,mask])BATCH 0RECV_B0 0B0", "1RECV_F0x2 1F0 1B0 1SEND_B0"});
+  CHECK(verify(named, {}).findings.empty());
+}
+
+TEST_CASE("named tensors received in another order are a channel mismatch", "[check][channel]") {
+  PipelineSpec s = spec_of(2, 2, 1, {"0F0 0SEND_F0[act,mask] 0RECV_B0 0B0", "1RECV_F0[mask,act] 1F0 1B0 1SEND_B0"});
+  VerifyResult r = verify(s, {});
+  auto ch = of_kind(r, FindingKind::kChannel);
+  REQUIRE(ch.size() == 1);
+  CHECK(ch[0]->message ==
+        "channel rank 0 -> rank 1: message 0 is sent as 0SEND_F0[act] (activations of microbatch 0 from stage 0 to "
+        "stage 1, tensor 'act' ([0] of 2)) but received as 1RECV_F0[mask] (activations of microbatch 0 from stage 0 "
+        "to stage 1, tensor 'mask' ([0] of 2)) (2 mismatched messages on this channel)");
+  CHECK(ch[0]->ranks == std::vector<int>{0, 1});
 }
 
 TEST_CASE("buffered:N lets N sends run ahead of their receives", "[check][deadlock]") {

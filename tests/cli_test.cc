@@ -140,6 +140,13 @@ TEST_CASE("bad inputs get a clear error with exit code 2, never a crash", "[cli]
       {"neg.yaml", "schedcheck: 1\nranks: 1\ncosts: {F: -1ms}\nschedule: {actions: {0: \"0F0 0B0\"}}\n",
        "neg.yaml:3:"},
       {"wide.csv", "0F0" + wide + "0B0\n", ""},
+      // A malformed tensor count or list of a SEND/RECV points at the bad character.
+      {"count.yaml", "schedcheck: 1\nranks: 2\nschedule: {actions: {0: \"0F0 0SEND_F0x0\", 1: \"1RECV_F0 1F0\"}}\n",
+       "count.yaml:3:39: error: rank 0: '0SEND_F0x0': a tensor count is 1 to 64, got 0"},
+      {"names.yaml", "schedcheck: 1\nranks: 2\nschedule:\n  actions:\n    0: 0F0 0SEND_F0[act,act]\n",
+       "names.yaml:5:25: error: rank 0: '0SEND_F0[act,act]': tensor 'act' is listed twice"},
+      {"names.csv", "0F0,0SEND_F0[act,mask]\n",
+       "names.csv:1:13: error: '0SEND_F0[act': a tensor list ends with ']', as in [act,mask]"},
   };
   for (const auto& c : cases) {
     INFO(c.name);

@@ -388,6 +388,49 @@ TEST_CASE("action errors point at the action inside the string", "[spec]") {
         "t.yaml:6:8: error: stage 7 of '7B0' is out of range: stages is 2 (ids 0 to 1)");
 }
 
+TEST_CASE("a SEND or RECV carries a count or a list of named tensors and a malformed one is located", "[spec]") {
+  Diagnostics d;
+  auto spec = parse(std::string(kHead) +
+                        "stages: 2\nschedule:\n  actions:\n"
+                        "    0: \"0F0 0SEND_F0[act, mask] 0RECV_B0x2 0B0\"\n"
+                        "    1: [1RECV_F0x2, 1F0, 1B0, \"(1SEND_B0[grad])BATCH\"]\n",  // quoted: [ ] in a flow list
+                    d);
+  INFO(first_line(d, ""));
+  REQUIRE(spec);
+  const std::vector<Step>& r0 = spec->actions[0];
+  REQUIRE(r0.size() == 4);
+  CHECK(r0[1].tensors == 2);
+  CHECK(tensor_name_list(r0[1].tensor_names) == std::vector<std::string>{"act", "mask"});
+  CHECK(r0[1].loc.col == 13);
+  CHECK(r0[2].tensors == 2);
+  CHECK(r0[2].tensor_names == -1);
+  CHECK(r0[2].loc.col == 33);  // the token after the bracketed list, blanks inside it and all
+  CHECK(format_steps(r0, " ") == "0F0 0SEND_F0[act,mask] 0RECV_B0x2 0B0");
+  CHECK(format_steps(spec->actions[1], " ") == "1RECV_F0x2 1F0 1B0 (1SEND_B0[grad])BATCH");
+  // Each malformed form points at the character where it goes wrong.
+  const std::string head = std::string(kHead) + "stages: 2\nschedule:\n  actions:\n    0: 0F0 ";
+  CHECK(error_of(head + "0SEND_F0x0\n") == "t.yaml:6:21: error: rank 0: '0SEND_F0x0': a tensor count is 1 to 64, got 0");
+  CHECK(error_of(head + "0SEND_F0x65\n") == "t.yaml:6:21: error: rank 0: '0SEND_F0x65': a tensor count is 1 to 64, got 65");
+  CHECK(error_of(head + "0SEND_F0xy\n") ==
+        "t.yaml:6:21: error: rank 0: '0SEND_F0xy': a tensor count follows 'x', as in 0SEND_F0x2");
+  CHECK(error_of(head + "0SEND_F0[act\n") ==
+        "t.yaml:6:20: error: rank 0: '0SEND_F0[act': a tensor list ends with ']', as in [act,mask]");
+  CHECK(error_of(head + "0SEND_F0[]\n") ==
+        "t.yaml:6:21: error: rank 0: '0SEND_F0[]': a tensor list names at least one tensor, as in [act,mask]");
+  CHECK(error_of(head + "0SEND_F0[act,2d]\n") ==
+        "t.yaml:6:25: error: rank 0: '0SEND_F0[act,2d]': a tensor name starts with a letter or '_' and holds "
+        "letters, digits and '_'");
+  CHECK(error_of(head + "0SEND_F0[act;mask]\n") ==
+        "t.yaml:6:24: error: rank 0: '0SEND_F0[act;mask]': tensor names are separated by ',', as in [act,mask]");
+  CHECK(error_of(head + "0SEND_F0[act]x2\n") ==
+        "t.yaml:6:25: error: rank 0: '0SEND_F0[act]x2': unexpected 'x2' after the action");
+  CHECK(error_of(head + "0F1x2\n") ==
+        "t.yaml:6:15: error: rank 0: '0F1x2': only SEND and RECV actions carry a tensor count or list, not F");
+  // Inside a BATCH group the column is the member's.
+  CHECK(error_of(head + "(0SEND_F0;1RECV_B0x0)BATCH\n") ==
+        "t.yaml:6:31: error: rank 0: '1RECV_B0x0': a tensor count is 1 to 64, got 0");
+}
+
 TEST_CASE("all errors are collected before the loader gives up", "[spec]") {
   Diagnostics d;
   auto spec = parse("schedcheck: 1\nranks: 2\nmicrobatches: 1\nstages: 2\n"

@@ -14,7 +14,8 @@ namespace sc {
 
 /// Channel identity (docs/facts/p2p-semantics.md, NVIDIA/Megatron-LM#1450): on every channel the k-th send and the
 /// k-th recv carry the same logical message (kind, source stage, destination stage,
-/// microbatch, bytes); and the numbers of sends and recvs agree (DeepSpeed PR #5518: a receiver
+/// microbatch, bytes; for one of several tensors of an action, its position and name: Program::tensors);
+/// and the numbers of sends and recvs agree (DeepSpeed PR #5518: a receiver
 /// expecting more messages than the sender sends hangs).
 std::vector<Finding> check_channels(const Program& program);
 

@@ -189,9 +189,21 @@ void Program::match_channels() {
   }
 }
 
+void Program::set_tensor(OpId id, BoundaryTensor t) {
+  if (id < 0) return;
+  if (static_cast<size_t>(id) >= tensors.size()) tensors.resize(static_cast<size_t>(id) + 1);
+  tensors[id] = t;
+}
+
 std::string Program::label(OpId id) const {
   const Op& o = ops[id];
   if (o.name() >= 0 && o.name() < static_cast<int32_t>(names.size())) return names[o.name()];
+  if (o.is_p2p() && id < static_cast<OpId>(tensors.size()) && (tensors[id].count > 1 || tensors[id].name >= 0)) {
+    const BoundaryTensor& t = tensors[id];
+    if (t.name >= 0 && t.name < static_cast<int32_t>(names.size()))
+      return fmt::format("{}[{}]", format_action(o.actions[0]), names[t.name]);
+    return fmt::format("{}[{}]", format_action(o.actions[0]), t.index);
+  }
   if (o.num_actions == 2)
     return fmt::format("({};{})OVERLAP_F_B", format_action(o.actions[0]), format_action(o.actions[1]));
   if (o.num_actions == 1) return format_action(o.actions[0]);

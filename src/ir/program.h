@@ -77,6 +77,15 @@ struct MemEffect {
   bool at_end = false;
 };
 
+/// One of several tensors a SEND/RECV action carries across its stage boundary (`1RECV_F0x3`,
+/// `1RECV_F0[act,mask]`): each is a send or recv op of its own, on the action's channel, in the
+/// order listed. An op with no entry in Program::tensors carries its boundary's one tensor.
+struct BoundaryTensor {
+  int32_t index = 0;  ///< 0-based position among the action's tensors
+  int32_t count = 1;  ///< tensors the action carries
+  int32_t name = -1;  ///< Program::names index of the tensor's name, or -1 (a counted boundary)
+};
+
 /// A named allocation on a rank. For pipelines: kind "act" or "wgrad" of (stage, microbatch).
 /// For FSDP: kind "param", "ag-buffer", "grad", "rs-input", ... with `name` (Program::names)
 /// naming the instance ("param layer.7 it0 fwd").
@@ -241,7 +250,10 @@ struct Program {
   /// the numerics pass's documented defaults.
   std::optional<double> max_relative_error, max_bias;
   std::vector<int32_t> uses;                       ///< buffer indices, ranges in Op::use_*
-  std::vector<std::string> names;                  ///< op labels of non-pipeline ops
+  std::vector<std::string> names;                  ///< op labels of non-pipeline ops, tensor names
+  /// Per op id, the tensor a P2P op carries (set_tensor); shorter than `ops` (empty when no
+  /// action carries more than one tensor): an op past its end carries the default, one tensor.
+  std::vector<BoundaryTensor> tensors;
   std::vector<int64_t> static_bytes_per_rank;      ///< resident for the whole step (params)
   LinkModel link;
   Semantics semantics;
@@ -289,7 +301,16 @@ struct Program {
   const int32_t* uses_begin(OpId id) const { return uses.data() + (id > 0 ? ops[id - 1].use_end : 0); }
   const int32_t* uses_end(OpId id) const { return uses.data() + ops[id].use_end; }
 
-  /// "0F3", "(0F7;7B3)OVERLAP_F_B", "2SEND_B1" — the op as the user wrote it.
+  /// Records that P2P op `id` carries tensor `t` of its action's tensors.
+  void set_tensor(OpId id, BoundaryTensor t);
+  /// The tensor op `id` carries ({0, 1, -1} unless set_tensor said otherwise).
+  BoundaryTensor tensor_of(OpId id) const {
+    return id >= 0 && id < static_cast<OpId>(tensors.size()) ? tensors[id] : BoundaryTensor{};
+  }
+
+  /// "0F3", "(0F7;7B3)OVERLAP_F_B", "2SEND_B1" — the op as the user wrote it; one of several
+  /// tensors of a SEND/RECV is labelled with its name or 0-based index: "1RECV_F0[mask]",
+  /// "1RECV_F0[2]".
   std::string label(OpId id) const;
   /// "rank 1 compute" etc.
   std::string stream_label(int32_t stream) const;

@@ -150,6 +150,16 @@ class Builder {
       op.stream = compute_stream_[rank];
     }
     OpId id = p.add_op(op);
+    // A SEND/RECV of several tensors: one op a tensor, consecutive ids in the order listed, each
+    // its own message on the channel (the action's key finds the first).
+    const int32_t tensors = op.is_p2p() ? std::max<int32_t>(1, st.tensors) : 1;
+    if (op.is_p2p() && (tensors > 1 || st.tensor_names >= 0)) {
+      const std::vector<std::string>& names = tensor_name_list(st.tensor_names);
+      for (int32_t t = 0; t < tensors; ++t) {
+        const OpId tid = t == 0 ? id : p.add_op(op);
+        p.set_tensor(tid, BoundaryTensor{t, tensors, t < static_cast<int32_t>(names.size()) ? tensor_name(names[t]) : -1});
+      }
+    }
     // The host thread that created a communicator issues nothing until the creation completes.
     if (op.kind == OpKind::kCompute && pending_init_ != kNoOp) {
       if (p.ops[pending_init_].stream != op.stream) defer_dep(id, pending_init_);
@@ -168,11 +178,19 @@ class Builder {
     }
     // Batched P2P groups: runs of steps joined by batched_with_next, and a BATCH group of one
     // op, which is a group too (its communicator under lazy creation, in the wire-up below).
-    if (st.is_batched() || !pending_group_.empty()) pending_group_.push_back(id);
+    if (st.is_batched() || !pending_group_.empty())
+      for (int32_t t = 0; t < tensors; ++t) pending_group_.push_back(id + t);
     if (!st.batched_with_next && !pending_group_.empty()) {
       p.add_group(std::move(pending_group_));
       pending_group_.clear();
     }
+  }
+
+  /// The Program::names index of tensor name `name`, added once.
+  int32_t tensor_name(const std::string& name) {
+    auto [it, added] = tensor_names_.try_emplace(name, -1);
+    if (added) it->second = out_.program.add_name(name);
+    return it->second;
   }
 
   /// The peer of a P2P action: forward data flows s -> s+1, gradients s -> s-1, only within a
@@ -716,7 +734,9 @@ class Builder {
         causality(id, fmt::format("{} on rank {} runs before {} delivers its input from rank {}", what(),
                                   op.rank, recv_name(), so.rank), {op.rank}, recv);
       } else {
-        p.add_dep(id, Dep{recv, DepKind::kLocal});
+        // Every tensor of the receive (consecutive ops from its first).
+        const int32_t n = p.tensor_of(recv).count;
+        for (int32_t t = 0; t < n; ++t) p.add_dep(id, Dep{recv + t, DepKind::kLocal});
       }
     }
   }
@@ -891,6 +911,7 @@ class Builder {
   std::unordered_map<size_t, int> gathers_;  ///< per (replica, stage): UNSHARDs so far
   std::unordered_map<int32_t, OpId> last_backward_;  ///< per stage: its latest I/B/W op on the rank being created
   std::vector<OpId> pending_group_;     ///< a batched group being created
+  std::unordered_map<std::string, int32_t> tensor_names_;  ///< tensor name -> Program::names index
   std::vector<std::pair<OpId, OpId>> deferred_;  ///< (dst, src): deps recorded at creation, added when wired
   /// Overlapped reductions and the backward each starts with (Composition::overlap_grad_reduce).
   std::unordered_map<OpId, OpId> with_backward_;

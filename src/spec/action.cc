@@ -3,8 +3,10 @@
 #include <array>
 #include <cctype>
 #include <limits>
+#include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "spec/pipeline_spec.h"
 
@@ -36,6 +38,64 @@ ParsedStep fail(std::string msg, size_t offset) {
   p.error = std::move(msg);
   p.error_offset = static_cast<int32_t>(offset);
   return p;
+}
+
+bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+bool is_name_char(char c) { return is_name_start(c) || is_digit(c); }
+
+// Reads the tensors of a SEND/RECV at `pos` of `s` (at 'x' followed by a digit, or at '[') into
+// `step`; on success moves `pos` past them and returns "", else returns the error and sets `pos`
+// to where it starts.
+std::string parse_tensors(std::string_view s, size_t& pos, Step& step) {
+  if (s[pos] == 'x') {
+    size_t at = ++pos;
+    int64_t n = read_id(s, pos);
+    if (n < 1 || n > kMaxBoundaryTensors) {
+      pos = at;
+      return fmt::format("'{}': a tensor count is 1 to {}, got {}", s, kMaxBoundaryTensors,
+                         n == -2 ? std::string(s.substr(at, pos - at)) : std::to_string(n));
+    }
+    step.tensors = static_cast<uint16_t>(n);
+    return "";
+  }
+  const size_t open = pos;
+  const size_t close = s.find(']', open);
+  if (close == std::string_view::npos) return fmt::format("'{}': a tensor list ends with ']', as in [act,mask]", s);
+  std::vector<std::string> names;
+  size_t i = open + 1;
+  while (true) {
+    while (i < close && (s[i] == ' ' || s[i] == '\t')) ++i;
+    const size_t start = i;
+    while (i < close && is_name_char(s[i])) ++i;
+    std::string_view name = s.substr(start, i - start);
+    if (name.empty() || !is_name_start(name[0])) {
+      pos = start;
+      return name.empty() && close == open + 1
+                 ? fmt::format("'{}': a tensor list names at least one tensor, as in [act,mask]", s)
+                 : fmt::format("'{}': a tensor name starts with a letter or '_' and holds letters, digits and '_'", s);
+    }
+    for (const std::string& seen : names)
+      if (seen == name) {
+        pos = start;
+        return fmt::format("'{}': tensor '{}' is listed twice", s, name);
+      }
+    if (names.size() == static_cast<size_t>(kMaxBoundaryTensors)) {
+      pos = start;
+      return fmt::format("'{}': at most {} tensors per action", s, kMaxBoundaryTensors);
+    }
+    names.emplace_back(name);
+    while (i < close && (s[i] == ' ' || s[i] == '\t')) ++i;
+    if (i == close) break;
+    if (s[i] != ',') {
+      pos = i;
+      return fmt::format("'{}': tensor names are separated by ',', as in [act,mask]", s);
+    }
+    ++i;
+  }
+  step.tensors = static_cast<uint16_t>(names.size());
+  step.tensor_names = intern_tensor_names(std::move(names));
+  pos = close + 1;
+  return "";
 }
 
 // Parses a simple (non-overlap) action occupying all of `s`; `base` is s's offset in the token.
@@ -80,16 +140,61 @@ ParsedStep parse_simple(std::string_view s, size_t base, const SourceLoc& loc) {
   } else if (pos < s.size() && is_digit(s[pos])) {
     return fail(fmt::format("'{}': {} takes no microbatch id", s, word), base + pos);
   }
+  Step step{a, std::nullopt, loc};
+  if (pos < s.size() && (s[pos] == '[' || (s[pos] == 'x' && pos + 1 < s.size() && is_digit(s[pos + 1])))) {
+    if (!is_p2p(a.kind))
+      return fail(fmt::format("'{}': only SEND and RECV actions carry a tensor count or list, not {}", s, word),
+                  base + pos);
+    if (std::string err = parse_tensors(s, pos, step); !err.empty()) return fail(std::move(err), base + pos);
+  } else if (pos < s.size() && s[pos] == 'x' && is_p2p(a.kind)) {
+    return fail(fmt::format("'{}': a tensor count follows 'x', as in {}{}{}x2", s, stage, word, a.microbatch),
+                base + pos + 1);
+  }
   if (pos != s.size())
     return fail(fmt::format("'{}': unexpected '{}' after the action", s, s.substr(pos)), base + pos);
   ParsedStep out;
-  out.step = Step{a, std::nullopt, loc};
+  out.step = step;
   return out;
 }
 }  // namespace
 
+namespace {
+struct NameTable {
+  std::vector<std::vector<std::string>> lists;
+  std::map<std::vector<std::string>, int32_t> index;
+};
+NameTable& name_table() {
+  static NameTable t;
+  return t;
+}
+}  // namespace
+
+int32_t intern_tensor_names(std::vector<std::string> names) {
+  NameTable& t = name_table();
+  auto [it, inserted] = t.index.try_emplace(names, static_cast<int32_t>(t.lists.size()));
+  if (inserted) t.lists.push_back(std::move(names));
+  return it->second;
+}
+
+const std::vector<std::string>& tensor_name_list(int32_t index) {
+  static const std::vector<std::string> kNone;
+  const NameTable& t = name_table();
+  return index >= 0 && index < static_cast<int32_t>(t.lists.size()) ? t.lists[index] : kNone;
+}
+
+std::string format_tensors(const Step& s) {
+  if (s.tensor_names >= 0) return fmt::format("[{}]", fmt::join(tensor_name_list(s.tensor_names), ","));
+  return s.tensors > 1 ? fmt::format("x{}", s.tensors) : std::string();
+}
+
+std::string tensor_label(int32_t tensor_names, int32_t index) {
+  const std::vector<std::string>& names = tensor_name_list(tensor_names);
+  if (index >= 0 && index < static_cast<int32_t>(names.size())) return fmt::format("[{}]", names[index]);
+  return fmt::format("[{}]", index);
+}
+
 std::string format_step(const Step& s) {
-  if (!s.second) return format_action(s.first);
+  if (!s.second) return format_action(s.first) + format_tensors(s);
   return fmt::format("({};{})OVERLAP_F_B", format_action(s.first), format_action(*s.second));
 }
 
@@ -140,7 +245,7 @@ std::string format_steps(const std::vector<Step>& row, std::string_view sep) {
     }
     out += '(';
     for (;; ++i) {
-      out += format_action(row[i].first);
+      out += format_action(row[i].first) + format_tensors(row[i]);
       if (!row[i].batched_with_next || i + 1 == row.size()) break;
       out += ';';
     }

@@ -22,15 +22,37 @@ namespace sc {
 /// runtime posts every SEND/RECV action) is one step with `in_batch` set and
 /// `batched_with_next` clear: it is batched (it travels on the group's communicator under lazy
 /// creation) although nothing is batched with it.
+///
+/// A SEND/RECV step may carry several tensors across its stage boundary, each a message of its
+/// own on the channel, posted in the order listed: a count (`0SEND_F1x2`, `tensors` = 2,
+/// `tensor_names` = -1) or named tensors (`0SEND_F1[act,mask]`, `tensors` = 2, `tensor_names` the
+/// tensor_name_list() index of {"act", "mask"}). Every other step carries one (`tensors` = 1).
 struct Step {
   Action first;
   std::optional<Action> second;
   SourceLoc loc;
   bool batched_with_next = false;  ///< the next step is a member of the same BATCH group
   bool in_batch = false;           ///< a member of a BATCH group (of one or more ops)
+  uint16_t tensors = 1;            ///< messages the step stands for (SEND/RECV only; 1..kMaxBoundaryTensors)
+  int32_t tensor_names = -1;       ///< tensor_name_list() index of its tensors' names, or -1 (unnamed)
   bool is_overlap() const { return second.has_value(); }
   bool is_batched() const { return in_batch || batched_with_next; }
 };
+
+/// Most tensors one SEND/RECV action may carry (`0SEND_F1x64`).
+inline constexpr int32_t kMaxBoundaryTensors = 64;
+
+/// Stores a list of tensor names (each [A-Za-z_][A-Za-z0-9_]*, none twice, at most
+/// kMaxBoundaryTensors) in a process-wide table, once per distinct list; returns its index for
+/// Step::tensor_names. Thread-compatible, not thread-safe.
+int32_t intern_tensor_names(std::vector<std::string> names);
+/// The names stored at `index` by intern_tensor_names (an empty list for -1 or an unknown index).
+const std::vector<std::string>& tensor_name_list(int32_t index);
+/// The suffix a step's tensors are written with: "" for one unnamed tensor, "x3" for a count,
+/// "[act,mask]" for names.
+std::string format_tensors(const Step& s);
+/// The label of tensor `index` (0-based) of a step's tensors: "[mask]" when named, else "[2]".
+std::string tensor_label(int32_t tensor_names, int32_t index);
 
 /// Formats a step: the action, or "(0F7;7B3)OVERLAP_F_B" (a batch member alone, without its group).
 std::string format_step(const Step& s);
@@ -49,7 +71,8 @@ struct ParsedStep {
 };
 
 /// Parses one token of PyTorch action notation, strictly: `<stage><KIND><microbatch>` with
-/// decimal ids, `<stage>UNSHARD|RESHARD|REDUCE_GRAD`, `(a;b)OVERLAP_F_B` where a is an F and b
+/// decimal ids, a SEND/RECV optionally followed by its tensors (`x<count>`, count 1 to
+/// kMaxBoundaryTensors, or `[name,name,...]`, names as intern_tensor_names takes them), `<stage>UNSHARD|RESHARD|REDUCE_GRAD`, `(a;b)OVERLAP_F_B` where a is an F and b
 /// a B, I or W, or `(a;b;...)BATCH` with one or more SEND/RECV actions (no action twice; one
 /// action is a group of one, as PyTorch's runtime posts it). Rejects what PyTorch's `_Action.from_str` lets through: trailing junk
 /// ("0F0xyz"), the legacy "BW" token ("2BW0"), a compute or P2P action without a microbatch, a

@@ -163,7 +163,8 @@ void Loader::read_action_text(const YAML::Node& n, int32_t rank, std::vector<Ste
                               std::vector<SourceLoc>& seconds) {
   const std::string& value = n.Scalar();
   SourceLoc node_loc = loc(n);
-  // Tokens appear in the source in order, separated only by blanks, commas and line breaks,
+  // Tokens appear in the source in order, separated only by blanks, commas and line breaks
+  // (outside a tensor list's brackets),
   // whatever the scalar's style; follow them there to give each one its own column. When a
   // token is not found verbatim (escapes), every later token points at the scalar itself.
   YAML::Mark m = n.Mark();
@@ -185,8 +186,15 @@ void Loader::read_action_text(const YAML::Node& n, int32_t rank, std::vector<Ste
       ++i;
       continue;
     }
+    // A tensor list (`0SEND_F1[act, mask]`) is part of its token, separators and all.
     size_t j = i;
-    while (j < value.size() && !is_sep(value[j])) ++j;
+    int depth = 0;
+    while (j < value.size() && (depth > 0 || !is_sep(value[j]))) {
+      if (value[j] == '[') ++depth;
+      else if (value[j] == ']' && depth > 0) --depth;
+      else if (value[j] == '\n' || value[j] == '\r') break;
+      ++j;
+    }
     std::string_view token(value.data() + i, j - i);
     SourceLoc tok_loc = node_loc;
     if (exact) {
