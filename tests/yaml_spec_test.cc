@@ -411,6 +411,8 @@ TEST_CASE("a SEND or RECV carries a count or a list of named tensors and a malfo
   const std::string head = std::string(kHead) + "stages: 2\nschedule:\n  actions:\n    0: 0F0 ";
   CHECK(error_of(head + "0SEND_F0x0\n") == "t.yaml:6:21: error: rank 0: '0SEND_F0x0': a tensor count is 1 to 64, got 0");
   CHECK(error_of(head + "0SEND_F0x65\n") == "t.yaml:6:21: error: rank 0: '0SEND_F0x65': a tensor count is 1 to 64, got 65");
+  CHECK(error_of(head + "0SEND_F0x99999999999999999999\n") ==
+        "t.yaml:6:21: error: rank 0: '0SEND_F0x99999999999999999999': a tensor count is 1 to 64, got 99999999999999999999");
   CHECK(error_of(head + "0SEND_F0xy\n") ==
         "t.yaml:6:21: error: rank 0: '0SEND_F0xy': a tensor count follows 'x', as in 0SEND_F0x2");
   CHECK(error_of(head + "0SEND_F0[act\n") ==
@@ -420,6 +422,9 @@ TEST_CASE("a SEND or RECV carries a count or a list of named tensors and a malfo
   CHECK(error_of(head + "0SEND_F0[act,2d]\n") ==
         "t.yaml:6:25: error: rank 0: '0SEND_F0[act,2d]': a tensor name starts with a letter or '_' and holds "
         "letters, digits and '_'");
+  // Inside a BATCH group an unclosed list ends at the group's ')', not at the end of the line.
+  CHECK(error_of(head + "(0SEND_F0[a;1RECV_B0)BATCH 0B0\n") ==
+        "t.yaml:6:21: error: rank 0: '0SEND_F0[a': a tensor list ends with ']', as in [act,mask]");
   CHECK(error_of(head + "0SEND_F0[act;mask]\n") ==
         "t.yaml:6:24: error: rank 0: '0SEND_F0[act;mask]': tensor names are separated by ',', as in [act,mask]");
   CHECK(error_of(head + "0SEND_F0[act]x2\n") ==

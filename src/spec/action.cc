@@ -51,9 +51,11 @@ std::string parse_tensors(std::string_view s, size_t& pos, Step& step) {
     size_t at = ++pos;
     int64_t n = read_id(s, pos);
     if (n < 1 || n > kMaxBoundaryTensors) {
+      size_t end = at;
+      while (end < s.size() && is_digit(s[end])) ++end;  // the digits as written (n is -2 past int range)
       pos = at;
       return fmt::format("'{}': a tensor count is 1 to {}, got {}", s, kMaxBoundaryTensors,
-                         n == -2 ? std::string(s.substr(at, pos - at)) : std::to_string(n));
+                         n == -2 ? std::string(s.substr(at, end - at)) : std::to_string(n));
     }
     step.tensors = static_cast<uint16_t>(n);
     return "";

@@ -192,6 +192,7 @@ void Loader::read_action_text(const YAML::Node& n, int32_t rank, std::vector<Ste
     while (j < value.size() && (depth > 0 || !is_sep(value[j]))) {
       if (value[j] == '[') ++depth;
       else if (value[j] == ']' && depth > 0) --depth;
+      else if (value[j] == ')') depth = 0;  // no name holds ')': an unclosed list inside a BATCH group ends there
       else if (value[j] == '\n' || value[j] == '\r') break;
       ++j;
     }
