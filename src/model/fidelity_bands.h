@@ -17,8 +17,8 @@ struct FidelityBand {
 };
 
 inline constexpr FidelityBand kFidelityBands[] = {
-    {"megatron", 9, -34.5, 6.1},
-    {"torchtitan", 13, -38.3, 15.5},
+    {"megatron", 9, -15.9, 38.2},
+    {"torchtitan", 13, -24.9, 15.5},
 };
 
 /// The band of `framework` ("torchtitan", "megatron", "deepspeed"), or null when no
