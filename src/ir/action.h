@@ -13,15 +13,21 @@ namespace sc {
 /// SEND_F/RECV_F activations to/from the next/previous stage; SEND_B/RECV_B gradients to/from the
 /// previous/next stage; UNSHARD/RESHARD the stage's parameters (FSDP all-gather, free);
 /// REDUCE_GRAD the stage's gradient reduction after its last backward.
+/// ALL_REDUCE, BROADCAST, ALL_GATHER, REDUCE_SCATTER and BARRIER are collectives a rank issues
+/// between its pipeline actions over a named group of pipeline ranks (the loss all-reduce, an
+/// evaluation broadcast, a barrier: `ALL_REDUCE@world`, `BROADCAST@eval`); they are not
+/// PyTorch's `_ComputationType`s, which have no collective over a group.
 enum class ActionKind : uint8_t {
-  kF, kI, kW, kB, kSendF, kRecvF, kSendB, kRecvB, kUnshard, kReshard, kReduceGrad
+  kF, kI, kW, kB, kSendF, kRecvF, kSendB, kRecvB, kUnshard, kReshard, kReduceGrad,
+  kAllReduce, kBroadcast, kAllGather, kReduceScatter, kBarrier
 };
 
 /// Number of ActionKind values (for tables indexed by kind).
-inline constexpr int kNumActionKinds = 11;
+inline constexpr int kNumActionKinds = 16;
 
 /// One action: a kind applied to a stage (0-based, global stage id) and a microbatch (0-based;
-/// -1 for UNSHARD, RESHARD and REDUCE_GRAD, which take none). 8 bytes: the kind and the stage
+/// -1 for UNSHARD, RESHARD and REDUCE_GRAD, which take none). A collective (is_collective) has
+/// neither: both are -1, and its group is the step's (Step::group). 8 bytes: the kind and the stage
 /// share a word, so stage ids must lie in [-2^23, 2^23) (the readers cap them below 2^20).
 struct Action {
   ActionKind kind : 8 = ActionKind::kF;
@@ -37,12 +43,26 @@ bool is_compute(ActionKind k);
 bool is_p2p(ActionKind k);
 /// True for SEND_F and SEND_B.
 bool is_send(ActionKind k);
-/// True for kinds that carry a microbatch (all but UNSHARD, RESHARD, REDUCE_GRAD).
+/// True for ALL_REDUCE, BROADCAST, ALL_GATHER, REDUCE_SCATTER and BARRIER.
+bool is_collective(ActionKind k);
+/// True for kinds that carry a microbatch (all but UNSHARD, RESHARD, REDUCE_GRAD and the
+/// collectives).
 bool takes_microbatch(ActionKind k);
+/// Stores a collective group's name (`world`, `eval`) once in a process-wide table and returns
+/// its index (what Step::group holds for a collective), or -1 once the table holds
+/// kMaxGroupNames distinct names. Thread-compatible, not thread-safe.
+int32_t intern_group_name(std::string_view name);
+/// Most distinct group names one process keeps.
+inline constexpr int32_t kMaxGroupNames = 1 << 16;
+/// The name stored at `index` by intern_group_name ("?" for an unknown index).
+const std::string& group_name(int32_t index);
+/// The group every pipeline spec knows without declaring it: all of its pipeline ranks.
+inline constexpr std::string_view kWorldGroup = "world";
 /// PyTorch's token for a kind: "F", "I", "W", "B", "SEND_F", ..., "REDUCE_GRAD".
 std::string_view kind_token(ActionKind k);
 
-/// Formats an action in PyTorch notation: "0F3", "2SEND_B1", "1UNSHARD".
+/// Formats an action in PyTorch notation: "0F3", "2SEND_B1", "1UNSHARD"; a collective by its
+/// kind alone ("ALL_REDUCE": its group is the step's, format_step).
 std::string format_action(const Action& a);
 
 }  // namespace sc

@@ -74,6 +74,8 @@ const char* collective_name(CollectiveKind k) {
     case CollectiveKind::kAllReduce: return "all-reduce";
     case CollectiveKind::kCommInit: return "communicator init";
     case CollectiveKind::kAllToAll: return "all-to-all";
+    case CollectiveKind::kBroadcast: return "broadcast";
+    case CollectiveKind::kBarrier: return "barrier";
   }
   return "?";
 }

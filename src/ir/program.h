@@ -37,9 +37,12 @@ enum class DepKind : uint8_t { kLocal, kTransfer };
 /// gathered output, for kReduceScatter the unreduced input, for kAllReduce the buffer.
 /// kCommInit is the creation of its communicator (ncclCommInitRank: every member takes part,
 /// and the host thread of each blocks until all have joined); no bytes.
-enum class CollectiveKind : uint8_t { kAllGather, kReduceScatter, kAllReduce, kCommInit, kAllToAll };
+/// kBroadcast: the root's buffer of `bytes` to every member; kBarrier: no payload (PyTorch's
+/// barrier all-reduces a one-element tensor), every member waits for all.
+enum class CollectiveKind : uint8_t { kAllGather, kReduceScatter, kAllReduce, kCommInit, kAllToAll, kBroadcast, kBarrier };
 
-/// "all-gather", "reduce-scatter", "all-reduce", "communicator init", "all-to-all".
+/// "all-gather", "reduce-scatter", "all-reduce", "communicator init", "all-to-all", "broadcast",
+/// "barrier".
 const char* collective_name(CollectiveKind k);
 
 /// A static string ("bf16", "act", ...; "" when unset) kept in one byte: an index into a

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <string_view>
+#include <cmath>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -120,6 +122,10 @@ class Builder {
     }
     if (comp_ && (k == ActionKind::kReduceGrad || (k == ActionKind::kUnshard && comp_->fsdp))) {
       lower_collective_marker(op, prank);
+      return;
+    }
+    if (is_collective(k)) {
+      lower_group_collective(op, st, prank);
       return;
     }
     // Lazy communicator creation. An unbatched P2P uses its rank pair's communicator, created
@@ -254,6 +260,62 @@ class Builder {
       it->second = p.add_communicator(dp_ > 1 ? fmt::format("pipeline {}", cur_) : "pipeline", std::move(members));
     }
     add_comm_init(p2p, it->second, dp_ > 1 ? fmt::format("init pipeline group {}", cur_) : "init pipeline group");
+  }
+
+  /// A collective action (`ALL_REDUCE@eval`, ...): one kCollective op on the rank's compute
+  /// stream (a synchronous c10d collective makes the current stream wait for it), over the
+  /// group's communicator of this data-parallel replica, created once per (group, replica);
+  /// with lazy communicator creation its init comes first on the same stream (every member
+  /// joins it, as NCCL creates a group's communicator at its first collective). Time: the ring
+  /// model on the spec's link (p2p latency and bandwidth): latency + f·(n−1)/n·bytes/bandwidth,
+  /// f = 2 for all-reduce, 1 for all-gather and reduce-scatter (Thakur et al. 2005); a broadcast
+  /// latency + bytes/bandwidth (pipelined); a barrier the latency alone; nothing on a group of
+  /// one. A group the spec does not know, or one without the rank, gets no op (the structure
+  /// pass reports it).
+  void lower_group_collective(Op op, const Step& st, int32_t prank) {
+    Program& p = out_.program;
+    const std::optional<CollectiveGroup> g = spec_.collective_group(st.group);
+    if (!g || !std::binary_search(g->ranks.begin(), g->ranks.end(), prank)) return;
+    auto [it, created] = group_comm_.try_emplace({st.group, cur_}, -1);
+    if (created) {
+      std::vector<int32_t> members;
+      for (int32_t r : g->ranks) members.push_back(r * dp_ + cur_);
+      const std::string& name = group_name(st.group);
+      it->second = p.add_communicator(dp_ > 1 ? fmt::format("group {} dp{}", name, cur_) : fmt::format("group {}", name),
+                                      std::move(members));
+    }
+    const int32_t comm = it->second;
+    op.stream = compute_stream_[op.rank];
+    if (spec_.p2p.lazy_comm_init && collective_inited_.insert({comm, op.rank}).second) {
+      Op init = op;
+      init.kind = OpKind::kCollective;
+      init.collective = CollectiveKind::kCommInit;
+      init.num_actions = 0;
+      init.set_comm(comm);
+      init.duration_s = spec_.p2p.latency_s;
+      init.set_name(p.add_name(fmt::format("init group {}", group_name(st.group))));
+      p.add_op(init);
+    }
+    const ActionKind k = st.first.kind;
+    const CollectiveKind kind = k == ActionKind::kAllReduce       ? CollectiveKind::kAllReduce
+                                : k == ActionKind::kAllGather     ? CollectiveKind::kAllGather
+                                : k == ActionKind::kReduceScatter ? CollectiveKind::kReduceScatter
+                                : k == ActionKind::kBroadcast     ? CollectiveKind::kBroadcast
+                                                                  : CollectiveKind::kBarrier;
+    const int32_t n = static_cast<int32_t>(g->ranks.size());
+    const int64_t bytes = kind == CollectiveKind::kBarrier ? 0 : g->bytes;
+    const double share = kind == CollectiveKind::kBroadcast ? 1.0 : static_cast<double>(n - 1) / n;
+    const double f = kind == CollectiveKind::kAllReduce ? 2.0 : 1.0;
+    op.kind = OpKind::kCollective;
+    op.collective = kind;
+    op.set_comm(comm);
+    op.set_arith(-1);
+    op.bytes = bytes;
+    const double bw = spec_.p2p.bandwidth_bytes_per_s;
+    const double wire_s = bytes > 0 && std::isfinite(bw) && bw > 0 ? f * share * static_cast<double>(bytes) / bw : 0.0;
+    op.duration_s = n <= 1 ? 0.0 : spec_.p2p.latency_s + wire_s;
+    op.set_name(p.add_name(format_step(st)));
+    p.add_op(op);
   }
 
   // --- Composed specs (PipelineSpec::composition) ---
@@ -920,6 +982,8 @@ class Builder {
   std::unordered_map<uint64_t, int32_t> pair_comm_;  ///< lazy init: the communicator of a rank pair
   std::unordered_set<uint64_t> inited_;              ///< lazy init: (pair, side) already created
   std::unordered_map<int32_t, int32_t> pipeline_comm_;  ///< lazy init: per replica, its pipeline group's communicator
+  std::map<std::pair<int32_t, int32_t>, int32_t> group_comm_;  ///< (group name, replica) -> its collective communicator
+  std::set<std::pair<int32_t, int32_t>> collective_inited_;    ///< lazy init: (communicator, rank) already created
   std::unordered_set<int32_t> group_inited_;            ///< lazy init: ranks that created their pipeline group's
   OpId pending_init_ = kNoOp;                        ///< the last init op not yet waited for by compute
 };

@@ -112,6 +112,12 @@ bool check_input(const std::vector<std::vector<Step>>& actions,
           if (why) *why = "already has explicit communication";
           return false;
         }
+        if (is_collective(a[i].kind)) {
+          if (why)
+            *why = fmt::format("holds a collective ({} at {}): write the schedule with its SEND/RECV actions",
+                               format_step(st), format_loc(st.loc));
+          return false;
+        }
         if (a[i].stage < 0 || a[i].stage >= static_cast<int32_t>(stage_to_rank.size())) {
           if (why)
             *why = fmt::format("{} names stage {}, but the placement has {} stages",

@@ -33,7 +33,8 @@ std::vector<std::vector<Step>> merge_bw(const std::vector<std::vector<Step>>& ac
 /// actions carry the location of the compute action that caused them.
 /// Returns nullopt with `*why` when the lists cannot be lowered (PyTorch's "malformed compute
 /// schedule": no rank can make progress — the schedule deadlocks or violates causality; or a
-/// list already holds SEND/RECV). `pipeline_starts` (PipelineSpec::pipeline_starts) marks the
+/// list already holds SEND/RECV, or a collective, whose place among inserted SEND/RECV PyTorch's
+/// lowering does not define). `pipeline_starts` (PipelineSpec::pipeline_starts) marks the
 /// first stage of each independent pipeline: no data crosses from a pipeline's last stage to the
 /// next pipeline's first.
 std::optional<std::vector<std::vector<Step>>> lower_comms(

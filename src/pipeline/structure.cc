@@ -3,6 +3,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "pipeline/rules.h"
 
@@ -63,6 +64,21 @@ std::vector<Finding> check_structure(const PipelineSpec& spec, size_t max_exampl
                                           : "actions on a rank other than their stage's (a stage lives on one rank)",
                   max_examples);
   Group backward_in_forward_only("backward actions in a forward-only schedule (forward_only: true)", max_examples);
+  Group undeclared("collectives over a group the spec does not declare (groups:; 'world' is every rank)", max_examples);
+  Group outside("collectives on a rank outside their group", max_examples);
+  // A collective names a group, not a stage: its group must exist and hold the rank.
+  auto visit_collective = [&](const Step& st, int32_t rank) {
+    const std::optional<CollectiveGroup> g = spec.collective_group(st.group);
+    if (!g) {
+      undeclared.add(format_step(st), rank, st.loc);
+      return;
+    }
+    if (!std::binary_search(g->ranks.begin(), g->ranks.end(), rank)) {
+      outside.add(format_step(st), rank, st.loc);
+      outside.detail(fmt::format("{} at {} runs on rank {}, but group {} holds ranks {}", format_step(st),
+                                 format_loc(st.loc), rank, group_name(st.group), fmt::join(g->ranks, ", ")));
+    }
+  };
 
   auto visit = [&](const Action& a, int32_t rank, const SourceLoc& loc) {
     // The action as written, made only for a finding (most actions have none).
@@ -104,6 +120,10 @@ std::vector<Finding> check_structure(const PipelineSpec& spec, size_t max_exampl
   // the W's whose I lives on another rank below (they are placement findings anyway).
   for (int32_t r = 0; r < static_cast<int32_t>(spec.actions.size()); ++r)
     for (const Step& st : spec.actions[r]) {
+      if (is_collective(st.first.kind)) {
+        visit_collective(st, r);
+        continue;
+      }
       visit(st.first, r, st.loc);
       if (st.second) visit(*st.second, r, st.loc);
     }
@@ -132,6 +152,8 @@ std::vector<Finding> check_structure(const PipelineSpec& spec, size_t max_exampl
         no_i.add(format_action({ActionKind::kI, s, m}), spec.stage_to_rank[s], where_missing(s));
     }
   range.flush(out);
+  undeclared.flush(out);
+  outside.flush(out);
   backward_in_forward_only.flush(out);
   placement.flush(out);
   dup.flush(out);

@@ -14,7 +14,8 @@ namespace sc {
 
 namespace {
 constexpr std::array<std::string_view, kNumActionKinds> kTokens = {
-    "F", "I", "W", "B", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "UNSHARD", "RESHARD", "REDUCE_GRAD"};
+    "F", "I", "W", "B", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "UNSHARD", "RESHARD", "REDUCE_GRAD",
+    "ALL_REDUCE", "BROADCAST", "ALL_GATHER", "REDUCE_SCATTER", "BARRIER"};
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -100,9 +101,51 @@ std::string parse_tensors(std::string_view s, size_t& pos, Step& step) {
   return "";
 }
 
+bool is_group_char(char c) { return is_name_char(c) || c == '-'; }
+
+// Parses a collective `<KIND>@<group>` occupying all of `s` (s starts with a letter); `base` is
+// s's offset in the token.
+ParsedStep parse_collective(std::string_view s, size_t base, const SourceLoc& loc) {
+  size_t pos = 0;
+  while (pos < s.size() && (std::isupper(static_cast<unsigned char>(s[pos])) || s[pos] == '_')) ++pos;
+  const std::string_view word = s.substr(0, pos);
+  int kind = -1;
+  for (int k = 0; k < kNumActionKinds; ++k)
+    if (kTokens[k] == word && is_collective(static_cast<ActionKind>(k))) kind = k;
+  if (kind < 0 && s.find('@') == std::string_view::npos)
+    return fail(fmt::format("'{}': an action starts with its stage id, as in 0F3", s), base);
+  if (kind < 0)
+    return fail(fmt::format("'{}': an action starts with its stage id, as in 0F3, or is a collective over a group: "
+                            "ALL_REDUCE, BROADCAST, ALL_GATHER, REDUCE_SCATTER or BARRIER, as in ALL_REDUCE@world",
+                            s),
+                base);
+  if (pos >= s.size() || s[pos] != '@')
+    return fail(fmt::format("'{}': a collective names its group after '@', as in {}@world", s, word), base + pos);
+  const size_t name_pos = ++pos;
+  if (pos >= s.size() || !is_name_start(s[pos]))
+    return fail(fmt::format("'{}': a group name starts with a letter or '_', as in {}@world", s, word), base + pos);
+  while (pos < s.size() && is_group_char(s[pos])) ++pos;
+  if (pos != s.size())
+    return fail(fmt::format("'{}': unexpected '{}' after the group name (names hold letters, digits, '_' and '-')", s,
+                            s.substr(pos)),
+                base + pos);
+  if (pos - name_pos > 64) return fail(fmt::format("'{}': a group name has at most 64 characters", s), base + name_pos);
+  Action a;
+  a.kind = static_cast<ActionKind>(kind);
+  a.stage = -1;
+  a.microbatch = -1;
+  Step step{a, std::nullopt, loc};
+  step.group = intern_group_name(s.substr(name_pos));
+  if (step.group < 0) return fail(fmt::format("'{}': more than {} distinct group names", s, kMaxGroupNames), base + name_pos);
+  ParsedStep out;
+  out.step = step;
+  return out;
+}
+
 // Parses a simple (non-overlap) action occupying all of `s`; `base` is s's offset in the token.
 ParsedStep parse_simple(std::string_view s, size_t base, const SourceLoc& loc) {
   size_t pos = 0;
+  if (!s.empty() && is_name_start(s[0])) return parse_collective(s, base, loc);
   if (!s.empty() && (s[0] == '+' || s[0] == '-'))
     return fail(fmt::format("'{}': a stage id must be a non-negative decimal number", s), base);
   int64_t stage = read_id(s, pos);
@@ -196,6 +239,7 @@ std::string tensor_label(int32_t tensor_names, int32_t index) {
 }
 
 std::string format_step(const Step& s) {
+  if (is_collective(s.first.kind)) return fmt::format("{}@{}", kind_token(s.first.kind), group_name(s.group));
   if (!s.second) return format_action(s.first) + format_tensors(s);
   return fmt::format("({};{})OVERLAP_F_B", format_action(s.first), format_action(*s.second));
 }

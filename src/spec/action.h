@@ -27,6 +27,9 @@ namespace sc {
 /// own on the channel, posted in the order listed: a count (`0SEND_F1x2`, `tensors` = 2,
 /// `tensor_names` = -1) or named tensors (`0SEND_F1[act,mask]`, `tensors` = 2, `tensor_names` the
 /// tensor_name_list() index of {"act", "mask"}). Every other step carries one (`tensors` = 1).
+///
+/// A collective (`ALL_REDUCE@world`: `first.kind` is_collective, its stage and microbatch -1)
+/// names its group of pipeline ranks in `group`.
 struct Step {
   Action first;
   std::optional<Action> second;
@@ -35,6 +38,7 @@ struct Step {
   bool in_batch = false;           ///< a member of a BATCH group (of one or more ops)
   uint16_t tensors = 1;            ///< messages the step stands for (SEND/RECV only; 1..kMaxBoundaryTensors)
   int32_t tensor_names = -1;       ///< tensor_name_list() index of its tensors' names, or -1 (unnamed)
+  int32_t group = -1;              ///< a collective's group (intern_group_name index); -1 for every other step
   bool is_overlap() const { return second.has_value(); }
   bool is_batched() const { return in_batch || batched_with_next; }
 };
@@ -73,7 +77,9 @@ struct ParsedStep {
 /// Parses one token of PyTorch action notation, strictly: `<stage><KIND><microbatch>` with
 /// decimal ids, a SEND/RECV optionally followed by its tensors (`x<count>`, count 1 to
 /// kMaxBoundaryTensors, or `[name,name,...]`, names as intern_tensor_names takes them), `<stage>UNSHARD|RESHARD|REDUCE_GRAD`, `(a;b)OVERLAP_F_B` where a is an F and b
-/// a B, I or W, or `(a;b;...)BATCH` with one or more SEND/RECV actions (no action twice; one
+/// a B, I or W, `<COLLECTIVE>@<group>` (ALL_REDUCE, BROADCAST, ALL_GATHER, REDUCE_SCATTER or
+/// BARRIER over a group named by letters, digits, '_' and '-', at most 64 characters, starting
+/// with a letter or '_'; the name is interned, intern_group_name), or `(a;b;...)BATCH` with one or more SEND/RECV actions (no action twice; one
 /// action is a group of one, as PyTorch's runtime posts it). Rejects what PyTorch's `_Action.from_str` lets through: trailing junk
 /// ("0F0xyz"), the legacy "BW" token ("2BW0"), a compute or P2P action without a microbatch, a
 /// microbatch on UNSHARD/RESHARD/REDUCE_GRAD, leading '+' or '-', and ids over 2^31-1.

@@ -7,6 +7,17 @@
 
 namespace sc {
 
+std::optional<CollectiveGroup> PipelineSpec::collective_group(int32_t name) const {
+  for (const CollectiveGroup& g : groups)
+    if (g.name == name) return g;
+  if (name < 0 || group_name(name) != kWorldGroup) return std::nullopt;
+  CollectiveGroup world;
+  world.name = name;
+  for (int32_t r = 0; r < ranks; ++r) world.ranks.push_back(r);
+  world.loc = locs.file;
+  return world;
+}
+
 bool PipelineSpec::has_comms() const {
   for (const auto& row : actions)
     for (const auto& st : row)

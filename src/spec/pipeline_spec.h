@@ -169,6 +169,20 @@ struct ScheduleRequest {
   SourceLoc loc;                  ///< the `name` value
 };
 
+/// A named group of pipeline ranks that collective actions run over (`groups:` in a pipeline
+/// spec; `ALL_REDUCE@eval`). In a composed spec each data-parallel replica has its own
+/// communicator over the group's pipeline ranks.
+struct CollectiveGroup {
+  int32_t name = -1;            ///< intern_group_name index
+  std::vector<int32_t> ranks;   ///< pipeline ranks, ascending, distinct, each in [0, ranks)
+  /// Bytes per rank of each collective over the group (the buffer of an all-reduce or a
+  /// broadcast, the gathered output of an all-gather, the input of a reduce-scatter); a
+  /// barrier moves none. Default 4: one fp32 scalar, as a loss all-reduce or PyTorch's
+  /// barrier (an all-reduce of a one-element tensor) moves.
+  int64_t bytes = 4;
+  SourceLoc loc;                ///< the group's key
+};
+
 /// Where the spec's values came from, for messages that point at a key.
 struct SpecLocs {
   SourceLoc file;        ///< start of the file
@@ -201,6 +215,8 @@ struct PipelineSpec {
   /// An evaluation or inference schedule: forwards only (F, SEND_F, RECV_F); no backward is
   /// required, and each activation is freed when its forward ends.
   bool forward_only = false;
+  /// Groups declared under `groups:`, in file order; `world` is implicit (collective_group).
+  std::vector<CollectiveGroup> groups;
   /// Numerics tolerances (`numerics: {max_relative_error, max_bias}`), for the numerics pass.
   std::optional<double> max_relative_error, max_bias;
   /// A composed spec (`mesh:`): the data-parallel replicas and FSDP of every pipeline rank.
@@ -216,6 +232,9 @@ struct PipelineSpec {
 
   /// True when any action is a SEND or RECV (the schedule has explicit communication).
   bool has_comms() const;
+  /// The group a collective names (`name`: intern_group_name index): a declared one, else for
+  /// `world` every rank with 4 bytes per collective; nullopt for any other undeclared name.
+  std::optional<CollectiveGroup> collective_group(int32_t name) const;
 };
 
 /// Cost and memory defaults for a schedule given without a model (a bare CSV): F = I = W = 1 s,

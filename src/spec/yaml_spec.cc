@@ -32,7 +32,7 @@ const std::vector<std::string> kTopKeys = {"schedcheck", "name",   "ranks", "sta
                                            "placement",  "pipelines", "microbatches", "costs",
                                            "p2p",        "memory", "schedule", "forward_only",
                                            "mesh",       "fsdp",   "tied_embedding_bytes", "optimizer",
-                                           "numerics",   "budget",  "moe"};  // budget: read by spec/budget.cc
+                                           "numerics",   "budget",  "moe",  "groups"};  // budget: read by spec/budget.cc
 const std::vector<std::string> kCostKeys = {"F", "I", "W", "B", "R"};
 const std::vector<std::string> kP2PKeys = {"latency", "bandwidth", "message_bytes", "semantics", "blocking",
                                            "comm_init"};
@@ -44,6 +44,7 @@ const std::vector<std::string> kDtypeKeys = {"param", "reduce"};
 const std::vector<std::string> kLinkKeys = {"bandwidth", "latency"};
 const std::vector<std::string> kComposedOptionKeys = {"max_active_stages", "unshard_async_op", "record_stream"};
 const std::vector<std::string> kMoeKeys = {"layers", "dispatch_bytes", "combine_bytes", "router"};
+const std::vector<std::string> kGroupKeys = {"ranks", "bytes"};
 const std::vector<std::string> kScheduleKeys = {"actions", "csv", "format", "name", "chunks",
                                                 "megatron"};
 
@@ -112,6 +113,8 @@ class Loader : public yaml_util::Reader {
   void read_mesh(const Entry& e, PipelineSpec& spec);
   void read_moe(const Entry& e, Composition& c);
   void read_composed_fsdp(const Entry& e, Composition& c);
+  void read_groups(const Entry& e, PipelineSpec& spec);
+  std::optional<std::vector<int32_t>> group_ranks(const Entry& e, const std::string& key, int32_t ranks);
 
   const std::string& text_;
   std::string dir_;
@@ -226,6 +229,104 @@ void Loader::read_action_text(const YAML::Node& n, int32_t rank, std::vector<Ste
     }
     i = j;
   }
+}
+
+// groups: {name: [ranks...]} or {name: {ranks: [...], bytes: N}}: the groups collective actions
+// (ALL_REDUCE@name) run over. Names as the action notation takes them; `world` is every rank
+// and cannot be declared.
+void Loader::read_groups(const Entry& e, PipelineSpec& spec) {
+  if (!is_map(e, "groups", "a map from a group name to its ranks, as in groups: {eval: [0, 3]}")) return;
+  std::map<std::string, SourceLoc> seen;
+  for (const auto& kv : e.value) {
+    Entry g{kv.first, kv.second};
+    const SourceLoc kl = loc(g.key);
+    if (!g.key.IsScalar()) {
+      error(kl, fmt::format("a group name must be a name, got {}", describe(g.key)));
+      continue;
+    }
+    const std::string name = g.key.Scalar();
+    const bool valid = !name.empty() && name.size() <= 64 && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
+                       std::all_of(name.begin(), name.end(), [](char c) {
+                         return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+                       });
+    if (!valid) {
+      error(kl, fmt::format("group name '{}' must start with a letter or '_' and hold letters, digits, '_' and '-' "
+                            "(at most 64)",
+                            printable(name)));
+      continue;
+    }
+    if (name == kWorldGroup) {
+      error(kl, "'world' is every rank and is not declared; name a group of your own for other ranks or bytes");
+      continue;
+    }
+    if (auto [pos, inserted] = seen.emplace(name, kl); !inserted) {
+      error(kl, fmt::format("duplicate group '{}' (first given at line {})", name, pos->second.line));
+      continue;
+    }
+    CollectiveGroup out;
+    out.loc = kl;
+    const std::string key = "groups." + name;
+    std::optional<std::vector<int32_t>> ranks;
+    if (g.value.IsMap()) {
+      Fields f = fields(g.value, key, kGroupKeys);
+      auto r = f.find("ranks");
+      if (r == f.end()) {
+        error(kl, fmt::format("{} needs ranks, as in {{ranks: [0, 3], bytes: 4}}", key));
+        continue;
+      }
+      ranks = group_ranks(r->second, key + ".ranks", spec.ranks);
+      if (auto b = f.find("bytes"); b != f.end())
+        if (auto v = bytes(b->second.value, loc(b->second), key + ".bytes")) out.bytes = *v;
+    } else {
+      ranks = group_ranks(g, key, spec.ranks);
+    }
+    if (!ranks) continue;
+    out.ranks = std::move(*ranks);
+    const int32_t index = intern_group_name(name);
+    if (index < 0) {
+      error(kl, fmt::format("more than {} distinct group names", kMaxGroupNames));
+      continue;
+    }
+    out.name = index;
+    spec.groups.push_back(std::move(out));
+  }
+}
+
+// A group's ranks: a list of distinct pipeline ranks, sorted here.
+std::optional<std::vector<int32_t>> Loader::group_ranks(const Entry& e, const std::string& key, int32_t ranks) {
+  if (!e.value.IsSequence()) {
+    error(loc(e), fmt::format("{} must be a list of ranks, as in [0, 3], got {}", key, describe(e.value)));
+    return std::nullopt;
+  }
+  if (e.value.size() == 0) {
+    error(loc(e), fmt::format("{} lists no ranks; give at least one, as in [0, 3]", key));
+    return std::nullopt;
+  }
+  std::vector<int32_t> out;
+  std::map<int64_t, SourceLoc> seen;
+  bool ok = true;
+  for (const auto& item : e.value) {
+    Entry one{item, item};
+    auto r = whole(one, "a rank in " + key, 0, kMaxRanks);
+    if (!r) {
+      ok = false;
+      continue;
+    }
+    if (ranks > 0 && *r >= ranks) {
+      error(loc(item), fmt::format("rank {} of {} is out of range: ranks is {} (ids 0 to {})", *r, key, ranks, ranks - 1));
+      ok = false;
+      continue;
+    }
+    if (auto [pos, inserted] = seen.emplace(*r, loc(item)); !inserted) {
+      error(loc(item), fmt::format("rank {} is listed twice in {}", *r, key));
+      ok = false;
+      continue;
+    }
+    out.push_back(static_cast<int32_t>(*r));
+  }
+  if (!ok) return std::nullopt;
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 void Loader::read_actions(const Entry& e, int32_t ranks, PipelineSpec& spec) {
@@ -392,7 +493,7 @@ void Loader::read_costs(const Entry& e, PipelineSpec& spec) {
   };
   bool has_b = f.count("B") > 0;
   if (!f.count("F")) error(loc(e.key), "costs needs F (the forward time per stage per microbatch)");
-  if (!has_b)
+  if (!has_b && !spec.forward_only)  // a forward-only schedule runs no backward
     for (const char* k : {"I", "W"})
       if (!f.count(k))
         error(loc(e.key), fmt::format("costs needs {} when B is not given (B defaults to I + W)", k));
@@ -909,6 +1010,7 @@ std::optional<PipelineSpec> Loader::load(const YAML::Node& root, const std::stri
     spec.locs.microbatches = spec.locs.schedule;
   }
   if (const Entry* pl = field("pipelines")) read_pipelines(*pl, spec);
+  if (const Entry* g = field("groups")) read_groups(*g, spec);
   if (const Entry* fo = field("forward_only"))
     if (auto b = boolean(*fo, "forward_only")) spec.forward_only = *b;
   if (spec.stages > 0) check_actions(spec, mb_given);
