@@ -240,6 +240,32 @@ TEST_CASE("an overlapped F+B step lasts T_F + T_B and carries both inputs", "[ch
   CHECK(t.end_s == Approx(5));  // F (1 s) + B (2 s)
 }
 
+TEST_CASE("an OVERLAP_F_B step runs its sub-actions in order, as PyTorch's runtime performs them", "[check][timing]") {
+  // PyTorch's pipelining liveness tests build steps whose second sub-action takes the first's
+  // output: (F;B) and (I;W) of one microbatch hold, in the order written.
+  VerifyResult fb = verify(spec_of(1, 1, 1, {"(0F0;0B0)OVERLAP_F_B"}), {});
+  CHECK(fb.findings.empty());
+  REQUIRE(fb.timeline);
+  CHECK(fb.timeline->ops[0].end_s == Approx(3));  // F (1 s) then B (2 s)
+  VerifyResult iw = verify(spec_of(1, 1, 1, {"0F0 (0I0;0W0)OVERLAP_F_B"}), {});
+  CHECK(iw.findings.empty());
+  REQUIRE(iw.timeline);
+  // The W consumes in the step what the I produces: the peak is the one activation.
+  CHECK(iw.timeline->peak_bytes_per_rank[0] == 1);
+  CHECK(iw.timeline->ops[1].end_s == Approx(3));  // F 1 s, then I 1 s + W 1 s
+  // The other order needs the second sub-action's output first: a causality finding.
+  VerifyResult bf = verify(spec_of(1, 1, 1, {"(0B0;0F0)OVERLAP_F_B"}), {});
+  REQUIRE(bf.findings.size() == 1);
+  CHECK(bf.findings[0].kind == FindingKind::kCausality);
+  CHECK(bf.findings[0].message ==
+        "0B0 runs before its input 0F0, the second sub-action of the same overlapped step (the sub-actions run in the "
+        "order written)");
+  // Only compute actions make a step.
+  ParsedStep bad = parse_step("(0F0;0SEND_F0)OVERLAP_F_B", SourceLoc{});
+  CHECK(!bad.step);
+  CHECK(bad.error == "'(0F0;0SEND_F0)OVERLAP_F_B': the actions of OVERLAP_F_B are compute actions (F, I, W or B)");
+}
+
 }  // namespace sc
 
 namespace sc {

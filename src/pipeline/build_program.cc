@@ -710,8 +710,15 @@ class Builder {
       for (uint32_t k = first[id]; k < first[id + 1]; ++k) p.add_dep(id, Dep{extra[k], DepKind::kLocal});
       if (auto w = with_backward_.find(id); w != with_backward_.end()) start_with(id, w->second);
       if (op.kind == OpKind::kCompute) {
-        for (int part = 0; part < op.num_actions; ++part) wire_compute(id, op.actions[part]);
-        for (int part = 0; part < op.num_actions; ++part) add_memory(id, op.actions[part]);
+        for (int part = 0; part < op.num_actions; ++part) wire_compute(id, op.actions[part], part);
+        if (op.num_actions == 2 && op.actions[0].kind == ActionKind::kI && op.actions[1].kind == ActionKind::kW &&
+            op.actions[0].stage == op.actions[1].stage && op.actions[0].microbatch == op.actions[1].microbatch) {
+          // (I;W) of one microbatch in one step: W consumes at the step's end what I produces
+          // there, so the weight-gradient inputs are never held past the step.
+          add_memory(id, op.actions[0], /*with_wgrad=*/false);
+        } else {
+          for (int part = 0; part < op.num_actions; ++part) add_memory(id, op.actions[part]);
+        }
         for (int part = 0; part < op.num_actions; ++part) use_params(id, op.actions[part]);
       } else if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) {
         wire_p2p(id, op.actions[0]);
@@ -760,7 +767,10 @@ class Builder {
     p.add_mem(id, MemEffect{buf, bytes, false});
   }
 
-  void wire_compute(OpId id, const Action& a) {
+  /// Wires the inputs of part `part` of compute op `id`. The parts of an OVERLAP_F_B step run in
+  /// order (PyTorch's runtime performs its sub-actions one after the other), so the second may
+  /// take the first's output; the first cannot take the second's.
+  void wire_compute(OpId id, const Action& a, int part) {
     Program& p = out_.program;
     const Op& op = p.ops[id];
     for (const Action& need : inputs_of(a)) {
@@ -770,8 +780,10 @@ class Builder {
       auto what = [&] { return format_action(a); };  // formatted only on the error paths below
       if (so.rank == op.rank) {
         if (src == id) {
-          causality(id, fmt::format("{} runs together with its own input {} in one overlapped step",
-                                    what(), p.label(src)), {op.rank});
+          if (part == 1 && op.actions[0] == need) continue;  // the step's first sub-action, done before
+          causality(id, fmt::format("{} runs before its input {}, the second sub-action of the same overlapped step "
+                                    "(the sub-actions run in the order written)",
+                                    what(), format_action(need)), {op.rank});
         } else if (so.step > op.step) {
           causality(id, fmt::format("{} on rank {} runs before its input {}, which comes later in the "
                                     "same rank's list", what(), op.rank, p.label(src)), {op.rank}, src);
@@ -845,7 +857,9 @@ class Builder {
     }
   }
 
-  void add_memory(OpId id, const Action& a) {
+  /// The memory effects of compute action `a` of op `id`; without `with_wgrad` an I allocates no
+  /// weight-gradient inputs (its W runs in the same step).
+  void add_memory(OpId id, const Action& a, bool with_wgrad = true) {
     Program& p = out_.program;
     const MemorySpec& m = spec_.memory;
     size_t s = static_cast<size_t>(a.stage);
@@ -863,7 +877,7 @@ class Builder {
       p.add_mem(id, MemEffect{buffer(rank, "act", a, kept), fwd ? kept : -kept, !fwd});
       p.add_mem(id, MemEffect{buffer(rank, fwd ? "act-tmp" : "recomputed", a, tmp), tmp, false});
       p.add_mem(id, MemEffect{buffer(rank, fwd ? "act-tmp" : "recomputed", a, tmp), -tmp, true});
-      if (a.kind == ActionKind::kI) p.add_mem(id, MemEffect{buffer(rank, "wgrad", a, wg), wg, true});
+      if (a.kind == ActionKind::kI && with_wgrad) p.add_mem(id, MemEffect{buffer(rank, "wgrad", a, wg), wg, true});
       return;
     }
     switch (a.kind) {
@@ -873,7 +887,7 @@ class Builder {
         break;
       case ActionKind::kI:
         p.add_mem(id, MemEffect{buffer(rank, "act", a, act), -act, true});
-        p.add_mem(id, MemEffect{buffer(rank, "wgrad", a, wg), wg, true});
+        if (with_wgrad) p.add_mem(id, MemEffect{buffer(rank, "wgrad", a, wg), wg, true});
         break;
       case ActionKind::kW:
         p.add_mem(id, MemEffect{buffer(rank, "wgrad", a, wg), -wg, true});

@@ -25,8 +25,10 @@ struct PipelineProgram {
 /// DualPipe: exact when F&B = F + B). UNSHARD, RESHARD and REDUCE_GRAD are zero-cost markers.
 /// Inputs (docs/facts/pipeline-schedules.md, ZB paper): F(s) needs F(s-1); I/B(s) needs F(s) and I/B(s+1) (only F(s)
 /// on the last stage); W(s) needs I(s); SEND_F(s) needs F(s); SEND_B(s) needs I/B(s).
-///  - producer on the same rank: must come earlier in the rank's list (or the same op is not
-///    allowed), else a causality finding; no extra edge (the stream orders them).
+///  - producer on the same rank: must come earlier in the rank's list, or be the first
+///    sub-action of the same OVERLAP_F_B step when the input is the second's (PyTorch's runtime
+///    performs the sub-actions in order), else a causality finding; no extra edge (the stream
+///    orders them). An (I;W) step of one microbatch holds no weight-gradient inputs past its end.
 ///  - producer on another rank, compute-only schedule: a kTransfer dep (the link time of
 ///    p2p.message_bytes is paid in the simulation).
 ///  - producer on another rank, explicit schedule: the input must arrive through this rank's

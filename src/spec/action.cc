@@ -341,10 +341,12 @@ ParsedStep parse_step(std::string_view token, const SourceLoc& loc) {
   if (!b.step) return b;
   const Action& fa = a.step->first;
   const Action& fb = b.step->first;
-  if (fa.kind != ActionKind::kF)
-    return fail(fmt::format("'{}': the first action of OVERLAP_F_B must be a forward (F)", t), lead + 1);
-  if (fb.kind != ActionKind::kB && fb.kind != ActionKind::kI && fb.kind != ActionKind::kW)
-    return fail(fmt::format("'{}': the second action of OVERLAP_F_B must be a backward (B, I or W)", t),
+  // PyTorch's runtime performs an OVERLAP_F_B's sub-actions one after the other, whatever they
+  // are (its liveness tests build (F;B), (I;W) and more); only compute actions are meaningful.
+  if (!is_compute(fa.kind))
+    return fail(fmt::format("'{}': the actions of OVERLAP_F_B are compute actions (F, I, W or B)", t), lead + 1);
+  if (!is_compute(fb.kind))
+    return fail(fmt::format("'{}': the actions of OVERLAP_F_B are compute actions (F, I, W or B)", t),
                 lead + 2 + semi);
   ParsedStep out;
   out.step = Step{fa, fb, at};

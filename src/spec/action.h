@@ -13,7 +13,7 @@
 namespace sc {
 
 /// One entry of a rank's action list: one action, or two run together
-/// (`(a;b)OVERLAP_F_B`: `first` is the forward, `second` the backward). `loc` is the cell's or
+/// (`(a;b)OVERLAP_F_B`: `first` runs, then `second`; DualPipe writes a forward and a backward). `loc` is the cell's or
 /// list item's location; `col_second` the column of the second part (0 when none).
 /// A batched P2P group (`(0SEND_F0;1RECV_B0)BATCH`, PyTorch's batch_isend_irecv, an NCCL group
 /// call) is written as one token but held as consecutive steps, one per SEND/RECV, each with
@@ -76,8 +76,8 @@ struct ParsedStep {
 
 /// Parses one token of PyTorch action notation, strictly: `<stage><KIND><microbatch>` with
 /// decimal ids, a SEND/RECV optionally followed by its tensors (`x<count>`, count 1 to
-/// kMaxBoundaryTensors, or `[name,name,...]`, names as intern_tensor_names takes them), `<stage>UNSHARD|RESHARD|REDUCE_GRAD`, `(a;b)OVERLAP_F_B` where a is an F and b
-/// a B, I or W, `<COLLECTIVE>@<group>` (ALL_REDUCE, BROADCAST, ALL_GATHER, REDUCE_SCATTER or
+/// kMaxBoundaryTensors, or `[name,name,...]`, names as intern_tensor_names takes them), `<stage>UNSHARD|RESHARD|REDUCE_GRAD`, `(a;b)OVERLAP_F_B` where a and b
+/// are compute actions (F, I, W, B) run in that order, `<COLLECTIVE>@<group>` (ALL_REDUCE, BROADCAST, ALL_GATHER, REDUCE_SCATTER or
 /// BARRIER over a group named by letters, digits, '_' and '-', at most 64 characters, starting
 /// with a letter or '_'; the name is interned, intern_group_name), or `(a;b;...)BATCH` with one or more SEND/RECV actions (no action twice; one
 /// action is a group of one, as PyTorch's runtime posts it). Rejects what PyTorch's `_Action.from_str` lets through: trailing junk
