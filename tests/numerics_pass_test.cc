@@ -136,3 +136,49 @@ TEST_CASE("the verify report shows the usual fixes next to a numerics finding, w
   CHECK(fp32r.numerics_fixes.empty());
   CHECK_FALSE(nlohmann::json::parse(fsdp_json_report(fp32r)).contains("numerics_fixes"));
 }
+
+TEST_CASE("numerics.deterministic makes an order-dependent reduction a finding with both fold orders", "[numerics]") {
+  // NVIDIA/nccl#1055: the ring's start and the channel count change a sum bitwise. bf16 avg over
+  // 8 ranks of [1, 2^-8 x 7]: the ring from rank 0 meets the 1 first and loses each half-ulp
+  // term (1/8 = 0.125), the ring from rank 1 adds the seven small terms first (0.1289...);
+  // exactly (1 + 7/256) / 8 = 0.12841796875.
+  const std::string spec = "schedcheck: 1\nranks: 8\nnumerics: {deterministic: true}\n"
+                           "fsdp:\n  implementation: fsdp2\n  shard_size: 8\n"
+                           "  dtypes: {param: bf16, reduce: bf16}\n"
+                           "  link: {bandwidth: 450GB/s, latency: 10us}\n  iterations: 1\n"
+                           "  units:\n    - {name: layer, params: 218M, forward: 3.6ms, backward: 7.2ms, activation_bytes: 432MiB}\n";
+  VerifyResult r = verify_text("deterministic.yaml", spec);
+  REQUIRE(r.exit_code == 17);
+  REQUIRE(r.findings.size() == 1);
+  const Finding& f = r.findings[0];
+  CHECK(f.kind == FindingKind::kNumerics);
+  CHECK(f.message ==
+        "bf16 avg reduce_scatter over 8 ranks, ring, 1 channel: the result depends on the fold order NCCL picks: "
+        "ring from rank 0 gives 0.125, ring from rank 1 gives 0.12890625 (exact 0.1284179688) on input "
+        "[1, 0.00390625 x 7] (one large, rest half an ulp), so its bits are not reproducible across ring starts, "
+        "channel counts or algorithms (numerics.deterministic)");
+  // Without the key the same spec holds (the order dependence stays a figure).
+  std::string plain = spec;
+  plain.replace(plain.find("numerics: {deterministic: true}\n"), std::string("numerics: {deterministic: true}\n").size(), "");
+  VerifyResult held = verify_text("not-deterministic.yaml", plain);
+  CHECK(held.findings.empty());
+  // max does not depend on the order: nothing to find even when asked.
+  numerics::ReductionConfig c;
+  c.dtype = numerics::DType::kBf16;
+  c.ranks = 8;
+  c.op = numerics::ReduceOp::kMax;
+  numerics::Tolerances tol;
+  tol.deterministic = true;
+  numerics::AnalysisOptions opt;
+  opt.samples = 64;
+  opt.fixes = false;
+  for (const auto& n : numerics::numerics_findings(numerics::analyze(c, opt), tol)) CHECK(n.check != "deterministic");
+  // A value that is not a boolean is a located error.
+  Diagnostics d;
+  std::string bad = spec;
+  bad.replace(bad.find("true}"), 4, "maybe");
+  load_fsdp_spec(test::write_temp("schedcheck-numerics-pass-test", "bad.yaml", bad), d);
+  REQUIRE(d.has_errors());
+  CHECK(d.all()[0].message == "numerics.deterministic must be true or false, got 'maybe'");
+  CHECK(d.all()[0].loc.line == 3);
+}

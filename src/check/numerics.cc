@@ -62,6 +62,7 @@ NumericsPassResult check_numerics(const Program& p) {
   nm::Tolerances tol;
   if (p.max_relative_error) tol.max_relative_error = *p.max_relative_error, tol.defaults = false;
   if (p.max_bias) tol.max_bias = *p.max_bias, tol.defaults = false;
+  tol.deterministic = p.deterministic;
   nm::AnalysisOptions opt;
   opt.samples = 256;
   opt.fixes = true;  // computed only for configurations with findings

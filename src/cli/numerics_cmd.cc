@@ -33,6 +33,7 @@ struct NumericsArgs {
   std::optional<double> max_relative_error;
   std::optional<double> max_bias;
   std::optional<double> min_gradient;
+  bool deterministic = false;
   std::optional<int64_t> samples;  ///< --samples; unset: kDefaultSamples, fewer at large N
   uint64_t seed = numerics::AnalysisOptions{}.seed;
   bool no_fixes = false;
@@ -158,6 +159,7 @@ int run_numerics(const NumericsArgs& a) {
   if (a.max_relative_error) r.tolerances.max_relative_error = *a.max_relative_error;
   if (a.max_bias) r.tolerances.max_bias = *a.max_bias;
   if (a.min_gradient) r.tolerances.min_gradient = *a.min_gradient;
+  r.tolerances.deterministic = a.deterministic;
   r.findings = numerics::numerics_findings(r.analysis, r.tolerances);
   if (a.smt) {
     NumericsSmtOptions so;
@@ -203,6 +205,10 @@ Command add_numerics(CLI::App& parent) {
                   "tolerance on the worst relative error (default 0.25)");
   cmd->add_option("--max-bias", a->max_bias, "tolerance on the systematic bias and on avg's scale error (default 0.001)");
   cmd->add_option("--min-gradient", a->min_gradient, "smallest gradient whose underflow is a finding (default 1e-12)");
+  cmd->add_flag("--deterministic", a->deterministic,
+                "ask for bitwise-reproducible results: a result that depends on the fold order NCCL may pick (ring "
+                "start, channel count, algorithm) is a finding naming the two orders (spec key: "
+                "numerics.deterministic)");
   cmd->add_option("--samples", a->samples,
                   fmt::format("elements drawn per bias distribution (default {}; fewer, down to {}, when --ranks x {} "
                               "passes {}). The emulation costs about 0.2 us per rank per element, three "

@@ -82,6 +82,7 @@ struct FsdpSpec {
   std::optional<int64_t> limit_bytes;     ///< memory.limit_bytes
   FsdpImplementation implementation = FsdpImplementation::kFsdp2;
   std::optional<double> max_relative_error, max_bias;  ///< `numerics:` tolerances
+  bool deterministic = false;                          ///< `numerics.deterministic` (Program::deterministic)
   int shard_size = 0;                     ///< ranks per shard group (default: ranks / replicate_size)
   int replicate_size = 1;                 ///< HSDP replicas; shard_size * replicate_size == ranks
   DType param_dtype{"bf16", 2};           ///< all-gather dtype (dtypes.param)

@@ -689,7 +689,7 @@ std::optional<FsdpSpec> FsdpLoader::load(const YAML::Node& root, const std::stri
       }
     }
   }
-  if (const Entry* n = field(top, "numerics")) numerics_tolerances(*n, spec.max_relative_error, spec.max_bias);
+  if (const Entry* n = field(top, "numerics")) numerics_tolerances(*n, spec.max_relative_error, spec.max_bias, spec.deterministic);
   const Entry* fe = field(top, "fsdp");
   if (!fe) {
     error(file_start(), "missing required key 'fsdp' (the FSDP units and their settings)");

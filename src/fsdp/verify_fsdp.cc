@@ -181,6 +181,7 @@ VerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut, bool use_symm
   v.program.memory_limit_bytes = spec.limit_bytes;
   v.program.max_relative_error = spec.max_relative_error;
   v.program.max_bias = spec.max_bias;
+  v.program.deterministic = spec.deterministic;
   ProgramVerifyOptions popt;
   popt.force_min_cut = force_min_cut;
   popt.extra_views.push_back(gathered_view(v.program));

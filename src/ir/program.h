@@ -252,6 +252,10 @@ struct Program {
   /// Numerics tolerances a spec states (`numerics: {max_relative_error, max_bias}`); absent:
   /// the numerics pass's documented defaults.
   std::optional<double> max_relative_error, max_bias;
+  /// The spec asks for bitwise-reproducible reductions (`numerics.deterministic: true`): a
+  /// reducing collective whose result depends on the fold order NCCL may choose (ring start,
+  /// channel count, algorithm) is a numerics finding with the two orders as witnesses.
+  bool deterministic = false;
   std::vector<int32_t> uses;                       ///< buffer indices, ranges in Op::use_*
   std::vector<std::string> names;                  ///< op labels of non-pipeline ops, tensor names
   /// Per op id, the tensor a P2P op carries (set_tensor); shorter than `ops` (empty when no

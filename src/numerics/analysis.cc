@@ -601,6 +601,18 @@ std::vector<NumericsFinding> numerics_findings(const Analysis& a, const Toleranc
     n.witness = fmt::format("[{} x {}]", number(f.underflow.input), a.config.ranks);
     out.push_back(std::move(n));
   }
+  if (tol.deterministic && f.order.found) {
+    NumericsFinding n;
+    n.check = "deterministic";
+    n.message = fmt::format("{}: the result depends on the fold order NCCL picks: {} gives {}, {} gives {} (exact {}) "
+                            "on input {}, so its bits are not reproducible across ring starts, channel counts or "
+                            "algorithms (numerics.deterministic)",
+                            what, f.order.order_a, number(f.order.computed_a), f.order.order_b,
+                            number(f.order.computed_b), number(f.order.exact), f.order.witness);
+    n.data = {{"computed_a", f.order.computed_a}, {"computed_b", f.order.computed_b}, {"exact", f.order.exact}};
+    n.witness = f.order.witness;
+    out.push_back(std::move(n));
+  }
   if (f.overflow.found && f.overflow.input <= tol.max_gradient) {
     NumericsFinding n;
     n.check = "overflow";

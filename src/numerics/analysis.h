@@ -167,6 +167,9 @@ struct Tolerances {
   /// reach thousands, while bf16 and fp32 sums only overflow near 3e38 / N, where the fp32
   /// reference and every optimizer overflow too.
   double max_gradient = 1e9;
+  /// Bitwise reproducibility asked for (`numerics.deterministic`, `numerics --deterministic`):
+  /// a result that depends on the fold order NCCL may choose is a finding.
+  bool deterministic = false;
   bool defaults = true;             ///< whether these are the defaults (the report says so)
 };
 
@@ -187,7 +190,10 @@ struct NumericsFinding {
 /// The findings of `a` under `tol`: worst relative error above max_relative_error, |bias| above
 /// max_bias and four standard errors (for the distribution with the largest one), avg's scale error |N T(1/N) - 1| above
 /// max_bias, an underflow to zero of a nonzero input of at least min_gradient, an overflow of a
-/// result that fits, for a uniform input of at most max_gradient. Empty when the configuration holds.
+/// result that fits, for a uniform input of at most max_gradient, and with `deterministic` a
+/// result that two fold orders NCCL may choose (ring starts, channel counts, algorithms;
+/// OrderDependence) give with different bits, the two orders as witnesses (NVIDIA/nccl#1055).
+/// Empty when the configuration holds.
 std::vector<NumericsFinding> numerics_findings(const Analysis& a, const Tolerances& tol);
 
 /// One reducing collective as a verify pass sees it: its arithmetic, where the spec chose its dtype

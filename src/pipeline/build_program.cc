@@ -37,6 +37,7 @@ class Builder {
     p.static_bytes_per_rank.assign(world, 0);
     p.max_relative_error = spec_.max_relative_error;
     p.max_bias = spec_.max_bias;
+    p.deterministic = spec_.deterministic;
     // Stages with an UNSHARD are FSDP-managed: their parameters live from UNSHARD to RESHARD.
     fsdp_stage_.assign(spec_.stages, 0);
     for (const auto& row : spec_.actions)

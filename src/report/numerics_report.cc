@@ -133,8 +133,9 @@ std::string numerics_text(const NumericsReport& r) {
     }
   }
   const Tolerances& t = r.tolerances;
-  out += fmt::format("tolerances: max_relative_error {}, max_bias {}, underflow judged from {}, overflow up to {}{}\n",
+  out += fmt::format("tolerances: max_relative_error {}, max_bias {}, underflow judged from {}, overflow up to {}{}{}\n",
                      g(t.max_relative_error), g(t.max_bias), g(t.min_gradient), g(t.max_gradient),
+                     t.deterministic ? ", deterministic (bits independent of the fold order)" : "",
                      t.defaults ? " (defaults: set numerics.max_relative_error and numerics.max_bias in a spec, or "
                                   "--max-relative-error and --max-bias)"
                                 : "");
@@ -225,6 +226,7 @@ std::string numerics_json(const NumericsReport& r) {
                             {"max_bias", num(r.tolerances.max_bias)},
                             {"min_gradient", num(r.tolerances.min_gradient)},
                             {"max_gradient", num(r.tolerances.max_gradient)},
+                            {"deterministic", r.tolerances.deterministic},
                             {"defaults", r.tolerances.defaults}}},
             {"figures", figures_json(a.figures)},
             {"sent_bytes_per_element", num(a.sent_bytes_per_element)},

@@ -219,6 +219,9 @@ struct PipelineSpec {
   std::vector<CollectiveGroup> groups;
   /// Numerics tolerances (`numerics: {max_relative_error, max_bias}`), for the numerics pass.
   std::optional<double> max_relative_error, max_bias;
+  /// `numerics.deterministic: true`: a reduction whose bits depend on the order NCCL folds it in
+  /// is a finding (Program::deterministic).
+  bool deterministic = false;
   /// A composed spec (`mesh:`): the data-parallel replicas and FSDP of every pipeline rank.
   std::optional<Composition> composition;
   /// Set when the schedule is named rather than written out; `actions` is empty until resolved.

@@ -951,7 +951,7 @@ std::optional<PipelineSpec> Loader::load(const YAML::Node& root, const std::stri
   } else if (!mesh) {  // a mesh with errors is reported already
     error(file_start(), "missing required key 'ranks' (the number of pipeline ranks)");
   }
-  if (const Entry* n = field("numerics")) numerics_tolerances(*n, spec.max_relative_error, spec.max_bias);
+  if (const Entry* n = field("numerics")) numerics_tolerances(*n, spec.max_relative_error, spec.max_bias, spec.deterministic);
   if (!mesh)
     for (const char* key : {"fsdp", "tied_embedding_bytes", "optimizer", "moe"})
       if (const Entry* e = field(key))

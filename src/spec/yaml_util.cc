@@ -353,9 +353,11 @@ void Reader::check_version(const Entry* v) {
 }
 
 void Reader::numerics_tolerances(const Entry& e, std::optional<double>& max_relative_error,
-                                 std::optional<double>& max_bias) {
-  if (!is_map(e, "numerics", "max_relative_error and max_bias")) return;
-  Fields f = fields(e.value, "numerics", {"max_relative_error", "max_bias"});
+                                 std::optional<double>& max_bias, bool& deterministic) {
+  if (!is_map(e, "numerics", "max_relative_error, max_bias and deterministic")) return;
+  Fields f = fields(e.value, "numerics", {"max_relative_error", "max_bias", "deterministic"});
+  if (auto it = f.find("deterministic"); it != f.end())
+    if (auto b = boolean(it->second, "numerics.deterministic")) deterministic = *b;
   auto number = [&](const char* key, std::optional<double>& out) {
     auto it = f.find(key);
     if (it == f.end()) return;

@@ -198,10 +198,11 @@ class Reader {
   /// A byte count (parse_bytes: "64MiB", "1GB", ...). Errors at `l`: "<key> must be a byte count
   /// such as 64MiB, got ..." for a non-scalar, "<key>: <why>" for bad text.
   std::optional<int64_t> bytes(const YAML::Node& n, const SourceLoc& l, const std::string& key);
-  /// The `numerics: {max_relative_error, max_bias}` tolerances (non-negative numbers): errors at
-  /// the key or value ("numerics.max_bias: '-1' is not a non-negative number"); the values given
-  /// are stored, the others left as they are.
-  void numerics_tolerances(const Entry& e, std::optional<double>& max_relative_error, std::optional<double>& max_bias);
+  /// The `numerics: {max_relative_error, max_bias, deterministic}` tolerances (non-negative
+  /// numbers; deterministic true or false): errors at the key or value ("numerics.max_bias: '-1'
+  /// is not a non-negative number"); the values given are stored, the others left as they are.
+  void numerics_tolerances(const Entry& e, std::optional<double>& max_relative_error, std::optional<double>& max_bias,
+                           bool& deterministic);
   /// The spec version key `schedcheck: 1` (`v` null when it is absent): "missing required key
   /// 'schedcheck' (the spec version, 1)" at file_start(), "unsupported spec version N; this
   /// schedcheck reads version 1" or a whole() error at loc(*v).
