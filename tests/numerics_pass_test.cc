@@ -182,3 +182,49 @@ TEST_CASE("numerics.deterministic makes an order-dependent reduction a finding w
   CHECK(d.all()[0].message == "numerics.deterministic must be true or false, got 'maybe'");
   CHECK(d.all()[0].loc.line == 3);
 }
+
+TEST_CASE("FSDP2's gradient_divide_factor reduces as _get_gradient_divide_factors computes it", "[numerics]") {
+  // torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py @ 010ae4a: bf16/fp32 use avg when the
+  // factor is the shard group's size, else premul_sum(1/factor); fp16 sums between a pre-divide
+  // (1, doubled while factor % p == 0 and factor / p > p) and factor / p.
+  using numerics::DType;
+  using numerics::ReduceOp;
+  const auto same = numerics::fsdp2_gradient_divide(DType::kBf16, 8, 8);
+  CHECK(same.op == ReduceOp::kAvg);
+  const auto premul = numerics::fsdp2_gradient_divide(DType::kFp32, 8, 1024);
+  CHECK(premul.op == ReduceOp::kPremulSum);
+  CHECK(premul.premul_factor == 1.0 / 1024);
+  const auto fp16 = numerics::fsdp2_gradient_divide(DType::kFp16, 8, 1000);
+  CHECK(fp16.op == ReduceOp::kSum);
+  CHECK(fp16.pre_divide == 16);  // 1, 2, 4, 8 divide 1000 with 1000 / p > p; then 16, which does not divide it
+  CHECK(fp16.post_divide == 62.5);
+  // In a spec: fsdp.options.gradient_divide_factor sets the reduce-scatter's arithmetic, and a
+  // numerics finding about it points at the value.
+  const std::string spec = "schedcheck: 1\nranks: 8\nnumerics: {deterministic: true}\n"
+                           "fsdp:\n  implementation: fsdp2\n  shard_size: 8\n"
+                           "  dtypes: {param: bf16, reduce: bf16}\n"
+                           "  link: {bandwidth: 450GB/s, latency: 10us}\n  iterations: 1\n"
+                           "  options: {gradient_divide_factor: 3}\n"
+                           "  units:\n    - {name: layer, params: 218M, forward: 3.6ms, backward: 7.2ms, activation_bytes: 432MiB}\n";
+  VerifyResult r = verify_text("divide-factor.yaml", spec);
+  bool premul_seen = false;
+  for (const CollectiveArithmetic& a : r.program.arithmetic)
+    if (std::string(a.op) == "premul_sum") {
+      premul_seen = true;
+      CHECK(a.premul_factor == 1.0 / 3);
+    }
+  CHECK(premul_seen);
+  REQUIRE(r.exit_code == 17);
+  const Finding& f = r.findings.at(0);
+  CHECK(f.message.rfind("bf16 premul_sum (factor 0.3333333333) reduce_scatter over 8 ranks", 0) == 0);
+  REQUIRE_FALSE(f.locations.empty());
+  CHECK(f.locations[0].line == 10);
+  CHECK(f.locations[0].col == static_cast<int>(std::string("  options: {gradient_divide_factor: ").size()) + 1);
+  // Only FSDP2 has the option.
+  std::string fsdp1 = spec;
+  fsdp1.replace(fsdp1.find("implementation: fsdp2"), std::string("implementation: fsdp2").size(), "implementation: fsdp1");
+  Diagnostics d;
+  load_fsdp_spec(test::write_temp("schedcheck-numerics-pass-test", "fsdp1-factor.yaml", fsdp1), d);
+  REQUIRE(d.has_errors());
+  CHECK(d.all()[0].message == "gradient_divide_factor is an fsdp2 option; this spec uses fsdp1");
+}

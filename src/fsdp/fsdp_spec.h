@@ -100,6 +100,9 @@ struct FsdpSpec {
 
   // fsdp2 options
   int reshard_after_forward = -1;         ///< -1: true; 0: false; k > 0: reshard to groups of k ranks (int form)
+  /// FSDPModule.set_gradient_divide_factor: the gradients are divided by this instead of the
+  /// data-parallel size (numerics::fsdp2_gradient_divide for how the reduction then computes).
+  std::optional<double> gradient_divide_factor;
   int forward_prefetch_depth = 1;         ///< implicit: 1 (the next unit's all-gather overlaps this unit)
   int backward_prefetch_depth = 1;        ///< FSDP2 default: exactly one unit ahead
   /// Explicit prefetch lists (set_modules_to_forward_prefetch / ..._backward_prefetch): for a
@@ -131,6 +134,7 @@ struct FsdpSpec {
     /// The value that chose the reduce dtype: `dtypes.reduce`, else `dtypes.param` (the reduce
     /// dtype defaults to it); invalid when neither is written (then findings point at `fsdp`).
     SourceLoc reduce_dtype;
+    SourceLoc gradient_divide_factor;  ///< its value, where it was given
   } locs;
 };
 

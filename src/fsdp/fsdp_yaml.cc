@@ -46,6 +46,7 @@ const std::vector<std::pair<std::string, int>> kDtypes = {{"bf16", 2}, {"fp16", 
 // Options and the implementations they belong to (docs/facts/fsdp-zero.md; PyTorch FSDP1/FSDP2, DeepSpeed).
 const std::vector<std::pair<std::string, std::vector<std::string>>> kOptionOwners = {
     {"reshard_after_forward", {"fsdp2"}},
+    {"gradient_divide_factor", {"fsdp2"}},
     {"forward_prefetch_depth", {"fsdp2"}},
     {"backward_prefetch_depth", {"fsdp2"}},
     {"forward_prefetch", {"fsdp1", "fsdp2"}},
@@ -461,6 +462,20 @@ void FsdpLoader::read_options(const Entry& e, const std::string& impl, FsdpSpec&
     return it == f.end() ? nullptr : &it->second;
   };
   if (impl == "fsdp2") {
+    if (const Entry* g = get("gradient_divide_factor")) {
+      spec.locs.gradient_divide_factor = loc(*g);
+      auto v = parsed(g->value, loc(*g), "fsdp.options.gradient_divide_factor", "a positive number such as 1024",
+                      [](std::string_view s, std::string* why) -> std::optional<double> {
+                        double d = 0;
+                        auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), d);
+                        if (ec != std::errc() || ptr != s.data() + s.size() || !(d > 0) || d > 1e9) {
+                          if (why) *why = fmt::format("'{}' is not a positive number up to 1e9", s);
+                          return std::nullopt;
+                        }
+                        return d;
+                      });
+      if (v) spec.gradient_divide_factor = *v;
+    }
     if (const Entry* r = get("reshard_after_forward")) {
       const std::string s = r->value.IsScalar() ? r->value.Scalar() : std::string();
       if (s == "true" || s == "True" || s == "false" || s == "False") {

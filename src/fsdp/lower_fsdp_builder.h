@@ -110,7 +110,8 @@ class Builder {
  private:
   /// The arithmetic of a gradient reduction over n ranks (docs/facts/numerics.md): FSDP2 averages in the
   /// collective (NCCL avg; fp16 sums with FSDP1's divide factors), FSDP1 pre-divides by f and
-  /// post-divides by n / f, ZeRO-3 sums and divides by n after (gradient_predivide_factor 1).
+  /// post-divides by n / f, ZeRO-3 sums and divides by n after (gradient_predivide_factor 1);
+  /// FSDP2 with fsdp.options.gradient_divide_factor as numerics::fsdp2_gradient_divide computes.
   /// One Program::arithmetic entry per n.
   int32_t reduction_arithmetic(int n) const {
     auto it = arith_by_ranks_.find(n);
@@ -122,11 +123,15 @@ class Builder {
       a.post_divide = n;
     } else {
       const bool fsdp2 = spec_.implementation == FsdpImplementation::kFsdp2;
-      const auto c = numerics::fsdp_reduce_scatter(
-          numerics::parse_dtype(spec_.reduce_dtype.name).value_or(numerics::DType::kFp32), n, fsdp2);
+      const numerics::DType dtype = numerics::parse_dtype(spec_.reduce_dtype.name).value_or(numerics::DType::kFp32);
+      const auto c = fsdp2 && spec_.gradient_divide_factor
+                         ? numerics::fsdp2_gradient_divide(dtype, n, *spec_.gradient_divide_factor)
+                         : numerics::fsdp_reduce_scatter(dtype, n, fsdp2);
       a.op = numerics::op_name(c.op);
+      a.premul_factor = c.premul_factor;
       a.pre_divide = c.pre_divide;
       a.post_divide = c.post_divide;
+      if (fsdp2 && spec_.gradient_divide_factor) a.where = spec_.locs.gradient_divide_factor;
     }
     Program& p = out_.program;
     const int32_t id = static_cast<int32_t>(p.arithmetic.size());

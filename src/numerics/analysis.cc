@@ -472,6 +472,28 @@ ReductionConfig fsdp_reduce_scatter(DType reduce, int ranks, bool fsdp2) {
   return c;
 }
 
+ReductionConfig fsdp2_gradient_divide(DType reduce, int ranks, double factor) {
+  ReductionConfig c;
+  c.dtype = reduce;
+  c.ranks = ranks;
+  c.collective = CollectiveKind::kReduceScatter;
+  if (reduce == DType::kBf16 || reduce == DType::kFp32) {
+    if (factor == ranks) {
+      c.op = ReduceOp::kAvg;
+    } else {
+      c.op = ReduceOp::kPremulSum;
+      c.premul_factor = 1.0 / factor;
+    }
+    return c;
+  }
+  double pre = 1;
+  while (std::fmod(factor, pre) == 0 && factor / pre > pre) pre *= 2;
+  c.op = ReduceOp::kSum;
+  c.pre_divide = pre;
+  c.post_divide = factor / pre;
+  return c;
+}
+
 namespace {
 
 std::vector<Fix> usual_fixes(const ReductionConfig& c) {

@@ -145,6 +145,14 @@ int fsdp1_predivide_factor(int ranks);
 /// algorithm is NCCL's default for the caller to set (ring here).
 ReductionConfig fsdp_reduce_scatter(DType reduce, int ranks, bool fsdp2);
 
+/// The same for FSDP2 with `FSDPModule.set_gradient_divide_factor(factor)`, exactly
+/// `_get_gradient_divide_factors` of torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py
+/// (pytorch/pytorch @ 010ae4a): bf16 and fp32 reduce with avg when `factor` equals the shard
+/// group's size, else with premul_sum by 1/factor (NCCL multiplies each input by dtype(1/factor)
+/// before summing); fp16 sums between a pre-divide p (p = 1, doubled while factor % p == 0 and
+/// factor / p > p) and a post-divide factor / p. Requires ranks >= 1 and factor > 0.
+ReductionConfig fsdp2_gradient_divide(DType reduce, int ranks, double factor);
+
 /// Analyses `c` (which must pass validate(); std::invalid_argument otherwise). Runs in
 /// O((samples * 3 + family) * N) element operations per algorithm and fix.
 Analysis analyze(const ReductionConfig& c, const AnalysisOptions& opt = {});
