@@ -5,6 +5,7 @@
 #include <string>
 
 #include "catch.h"
+#include "cli_util.h"
 #include "spec/csv_schedule.h"
 #include "test_util.h"
 
@@ -435,3 +436,18 @@ TEST_CASE("an unreadable file is an error at the referring location", "[csv]") {
 }
 
 }  // namespace sc
+
+TEST_CASE("an idle CSV row is a rank whose stage is missing, as PyTorch reads rows as ranks", "[csv]") {
+  // PyTorch's pipelining tests expect a schedule with a rank that has no actions to be refused:
+  // rows are ranks, and rank 1's loop stage has no forward or backward.
+  sc::test::CliRun r = sc::test::run_schedcheck("verify '" + sc::temp_file("idle-rank.csv", "0F0,0B0\n,\n") + "'");
+  CHECK(r.exit_code == 12);
+  CHECK(r.out.find("2 ranks, 2 stages") != std::string::npos);
+  CHECK(r.out.find("(stage, microbatch) pairs with no forward F: 1F0") != std::string::npos);
+  CHECK(r.out.find("(stage, microbatch) pairs with no backward (B, or I and W): 1B0") != std::string::npos);
+  CHECK(r.out.find("idle-rank.csv:2:1: warning: rank 1 has no actions") != std::string::npos);
+  // A trailing newline is not a row: one rank, which holds.
+  sc::test::CliRun one = sc::test::run_schedcheck("verify '" + sc::temp_file("one-rank.csv", "0F0,0B0\n\n") + "'");
+  CHECK(one.exit_code == 0);
+  CHECK(one.out.find("1 rank, 1 stage") != std::string::npos);
+}

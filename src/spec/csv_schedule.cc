@@ -393,7 +393,12 @@ std::optional<PipelineSpec> spec_of_csv(const std::string& path, std::optional<C
                             kMaxStages));
     return std::nullopt;
   }
-  spec.stages = csv->max_stage + 1;
+  // Rows are ranks, as PyTorch's _load_csv reads them, and every rank of a pipeline holds at
+  // least one stage (PyTorch's schedules place num_stages = ranks x stages per rank): without a
+  // declared placement, a rank whose row names no stage still has its loop stage, so an idle row
+  // leaves that stage's forwards and backwards missing (a structure finding at the row) rather
+  // than a schedule on fewer ranks.
+  spec.stages = placement ? csv->max_stage + 1 : std::max(csv->max_stage + 1, spec.ranks);
   if (csv->max_microbatch < 0) {
     diags.error(spec.locs.file, "no action names a microbatch (the schedule has no F, I, W or B)");
     return std::nullopt;
