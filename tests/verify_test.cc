@@ -4,6 +4,10 @@
 #include "catch.h"
 #include "pipeline/verify_pipeline.h"
 #include "fixtures.h"
+#include "cli_util.h"
+#include "test_util.h"
+
+#include <nlohmann/json.hpp>
 
 namespace sc {
 namespace {
@@ -247,6 +251,23 @@ TEST_CASE("releasing the action lists while building changes no verdict, figure 
     REQUIRE(a.worst_case.has_value() == b.worst_case.has_value());
     if (a.worst_case) CHECK(a.worst_case->bytes_per_rank == b.worst_case->bytes_per_rank);
   }
+}
+
+}  // namespace sc
+
+namespace sc {
+
+TEST_CASE("the expected output of PyTorch's test_defer_recv_ops deadlocks under rendezvous and holds eager", "[verify][deadlock]") {
+  // test/distributed/pipelining/test_schedule.py @ aee1d23, case simple_2_rank_2_stage_no_overlap.
+  const std::string path = test::source_path("examples/deferred-receive-rendezvous-deadlock.yaml");
+  test::CliRun r = test::run_schedcheck("verify '" + path + "' --format json", false);
+  CHECK(r.exit_code == 11);
+  auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j["findings"].size() == 1);
+  CHECK(j["findings"][0]["kind"] == "deadlock");
+  CHECK(j["findings"][0]["ops"] == nlohmann::json::array({"0SEND_F1", "1SEND_B0"}));
+  test::CliRun eager = test::run_schedcheck("verify '" + path + "' --semantics eager");
+  CHECK(eager.exit_code == 0);
 }
 
 }  // namespace sc
