@@ -43,6 +43,8 @@ TEST_CASE("an exceeded budget is a finding of its own with exit 18, located at t
   CHECK(text.out.find("exceeds the budget of 1 ms") != std::string::npos);
   CHECK(text.out.find("within the budget of 99%") != std::string::npos);
   CHECK(text.out.find("BUDGET EXCEEDED (1 of 2 budgets, exit 18)") != std::string::npos);
+  // The headline says the exit the budget sets, not the "holds (exit 0)" of the schedule alone.
+  CHECK(text.out.substr(0, text.out.find('\n')) == spec + ": holds; 1 of 2 budgets exceeded (exit 18)");
 
   auto j = json::parse(run_schedcheck("verify '" + spec + "' --format json", false).out);
   CHECK(j["exit_code"] == 18);

@@ -1,5 +1,7 @@
 #include "cli/ci_verify.h"
 
+#include <algorithm>
+
 #include <iostream>
 #include <sstream>
 
@@ -130,7 +132,19 @@ int run_recorded(const std::vector<std::string>& files, const RecordedOptions& o
     exit = combine_exit(exit, code);
     if (options.format == "text") {
       if (i) std::cout << "\n";
-      std::cout << text.str();
+      std::string report = text.str();
+      // The headline was written before the budgets were checked: it says what the exit is.
+      const size_t exceeded_count =
+          static_cast<size_t>(std::count_if(checks.begin(), checks.end(), [](const BudgetCheck& c) { return c.exceeded; }));
+      const size_t eol = report.find('\n');
+      if (exceeded_count && eol != std::string::npos) {
+        const std::string budgets_note = fmt::format("{} of {} budgets exceeded", exceeded_count, checks.size());
+        if (const size_t at = report.rfind(" (exit ", eol); at != std::string::npos)  // "holds (exit 0)"
+          report.replace(at, eol - at, fmt::format("; {} (exit {})", budgets_note, code));
+        else if (const size_t at2 = report.rfind(", exit ", eol); at2 != std::string::npos)  // "(4 findings, exit 13)"
+          report.replace(at2, eol - at2, fmt::format("; {}, exit {})", budgets_note, code));
+      }
+      std::cout << report;
       if (!checks.empty()) {
         std::cout << "budgets:\n";
         size_t exceeded = 0;
