@@ -24,6 +24,7 @@ struct GenArgs {
   std::string format = "csv";
   std::optional<std::string> comms;
   std::optional<std::string> output;
+  std::string line_endings = "lf";
 };
 
 int run_gen(const GenArgs& a) {
@@ -55,6 +56,7 @@ int run_gen(const GenArgs& a) {
   } else {
     // PyTorch's CSV has no place for several pipelines: a comment line before the ranks keeps them.
     text = csv_pipelines_header(g->pipeline_starts) + write_csv_schedule(actions);
+    if (a.line_endings == "crlf") text = crlf_lines(text);
   }
   return write_output(a.output, text) ? 0 : kExitUsage;
 }
@@ -85,6 +87,11 @@ Command add_gen(CLI::App& parent) {
                   "add SEND/RECV: pytorch (PyTorch's _add_send_recv, compute_comms CSV) or deferred")
       ->check(CLI::IsMember({"pytorch", "deferred"}));
   cmd->add_option("-o,--output", a->output, "write to this file instead of standard output");
+  cmd->add_option("--line-endings", a->line_endings,
+                  "CSV line endings: lf (PyTorch's committed artefacts) or crlf (what Python's csv.writer, so a "
+                  "fresh _dump_csv, writes)")
+      ->check(CLI::IsMember({"lf", "crlf"}))
+      ->capture_default_str();
   return {cmd, [a] { return run_gen(*a); }};
 }
 

@@ -18,6 +18,7 @@ struct LowerArgs {
   std::optional<std::string> placement;
   std::optional<std::string> output;
   bool merge_bw = false;
+  std::string line_endings = "lf";
 };
 
 int run_lower(const LowerArgs& a) {
@@ -41,6 +42,7 @@ int run_lower(const LowerArgs& a) {
     return kExitSpec;
   }
   std::string text = a.format == "yaml" ? yaml_spec_text(*spec, &*lowered) : write_csv_schedule(*lowered);
+  if (a.format == "csv" && a.line_endings == "crlf") text = crlf_lines(text);
   return write_output(a.output, text) ? 0 : kExitUsage;
 }
 
@@ -62,6 +64,11 @@ Command add_lower(CLI::App& parent) {
   cmd->add_option("--placement", a->placement, "stage-to-rank placement of a CSV: loop, v or 0,1,1,0");
   cmd->add_flag("--merge-bw", a->merge_bw, "first merge each I directly followed by its W into B (as PyTorch's test)");
   cmd->add_option("-o,--output", a->output, "write to this file instead of standard output");
+  cmd->add_option("--line-endings", a->line_endings,
+                  "CSV line endings: lf (PyTorch's committed artefacts) or crlf (what Python's csv.writer, so a "
+                  "fresh _dump_csv, writes)")
+      ->check(CLI::IsMember({"lf", "crlf"}))
+      ->capture_default_str();
   return {cmd, [a] { return run_lower(*a); }};
 }
 

@@ -356,6 +356,16 @@ std::string csv_pipelines_header(const std::vector<int32_t>& pipeline_starts) {
   return fmt::format("{}{}\n", kPipelinesHeader, fmt::join(pipeline_starts, ","));
 }
 
+std::string crlf_lines(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + static_cast<size_t>(std::count(text.begin(), text.end(), '\n')));
+  for (char c : text) {
+    if (c == '\n') out += '\r';
+    out += c;
+  }
+  return out;
+}
+
 std::string write_csv_schedule(const std::vector<std::vector<Step>>& actions) {
   std::string out;
   for (const auto& row : actions) out += format_steps(row, ",") + '\n';

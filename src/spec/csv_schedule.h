@@ -53,6 +53,10 @@ std::optional<CsvSchedule> read_csv_schedule(const std::string& path, Diagnostic
 /// Writes action lists as PyTorch writes them: one line per rank, cells joined by ",", each
 /// line ending in "\n" (PyTorch's csv.writer would use "\r\n"; the corpus files use "\n").
 std::string write_csv_schedule(const std::vector<std::vector<Step>>& actions);
+/// `text` with every "\n" written as "\r\n": the line ending of Python's csv.writer (its
+/// default dialect's lineterminator), so what a fresh `_dump_csv` writes; PyTorch's committed
+/// artefacts end their lines with "\n". The reader accepts both.
+std::string crlf_lines(std::string_view text);
 
 /// Builds a PipelineSpec from a CSV on its own (`schedcheck verify file.csv`): stages =
 /// max stage + 1, microbatches = max microbatch + 1, placement inferred (or `placement` when
