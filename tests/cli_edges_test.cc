@@ -97,3 +97,14 @@ TEST_CASE("diff takes the facts a framework config leaves out, and a JSON that i
   CHECK(r.out.find("DeepSpeed") == std::string::npos);
   CHECK(r.out.find("missing required key 'schedcheck'") != std::string::npos);
 }
+
+TEST_CASE("run --force of a malformed schedule stops with the schedule's exit, not an internal error", "[cli][run]") {
+  // A W before its I frees the weight-gradient inputs before they exist: the plan cannot be
+  // built, which is the schedule's fault (verify's structure finding), exit 12, never 70.
+  const std::string csv = sc::test::write_temp("schedcheck-run-force", "w-first.csv", "0F0,0W0,0I0\n");
+  auto r = run_schedcheck("run '" + csv + "' --dry-run --force");
+  CHECK(r.exit_code == 12);
+  CHECK(r.out.find("cannot run: op 0W0 frees buffer") != std::string::npos);
+  CHECK(r.out.find("the schedule is malformed (verify reports") != std::string::npos);
+  CHECK(r.out.find("internal error") == std::string::npos);
+}

@@ -138,6 +138,14 @@ int run_run(const RunArgs& a) {
   gpu::PlanOptions popt;
   auto plan = gpu::make_plan(r.program, *r.timeline, popt);
   if (!plan) {
+    // With --force a schedule verify found malformed (a W before its I, an action twice) can
+    // free what it never allocated: that is the schedule's finding, not our failure.
+    if (!r.findings.empty()) {
+      std::cerr << fmt::format("schedcheck: error: cannot run: {}; the schedule is malformed (verify reports {} "
+                               "finding(s), exit {}: schedcheck verify {} lists them)\n",
+                               plan.error(), r.findings.size(), r.exit_code, a.file);
+      return r.exit_code != 0 ? r.exit_code : kExitSpec;
+    }
     std::cerr << "schedcheck: internal error: cannot plan the execution: " << plan.error() << "\n";
     return kExitInternal;
   }
