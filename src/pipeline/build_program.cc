@@ -230,22 +230,24 @@ class Builder {
     add_comm_init(p2p, it->second, fmt::format("init p2p {}-{}", a, b));
   }
 
-  /// Adds the creation of communicator `comm` on `p2p`'s rank, on its comm stream, labelled
-  /// `label` and located as the P2P that needs it; it costs one link latency, and the next
-  /// compute op waits for it (pending_init_).
-  void add_comm_init(const Op& p2p, int32_t comm, std::string label) {
+  /// Adds the creation of communicator `comm` on `user`'s rank, on its comm stream, labelled
+  /// `label` and located as the op that needs it; it costs one link latency, and the next
+  /// compute op waits for it (pending_init_). With `stream` given (a collective's own stream,
+  /// which orders the rank's later ops itself) it goes there and nothing else waits for it.
+  void add_comm_init(const Op& user, int32_t comm, std::string label, int32_t stream = -1) {
     Program& p = out_.program;
     Op op;
     op.kind = OpKind::kCollective;
     op.collective = CollectiveKind::kCommInit;
     op.set_comm(comm);
-    op.rank = p2p.rank;
-    op.step = p2p.step;
-    op.loc = p2p.loc;
-    op.stream = comm_stream_[p2p.rank];
+    op.rank = user.rank;
+    op.step = user.step;
+    op.loc = user.loc;
+    op.stream = stream >= 0 ? stream : comm_stream_[user.rank];
     op.duration_s = spec_.p2p.latency_s;
     op.set_name(p.add_name(std::move(label)));
-    pending_init_ = p.add_op(op);
+    const OpId id = p.add_op(op);
+    if (stream < 0) pending_init_ = id;
   }
 
   /// Creates, once per rank, the communicator of the rank's whole pipeline group (its pipeline
@@ -275,7 +277,9 @@ class Builder {
   /// pass reports it).
   void lower_group_collective(Op op, const Step& st, int32_t prank) {
     Program& p = out_.program;
-    const std::optional<CollectiveGroup> g = spec_.collective_group(st.group);
+    auto [known, added] = groups_.try_emplace(st.group);
+    if (added) known->second = spec_.collective_group(st.group);  // resolved once per group
+    const std::optional<CollectiveGroup>& g = known->second;
     if (!g || !std::binary_search(g->ranks.begin(), g->ranks.end(), prank)) return;
     auto [it, created] = group_comm_.try_emplace({st.group, cur_}, -1);
     if (created) {
@@ -287,16 +291,8 @@ class Builder {
     }
     const int32_t comm = it->second;
     op.stream = compute_stream_[op.rank];
-    if (spec_.p2p.lazy_comm_init && collective_inited_.insert({comm, op.rank}).second) {
-      Op init = op;
-      init.kind = OpKind::kCollective;
-      init.collective = CollectiveKind::kCommInit;
-      init.num_actions = 0;
-      init.set_comm(comm);
-      init.duration_s = spec_.p2p.latency_s;
-      init.set_name(p.add_name(fmt::format("init group {}", group_name(st.group))));
-      p.add_op(init);
-    }
+    if (spec_.p2p.lazy_comm_init && collective_inited_.insert({comm, op.rank}).second)
+      add_comm_init(op, comm, fmt::format("init group {}", group_name(st.group)), op.stream);
     const ActionKind k = st.first.kind;
     const CollectiveKind kind = k == ActionKind::kAllReduce       ? CollectiveKind::kAllReduce
                                 : k == ActionKind::kAllGather     ? CollectiveKind::kAllGather
@@ -997,6 +993,7 @@ class Builder {
   std::unordered_map<uint64_t, int32_t> pair_comm_;  ///< lazy init: the communicator of a rank pair
   std::unordered_set<uint64_t> inited_;              ///< lazy init: (pair, side) already created
   std::unordered_map<int32_t, int32_t> pipeline_comm_;  ///< lazy init: per replica, its pipeline group's communicator
+  std::map<int32_t, std::optional<CollectiveGroup>> groups_;    ///< collective groups by name, as resolved
   std::map<std::pair<int32_t, int32_t>, int32_t> group_comm_;  ///< (group name, replica) -> its collective communicator
   std::set<std::pair<int32_t, int32_t>> collective_inited_;    ///< lazy init: (communicator, rank) already created
   std::unordered_set<int32_t> group_inited_;            ///< lazy init: ranks that created their pipeline group's

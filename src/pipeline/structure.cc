@@ -1,5 +1,6 @@
 // Structure pass: counts and orders of actions per (stage, microbatch), ids, placement.
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include <fmt/format.h>
@@ -66,9 +67,13 @@ std::vector<Finding> check_structure(const PipelineSpec& spec, size_t max_exampl
   Group backward_in_forward_only("backward actions in a forward-only schedule (forward_only: true)", max_examples);
   Group undeclared("collectives over a group the spec does not declare (groups:; 'world' is every rank)", max_examples);
   Group outside("collectives on a rank outside their group", max_examples);
-  // A collective names a group, not a stage: its group must exist and hold the rank.
+  // A collective names a group, not a stage: its group must exist and hold the rank. Each group
+  // is resolved once (`world` lists every rank).
+  std::map<int32_t, std::optional<CollectiveGroup>> groups;
   auto visit_collective = [&](const Step& st, int32_t rank) {
-    const std::optional<CollectiveGroup> g = spec.collective_group(st.group);
+    auto [it, added] = groups.try_emplace(st.group);
+    if (added) it->second = spec.collective_group(st.group);
+    const std::optional<CollectiveGroup>& g = it->second;
     if (!g) {
       undeclared.add(format_step(st), rank, st.loc);
       return;
