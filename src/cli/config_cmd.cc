@@ -81,7 +81,11 @@ void write_job_text(std::ostream& os, const TrainingJob& job, const JobCosts& jc
                     sharding_name(job.sharding, l.dp_replicate));
   if (l.pp > 1)
     os << fmt::format("  pipeline      {} with {} stage{} per rank, {} microbatches of {} sequence{}; blocks per stage {}\n",
-                      job.schedule, job.stages_per_rank, job.stages_per_rank > 1 ? "s" : "", job.microbatches,
+                      !job.schedule_csv.empty()
+                          ? fmt::format("{} (compute-only CSV, stages placed as {} places them)", job.schedule_csv,
+                                        job.schedule)
+                          : job.schedule,
+                      job.stages_per_rank, job.stages_per_rank > 1 ? "s" : "", job.microbatches,
                       job.microbatch_sequences, job.microbatch_sequences > 1 ? "s" : "",
                       fmt::join(jc.stage_layers, ","));
   os << fmt::format("  batch         {} sequences × {} tokens = {} tokens per step; {} token{} per GPU per microbatch\n",
@@ -128,6 +132,7 @@ nlohmann::json job_json(const TrainingJob& job, const JobCosts& jc, const config
       {"layout", {{"pp", l.pp}, {"dp_replicate", l.dp_replicate}, {"dp_shard", l.dp_shard}, {"cp", l.cp}, {"tp", l.tp},
                   {"ep", l.ep}, {"sequence_parallel", l.sequence_parallel}}},
       {"schedule", job.schedule},
+      {"schedule_csv", job.schedule_csv.empty() ? nlohmann::json(nullptr) : nlohmann::json(job.schedule_csv)},
       {"stages_per_rank", job.stages_per_rank},
       {"microbatches", job.microbatches},
       {"grad_accum", job.grad_accum},
@@ -161,13 +166,13 @@ nlohmann::json job_json(const TrainingJob& job, const JobCosts& jc, const config
   return j;
 }
 
-bool read_job(const std::string& path, const config::JobContext& ctx, TrainingJob* job, Diagnostics& d) {
+}  // namespace
+
+bool read_config_job(const std::string& path, const config::JobContext& ctx, TrainingJob* job, Diagnostics& d) {
   if (config::is_torchtitan_config(path)) return config::read_torchtitan(path, ctx, job, d);
   if (config::is_deepspeed_config(path)) return config::read_deepspeed(path, ctx, job, d);
   return config::read_megatron(path, ctx, job, d);
 }
-
-}  // namespace
 
 int run_config_verify(const std::vector<std::string>& files, ReportSink& sink, const config::JobContext& ctx,
                       const ConfigOutputs& out) {
@@ -176,7 +181,7 @@ int run_config_verify(const std::vector<std::string>& files, ReportSink& sink, c
     Diagnostics d;
     TrainingJob job;
     config::VerifiedJob v;
-    bool ok = read_job(files[i], ctx, &job, d);
+    bool ok = read_config_job(files[i], ctx, &job, d);
     if (ok && job.seq_len <= 0) job.seq_len = ctx.seq_len;
     else if (ok && ctx.seq_len > 0 && ctx.seq_len != job.seq_len)
       d.warning(job.loc("seq_len"), fmt::format("--seq-len {} is ignored: the config sets the sequence length to {} "

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "config/job.h"
+#include "support/diagnostics.h"
 
 namespace sc::cli {
 
@@ -16,6 +17,10 @@ struct ConfigOutputs {
   bool min_cut = false;
   size_t timeline_ops = 400;
 };
+
+/// Reads a framework config into a job with the reader its kind takes (torchtitan TOML,
+/// DeepSpeed JSON, else Megatron-LM arguments; config/readers.h). False after adding errors.
+bool read_config_job(const std::string& path, const config::JobContext& ctx, config::TrainingJob* job, Diagnostics& d);
 
 /// Reads each config (config/readers.h), lowers it (config/lower_job.h), verifies the composed
 /// or FSDP spec, and adds each file's report to `sink`: the JSON value with a `job` object, and

@@ -8,7 +8,10 @@
 
 #include "pipeline/verify_pipeline.h"
 #include "cli/common.h"
+#include "cli/config_cmd.h"
+#include "cli/frontends.h"
 #include "cli/progress.h"
+#include "cli/synth_job.h"
 #include "report/report.h"
 #include "solver/synth.h"
 #include "spec/csv_schedule.h"
@@ -34,6 +37,9 @@ struct SynthArgs {
   bool no_closed_form = false;   ///< testing: the solver proves bounds without B1-B3
   bool require_optimal = false;  ///< exit 5 unless the result is proven optimal
   ShapeOverride shape;           ///< --ranks, --stages, --microbatches
+  config::JobContext job;        ///< framework configs: --gpus, --model, --hardware, --efficiency
+  std::optional<std::string> emit;  ///< framework configs: the job config that runs the schedule
+  bool no_split = false;         ///< framework configs: keep the config's layer split
 };
 
 
@@ -69,7 +75,218 @@ std::string synth_yaml(const PipelineSpec& spec, const SynthResult& r, const std
   return out;
 }
 
+/// One row of the config comparison, for text.
+std::string job_row(const JobSchedule& s) {
+  const std::string split =
+      s.job.framework == "torchtitan" ? fmt::format("{}/{}", s.job.input_weight, s.job.output_weight) : "-";
+  std::string head = fmt::format("  {:<22} {:<9} {:<6}", s.label, s.placement(), split);
+  std::string search;
+  if (s.synth) {
+    const SynthResult& r = *s.synth;
+    if (r.status == SynthStatus::kOptimal)
+      search = fmt::format("optimal span {} (proven)", format_duration(r.best_s));
+    else if (r.has_schedule)
+      search = fmt::format("span {}, bound {}, gap {:.1f}%", format_duration(r.best_s), format_duration(r.lower_bound_s),
+                           r.best_s > 0 ? 100 * (r.best_s - r.lower_bound_s) / r.best_s : 0.0);
+    else
+      search = synth_status_name(r.status);
+  }
+  if (!s.ran) return head + fmt::format(" not run: {}{}\n", s.why, search.empty() ? "" : " (" + search + ")");
+  const config::JobPrediction& p = s.verified.prediction;
+  const std::string blocks = fmt::format("{}", fmt::join(s.verified.lowered.costs.stage_layers, ","));
+  if (!p.complete)
+    return head + fmt::format(" {:<18} {}: {}\n", blocks, s.verified.result.verdict(), search);
+  return head + fmt::format(" {:<18} {:>10} {:>7.4f} {:>10} {:>6.1f}%  {}{}\n", blocks, format_duration(p.step_s),
+                            p.bubble_rate, format_bytes(static_cast<double>(std::max(p.peak_bytes, p.worst_bytes))),
+                            100 * p.mfu, s.holds() ? "" : s.verified.result.verdict() + "; ",
+                            search.empty() ? "named" : search);
+}
+
+/// `synth CONFIG`: the named schedules and synthesised orders of a framework config, compared.
+int run_synth_config(const SynthArgs& a, const std::string& framework) {
+  if (framework != "torchtitan" && framework != "megatron") {
+    std::cerr << "schedcheck: error: synth takes pipeline specs, torchtitan TOML configs and Megatron-LM launch "
+                 "scripts; " << a.file << " is a " << framework << " config, whose pipeline runs its own schedule\n";
+    return kExitUsage;
+  }
+  if (a.emit && framework != "torchtitan") {
+    std::cerr << "schedcheck: error: --emit writes a torchtitan job config; Megatron-LM runs only its named schedules "
+                 "(--emit-csv still writes the order as PyTorch's CSV)\n";
+    return kExitUsage;
+  }
+  if (a.output || a.shape.ranks || a.shape.stages || a.shape.microbatches) {
+    std::cerr << "schedcheck: error: --output, --ranks, --stages and --microbatches take pipeline specs; a config's "
+                 "shape is its own (write the schedule with --emit-csv and --emit)\n";
+    return kExitUsage;
+  }
+  if (std::string problem = check_output_paths({{"--emit-csv", a.csv}, {"--emit", a.emit}}, {a.file}); !problem.empty()) {
+    std::cerr << "schedcheck: error: " << problem << "\n";
+    return kExitUsage;
+  }
+  if (a.emit && !a.csv) {
+    std::cerr << "schedcheck: error: --emit writes a config that names the schedule's CSV: give --emit-csv too\n";
+    return kExitUsage;
+  }
+  Diagnostics diags;
+  config::TrainingJob job;
+  if (!read_config_job(a.file, a.job, &job, diags)) return report_spec_errors(diags);
+  JobSynthOptions opt;
+  std::string why;
+  auto tl = parse_duration_s(a.time_limit, &why);
+  if (!tl || *tl <= 0) {
+    std::cerr << "schedcheck: error: --time-limit: " << (why.empty() ? "must be positive" : why) << "\n";
+    return kExitUsage;
+  }
+  opt.synth.time_limit_s = *tl;
+  opt.synth.rlimit = a.rlimit;
+  opt.synth.seed = a.seed;
+  opt.synth.objective = a.objective == "makespan" ? SynthObjective::kMakespan : SynthObjective::kSpan;
+  opt.synth.warm_start = !a.no_warm_start;
+  opt.synth.closed_form_bounds = !a.no_closed_form;
+  opt.search_split = !a.no_split;
+  if (a.limit && *a.limit == "hbm") {
+    opt.match_named = false;
+  } else if (a.limit) {
+    auto b = parse_bytes(*a.limit, &why);
+    if (!b) {
+      std::cerr << "schedcheck: error: --memory-limit: " << why << " (or hbm)\n";
+      return kExitUsage;
+    }
+    opt.memory_bytes = *b;
+  }
+  JobSynthResult res;
+  if (!synthesize_job(job, a.job, opt, &res, diags)) return report_spec_errors(diags);
+
+  const JobSchedule* best = res.best_synth >= 0 ? &res.schedules[res.best_synth] : nullptr;
+  const JobSchedule* named = res.best_named >= 0 ? &res.schedules[res.best_named] : nullptr;
+  bool all_infeasible = true;
+  for (const JobSchedule& s : res.schedules)
+    if (s.synthesised && (!s.synth || s.synth->status != SynthStatus::kInfeasible)) all_infeasible = false;
+  int exit = best ? (res.all_optimal ? 0 : kExitInconclusive) : all_infeasible ? kExitMemory : kExitInconclusive;
+  if (exit == 0 && a.require_optimal && !res.all_optimal) exit = kExitInconclusive;
+
+  std::vector<OutputFile> outputs;
+  std::string emit_problem;
+  if (best && a.csv) outputs.push_back({"--emit-csv", *a.csv, write_csv_schedule(best->job.schedule_actions)});
+  if (best && a.emit) {
+    std::string text, rwhy;
+    if (!read_input_file(a.file, &text, &rwhy)) emit_problem = rwhy;
+    else if (std::string toml = torchtitan_synth_toml(text, *best, *a.csv, &emit_problem); !toml.empty())
+      outputs.push_back({"--emit", *a.emit, toml});
+  }
+  if (!emit_problem.empty()) {
+    std::cerr << "schedcheck: error: --emit: " << emit_problem << "; nothing written\n";
+    return kExitUsage;
+  }
+  if (!outputs.empty() && !write_outputs(outputs, {a.file})) return kExitUsage;
+
+  const double gain = best && named ? 1 - best->verified.prediction.step_s / named->verified.prediction.step_s : 0;
+  if (a.format == "json") {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const JobSchedule& s : res.schedules) {
+      nlohmann::json r = {{"label", s.label}, {"torchtitan_class", s.torch_name}, {"synthesised", s.synthesised},
+                          {"placement", s.placement()}, {"stages_per_rank", s.job.stages_per_rank},
+                          {"ran", s.ran}, {"holds", s.holds()}};
+      if (s.job.framework == "torchtitan")
+        r["split"] = {{"input_weight", s.job.input_weight}, {"output_weight", s.job.output_weight}};
+      if (!s.ran) r["why"] = s.why;
+      if (s.ran) {
+        const config::JobPrediction& p = s.verified.prediction;
+        r["verdict"] = s.verified.result.verdict();
+        r["exit_code"] = s.verified.exit_code;
+        r["stage_layers"] = s.verified.lowered.costs.stage_layers;
+        r["step_s"] = p.complete ? nlohmann::json(p.step_s) : nlohmann::json(nullptr);
+        r["bubble_rate"] = p.bubble_rate;
+        r["peak_bytes"] = std::max(p.peak_bytes, p.worst_bytes);
+        r["mfu"] = p.mfu;
+      }
+      if (s.synth) {
+        const SynthResult& x = *s.synth;
+        r["search"] = {{"status", synth_status_name(x.status)},
+                       {"objective", a.objective},
+                       {"best_s", x.has_schedule ? nlohmann::json(x.best_s) : nlohmann::json(nullptr)},
+                       {"lower_bound_s", x.lower_bound_s},
+                       {"limit_bytes", s.synth_limit_bytes},
+                       {"solver_seconds", x.solver_seconds}};
+      }
+      rows.push_back(r);
+    }
+    nlohmann::json j = {{"file", a.file},
+                        {"exit_code", exit},
+                        {"units", {{"time", "s"}, {"memory", "bytes"}}},
+                        {"schedules", rows},
+                        {"best_named", res.best_named >= 0 ? nlohmann::json(res.best_named) : nlohmann::json(nullptr)},
+                        {"best_synthesised", res.best_synth >= 0 ? nlohmann::json(res.best_synth) : nlohmann::json(nullptr)},
+                        {"all_optimal", res.all_optimal},
+                        {"gain_over_best_named", best && named ? nlohmann::json(gain) : nlohmann::json(nullptr)}};
+    std::cout << j.dump(2) << "\n";
+    return exit;
+  }
+  const JobSchedule& any = res.schedules.front();
+  const model::HardwareDesc* hw = nullptr;
+  for (const JobSchedule& s : res.schedules)
+    if (s.ran) hw = &s.verified.lowered.costs.hardware;
+  std::cout << fmt::format("{}: {} {} on {} GPUs{}; pp {}, {} microbatches of {} sequence{}; searched by {} per placement "
+                           "and split\n",
+                           a.file, job.framework, job.model.empty() ? a.job.model : job.model,
+                           job.world > 0 ? job.world : job.layout.world(), hw ? " × " + hw->name : std::string(),
+                           job.layout.pp, job.microbatches, job.microbatch_sequences,
+                           job.microbatch_sequences > 1 ? "s" : "", a.objective);
+  (void)any;
+  std::cout << fmt::format("  memory per rank for the searches: {} ({}), model states included\n",
+                           format_bytes(static_cast<double>(res.memory_bytes)),
+                           res.memory_source == "HBM" || res.memory_source == "--memory-limit"
+                               ? res.memory_source
+                               : "the peak of " + res.memory_source + ", the fastest named schedule: equal memory");
+  std::cout << fmt::format("  {:<22} {:<9} {:<6} {:<18} {:>10} {:>7} {:>10} {:>7}  {}\n", "schedule", "placement", "split",
+                           "blocks per stage", "step", "bubble", "peak/rank", "MFU", "search");
+  for (const JobSchedule& s : res.schedules) std::cout << job_row(s);
+  std::cout << "  split: torchtitan's first/last stage weights (pipeline_parallel_first/last_stage_less_layers); "
+               "peak/rank: the larger of the timeline's and the worst case's\n";
+  if (named)
+    std::cout << fmt::format("best named: {} ({}), step {}, peak {}\n", named->label, named->placement(),
+                             format_duration(named->verified.prediction.step_s),
+                             format_bytes(static_cast<double>(std::max(named->verified.prediction.peak_bytes,
+                                                                       named->verified.prediction.worst_bytes))));
+  else
+    std::cout << "best named: none holds on this config\n";
+  if (best) {
+    const auto peak = [](const JobSchedule& s) {
+      return std::max(s.verified.prediction.peak_bytes, s.verified.prediction.worst_bytes);
+    };
+    std::cout << fmt::format("best synthesised: {} {}/{}, step {}{}, peak {}{}\n", best->placement(),
+                             best->job.input_weight, best->job.output_weight,
+                             format_duration(best->verified.prediction.step_s),
+                             named ? fmt::format(" ({:+.1f}% against {})", -100 * gain, named->label) : "",
+                             format_bytes(static_cast<double>(peak(*best))),
+                             named ? fmt::format(" ({} {})", peak(*best) <= peak(*named) ? "at or below" : "above",
+                                                 format_bytes(static_cast<double>(peak(*named))))
+                                   : "");
+  } else {
+    std::cout << "best synthesised: none (see the rows above)\n";
+  }
+  if (best && res.all_optimal)
+    std::cout << fmt::format("result: every search proved its {}: no order of these placements and splits has a "
+                             "shorter one within its memory limit (exit 0)\n", a.objective);
+  else if (best)
+    std::cout << fmt::format("result: a search ended before its proof (gaps in the rows above); the best order is "
+                             "reported, not proven (exit 5)\n");
+  else
+    std::cout << fmt::format("result: no synthesised order holds (exit {})\n", exit);
+  for (const OutputFile& f : outputs) std::cout << fmt::format("wrote {} ({})\n", f.path, f.option);
+  if (a.emit && !outputs.empty())
+    std::cout << fmt::format("check it: schedcheck verify {}\n", *a.emit);
+  return exit;
+}
+
 int run_synth(const SynthArgs& a) {
+  if (const std::string fe = front_end_for(a.file).name; fe == "torchtitan" || fe == "megatron" || fe == "deepspeed")
+    return run_synth_config(a, fe);
+  if (a.emit) {
+    std::cerr << "schedcheck: error: --emit writes a torchtitan job config: it takes a torchtitan config (for a "
+                 "spec, -o writes the schedule as a spec)\n";
+    return kExitUsage;
+  }
   Diagnostics diags;
   auto spec = load_spec(a.file, std::nullopt, diags, /*schedule_optional=*/true, a.shape);
   if (!spec) return report_spec_errors(diags);
@@ -238,8 +455,17 @@ Command add_synth(CLI::App& parent) {
                "microbatches, costs, p2p latency and memory; its schedule is one more warm start.\n"
                "Exit codes: 0 optimal or feasible; 13 infeasible; 5 inconclusive (time or resource limit, or not proven\n"
                "optimal with --require-optimal).\n"
-               "  schedcheck synth examples/synth-p4-m8.yaml --memory-limit 10");
-  cmd->add_option("spec", a->file, "YAML spec giving ranks, placement, microbatches, costs, p2p and memory")->required();
+               "On a framework config (torchtitan, Megatron-LM) it compares every named schedule the framework runs\n"
+               "with the orders it synthesises per placement (loop, interleaved, V) and layer split, each verified as\n"
+               "the composed program (step, bubble, peak, MFU); exit 0 when every search is proven optimal, 5 with a\n"
+               "gap. --emit-csv and --emit hand the fastest to torchtitan:\n"
+               "  schedcheck synth examples/synth-p4-m8.yaml --memory-limit 10\n"
+               "  schedcheck synth examples/torchtitan-llama3-8b-pp2.toml --gpus 64 --hardware a100 \\\n"
+               "      --emit-csv synth.csv --emit synth.toml");
+  cmd->add_option("spec", a->file,
+                  "YAML spec giving ranks, placement, microbatches, costs, p2p and memory; or a torchtitan TOML / "
+                  "Megatron-LM launch script with pipeline parallelism, whose costs come from the cost model")
+      ->required();
   cmd->add_option("--objective", a->objective, "span (per rank, the ZB paper's) or makespan")
       ->check(CLI::IsMember({"span", "makespan"}));
   cmd->add_option("--time-limit", a->time_limit, "wall-clock limit for the search, e.g. 120s (default)");
@@ -251,10 +477,29 @@ Command add_synth(CLI::App& parent) {
       ->check(CLI::Range(1, 8192));
   cmd->add_option("--microbatches", a->shape.microbatches, "microbatches, replacing the spec's")
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--memory-limit", a->limit, "bytes per rank, overriding memory.limit_bytes (e.g. 10, 24GiB)");
+  cmd->add_option("--memory-limit", a->limit,
+                  "bytes per rank, overriding memory.limit_bytes (e.g. 10, 24GiB); for a config, the memory the "
+                  "synthesised orders may use (default: the fastest named schedule's peak; hbm: the GPU's)");
   cmd->add_option("--format", a->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("-o,--output", a->output, "write the schedule as a spec (YAML, with the model) to FILE");
-  cmd->add_option("--csv", a->csv, "write the schedule as a PyTorch compute-only CSV to FILE");
+  cmd->add_option("--csv,--emit-csv", a->csv,
+                  "write the schedule (a config's: the fastest synthesised one) as a PyTorch compute-only CSV to FILE, "
+                  "as _PipelineScheduleRuntime._load_csv reads it");
+  cmd->add_option("--emit", a->emit,
+                  "torchtitan configs: write the job config that runs the fastest synthesised schedule to FILE (the "
+                  "config with pipeline_parallel_schedule_csv naming the --emit-csv file, relative to where torchtitan "
+                  "is launched)");
+  cmd->add_option("--gpus", a->job.gpus, "framework configs: the world size, when the config does not fix it")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--model", a->job.model, "framework configs: the model preset, when the config names none");
+  cmd->add_option("--hardware", a->job.hardware,
+                  "framework configs: the GPU preset (default: the config's comment, else h100)");
+  cmd->add_option("--efficiency", a->job.efficiency,
+                  "framework configs: achieved fraction of peak FLOP/s per op (default: the GPU preset's)")
+      ->check(CLI::Range(0.01, 1.0));
+  cmd->add_flag("--keep-split", a->no_split,
+                "framework configs: search only the config's layer split (default: also the split that balances the "
+                "busiest rank)");
   cmd->add_flag("--no-warm-start", a->no_warm_start, "do not start from the best named schedule");
   cmd->add_flag("--no-closed-form-bounds", a->no_closed_form,
                 "do not use the closed-form memory-aware bounds B1-B3 (the solver must prove optimality alone)");

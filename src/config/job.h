@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/cost_model.h"
+#include "spec/action.h"
 #include "support/diagnostics.h"
 #include "support/source.h"
 
@@ -43,6 +44,16 @@ struct TrainingJob {
   /// virtual stage v of rank r; a stage may hold none. Empty: lower_job's split (torchtitan's
   /// auto split, else even). Megatron-LM's layout flags set it (docs/facts/config-keys.md#megatron-layer-split).
   std::vector<int64_t> stage_layers;
+  /// torchtitan's layer-split weights: pipeline_parallel_first_stage_less_layers (the
+  /// embedding) and _last_stage_less_layers (norm and output), 1 each by default.
+  int64_t input_weight = 1, output_weight = 1;
+  /// A schedule given as action lists instead of by name (torchtitan's
+  /// parallelism.pipeline_parallel_schedule_csv, or a synthesised one): one compute-only list per
+  /// pipeline rank, as PyTorch's _PipelineScheduleRuntime._load_csv reads them. The named
+  /// schedule still decides the stage count and placement (torchtitan builds the stages from it,
+  /// docs/facts/config-keys.md#schedule-csv). Empty: the named schedule's own order.
+  std::vector<std::vector<Step>> schedule_actions;
+  std::string schedule_csv;         ///< the CSV the actions came from ("" when none or synthesised)
   int32_t microbatches = 1;         ///< pipeline microbatches per step (= accumulation without PP)
   int32_t grad_accum = 1;           ///< optimizer steps see grad_accum × microbatches microbatches
   int64_t seq_len = 0;
@@ -79,7 +90,7 @@ struct TrainingJob {
   int64_t max_live_params = 1'000'000'000;
   /// Where each field was set, by field name ("pp", "tp", "cp", "dp_shard", "dp_replicate",
   /// "ep", "schedule", "microbatches", "seq_len", "microbatch_sequences", "global_batch",
-  /// "recompute", "model", "hardware", "world", "reduce_dtype", "sharding", "stage_layers"); a field absent here
+  /// "recompute", "model", "hardware", "world", "reduce_dtype", "sharding", "stage_layers", "schedule_csv"); a field absent here
   /// took its default.
   std::map<std::string, SourceLoc> where;
   /// Keys read but not modelled, with their location: reported once as a note.

@@ -24,6 +24,89 @@ struct StageSum {
 
 }  // namespace
 
+namespace {
+
+/// Puts the job's action lists (a CSV's or a synthesised schedule's) in place of the named
+/// schedule. The named schedule still places the stages, as torchtitan builds them from it:
+/// loop (stage s on rank s mod pp), or V for zb-v and dualpipev (rank r holds stages r and
+/// 2·pp - 1 - r). Errors at the schedule's key: a row count other than pp, a stage or microbatch
+/// outside the job's, a stage run on a rank that does not build it.
+bool use_schedule_actions(const TrainingJob& job, PipelineSpec* p, Diagnostics& diags) {
+  const SourceLoc at = job.loc(job.schedule_csv.empty() ? "schedule" : "schedule_csv");
+  const std::string what = job.schedule_csv.empty() ? std::string("the schedule") : job.schedule_csv;
+  const bool v = job.schedule == "zb-v" || job.schedule == "dualpipev";
+  const int32_t pp = p->ranks;
+  if (static_cast<int32_t>(job.schedule_actions.size()) != pp) {
+    diags.error(at, fmt::format("{} has {} rows (one per pipeline rank), but pipeline_parallel_degree is {}", what,
+                                job.schedule_actions.size(), pp));
+    return false;
+  }
+  std::vector<int32_t> stage_to_rank(p->stages);
+  for (int32_t s = 0; s < p->stages; ++s) stage_to_rank[s] = !v ? s % pp : s < pp ? s : 2 * pp - 1 - s;
+  for (int32_t r = 0; r < pp; ++r)
+    for (const Step& st : job.schedule_actions[r])
+      for (const Action* a : {&st.first, st.second ? &*st.second : nullptr}) {
+        if (!a) continue;
+        if (a->stage >= p->stages) {
+          diags.error(at, fmt::format("{}: rank {} runs {}, but the job has {} stages ({} per rank)", what, r,
+                                      format_step(st), p->stages, job.stages_per_rank));
+          return false;
+        }
+        if (a->microbatch >= p->microbatches) {
+          diags.error(at, fmt::format("{}: rank {} runs {}, but the job has {} microbatches per step", what, r,
+                                      format_step(st), p->microbatches));
+          return false;
+        }
+        if (a->stage >= 0 && stage_to_rank[a->stage] != r) {
+          diags.error(at, fmt::format("{}: rank {} runs {}, but torchtitan builds stage {} on rank {} ({} placement "
+                                      "of pipeline_parallel_schedule)", what, r, format_step(st), a->stage,
+                                      stage_to_rank[a->stage], v ? "the V" : "the loop"));
+          return false;
+        }
+      }
+  p->named.reset();
+  p->actions = job.schedule_actions;
+  p->stage_to_rank = std::move(stage_to_rank);
+  p->placement = v ? "v" : "loop";
+  p->placement_declared = true;
+  p->pipeline_starts = {0};
+  for (auto& row : p->actions)
+    for (Step& st : row)
+      if (!st.loc.valid()) st.loc = at;
+  return true;
+}
+
+}  // namespace
+
+std::vector<int64_t> torchtitan_stage_layers(int64_t layers, int32_t stages, int64_t input_weight,
+                                             int64_t output_weight, std::string* why) {
+  if (stages < 1 || layers < 0 || input_weight < 0 || output_weight < 0) {
+    *why = "the layer split needs at least one stage and no negative weight";
+    return {};
+  }
+  if (stages == 1) return {layers};
+  const int64_t effective = layers + input_weight + output_weight;
+  if (stages > effective) {
+    *why = fmt::format("Number of stages ({}) cannot be greater than effective layers ({}: {} layers + input weight "
+                       "{} + output weight {})", stages, effective, layers, input_weight, output_weight);
+    return {};
+  }
+  const int64_t share = effective / stages, extra = effective % stages;
+  if (input_weight > share || output_weight > share) {
+    *why = fmt::format("{} ({}) exceeds minimum layers per stage ({}: {} effective layers over {} stages)",
+                       input_weight > share ? "input_weight" : "output_weight",
+                       input_weight > share ? input_weight : output_weight, share, effective, stages);
+    return {};
+  }
+  std::vector<int64_t> out(stages);
+  for (int32_t s = 0; s < stages; ++s) {
+    out[s] = share + (s < extra ? 1 : 0);
+    if (s == 0) out[s] -= input_weight;
+    if (s == stages - 1) out[s] -= output_weight;
+  }
+  return out;
+}
+
 bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, Diagnostics& diags) {
   LoweredJob& lj = *out;
   JobCosts& jc = lj.costs;
@@ -115,10 +198,20 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
 
   // Stage split (torchtitan: embedding and output count as one layer each; docs/facts/config-keys.md#torchtitan-validation-rules).
   const int32_t stages = lay.pp * job.stages_per_rank;
-  const int64_t first_less = job.framework == "torchtitan" ? 1 : 0, last_less = first_less;
-  const int64_t effective = m.layers + first_less + last_less;
-  const std::vector<int64_t>& given = job.stage_layers;  // the framework's own split, when it has one
-  if (!given.empty()) {
+  // torchtitan's auto split weighs the embedding and the output as one layer each; the others
+  // split evenly.
+  const int64_t weight = job.framework == "torchtitan" ? 1 : 0;
+  std::vector<int64_t> given = job.stage_layers;  // the framework's own split, when it has one
+  if (given.empty()) {
+    std::string why;
+    std::vector<int64_t> split = torchtitan_stage_layers(m.layers, stages, weight, weight, &why);
+    if (split.empty()) {
+      diags.error(job.loc("pp"), fmt::format("{} pipeline stages cannot split {}'s {} layers: {}", stages, m.name,
+                                             m.layers, why));
+      return false;
+    }
+    given = std::move(split);
+  } else {
     int64_t total = 0;
     for (int64_t b : given) total += b;
     if (static_cast<int32_t>(given.size()) != stages || total != m.layers) {
@@ -127,10 +220,6 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
                                                        total, given.size(), m.name, m.layers, stages));
       return false;
     }
-  } else if (stages > effective) {
-    diags.error(job.loc("pp"), fmt::format("{} pipeline stages but {} has only {} layers to split", stages, m.name,
-                                           m.layers));
-    return false;
   }
   // Output projection: 2·V·h FLOPs per token forward, the same for I and for W; its inputs and
   // fp32 logits stay for the backward (Megatron compute_activation_memory).
@@ -141,15 +230,7 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   jc.stage_layers.assign(stages, 0);
   int64_t layer = 0;
   for (int32_t s = 0; s < stages; ++s) {
-    int64_t units = effective / stages + (s < effective % stages ? 1 : 0);
-    if (s == 0) units -= first_less;
-    if (s == stages - 1) units -= last_less;
-    if (!given.empty()) {
-      units = given[s];  // empty stages included: the framework builds them so
-    } else if (units < 0 || (units == 0 && stages > 1 && s != 0 && s != stages - 1)) {
-      diags.error(job.loc("pp"), fmt::format("stage {} of {} gets no transformer block", s, stages));
-      return false;
-    }
+    const int64_t units = given[s];  // empty stages included: the framework builds them so
     jc.stage_layers[s] = units;
     std::vector<model::LayerCost> blocks;
     for (int64_t k = 0; k < units; ++k, ++layer) {
@@ -377,6 +458,7 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   req.loc = job.loc("schedule");
   p.named = req;
   p.placement = "loop";
+  if (!job.schedule_actions.empty() && !use_schedule_actions(job, &p, diags)) return false;
   for (const StageSum& s : sum) {
     p.costs.f_s.push_back(s.f);
     p.costs.i_s.push_back(s.i);

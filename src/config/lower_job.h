@@ -67,6 +67,18 @@ struct LoweredJob {
 /// after adding errors (unknown preset, a stage with no block) to `diags`.
 bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, Diagnostics& diags);
 
+/// Transformer blocks per stage as torchtitan's generate_llm_fqn_per_model_part assigns them
+/// (torchtitan@02ef790 torchtitan/distributed/pipeline_parallel.py): the embedding counts as
+/// `input_weight` layers and the norm and output as `output_weight`
+/// (pipeline_parallel_first/last_stage_less_layers, default 1 each); the layers + weights are
+/// spread evenly over `stages`, the first (layers + weights) mod stages stages taking one more,
+/// and stage 0 and the last stage hold their share minus their weight. One stage holds every
+/// block. Returns `stages` entries summing to `layers`, or an empty vector with torchtitan's
+/// own reason in `why` (more stages than layers + weights, an empty stage, a weight above
+/// the smallest share).
+std::vector<int64_t> torchtitan_stage_layers(int64_t layers, int32_t stages, int64_t input_weight,
+                                             int64_t output_weight, std::string* why);
+
 /// Largest program lower_job builds, in ops (about 470 bytes each: under 2 GiB); a larger job is
 /// an error naming its size.
 inline constexpr double kMaxJobOps = 4e6;

@@ -13,9 +13,11 @@
 #include <toml++/toml.h>
 
 #include "config/config_keys.h"
+#include "config/lower_job.h"
 #include "config/readers.h"
 #include "config/toml_limits.h"
 #include "model/cost_model.h"
+#include "spec/csv_schedule.h"
 #include "support/source.h"
 
 namespace sc::config {
@@ -39,7 +41,7 @@ const std::map<std::string, std::set<std::string>>& modelled() {
       {"parallelism",
        {"data_parallel_replicate_degree", "data_parallel_shard_degree", "data_parallel_degree", "fsdp_reshard_after_forward",
         "tensor_parallel_degree", "enable_sequence_parallel", "pipeline_parallel_degree", "pipeline_parallel_schedule",
-        "pipeline_parallel_microbatch_size", "pipeline_parallel_microbatches", "num_pp_microbatches",
+        "pipeline_parallel_schedule_csv", "pipeline_parallel_microbatch_size", "pipeline_parallel_microbatches", "num_pp_microbatches",
         "pipeline_parallel_layers_per_stage", "pipeline_parallel_first_stage_less_layers",
         "pipeline_parallel_last_stage_less_layers", "context_parallel_degree", "expert_parallel_degree",
         "expert_tensor_parallel_degree", "enable_async_tensor_parallel"}},
@@ -264,9 +266,10 @@ class Reader {
       if (s->empty()) diags_.error(sched->loc, "pipeline_parallel_schedule is empty: name a schedule (1F1B, ...)");
     }
     if (auto csv = get("parallelism", "pipeline_parallel_schedule_csv"))
-      if (auto path = string(csv); path && !path->empty())
-        diags_.warning(csv->loc, fmt::format("pipeline_parallel_schedule_csv is not followed: the named schedule is "
-                                             "modelled; check the CSV itself with schedcheck verify {}", *path));
+      if (auto path = string(csv); path && !path->empty()) {
+        csv_path_ = *path;
+        csv_loc_ = csv->loc;
+      }
     job_.where["schedule"] = sched ? sched->loc : job_.loc("pp");
     schedule_loc_ = sched ? sched->loc : job_.loc("pp");
     if (auto r = string(get("parallelism", "fsdp_reshard_after_forward"))) {
@@ -279,8 +282,11 @@ class Reader {
     auto lps = get("parallelism", "pipeline_parallel_layers_per_stage");
     if (auto x = integer(lps, 1)) layers_per_stage_ = static_cast<int32_t>(*x);
     lps_loc_ = lps ? lps->loc : SourceLoc{};
-    if (auto x = integer(get("parallelism", "pipeline_parallel_first_stage_less_layers"), 0)) first_less_ = *x;
-    if (auto x = integer(get("parallelism", "pipeline_parallel_last_stage_less_layers"), 0)) last_less_ = *x;
+    auto first = get("parallelism", "pipeline_parallel_first_stage_less_layers");
+    auto last = get("parallelism", "pipeline_parallel_last_stage_less_layers");
+    if (auto x = integer(first, 0)) first_less_ = *x;
+    if (auto x = integer(last, 0)) last_less_ = *x;
+    split_loc_ = first ? first->loc : last ? last->loc : SourceLoc{};
     mbs_value_ = get("parallelism", "pipeline_parallel_microbatch_size");
     if (auto x = integer(mbs_value_, 1)) mbs_ = *x;
     count_value_ = get("parallelism", "num_pp_microbatches");
@@ -523,6 +529,9 @@ class Reader {
       if (!schedule_name_.empty())
         job_.unmodelled.emplace_back("parallelism.pipeline_parallel_schedule (pipeline_parallel_degree is 1)",
                                      schedule_loc_);
+      if (!csv_path_.empty())
+        job_.unmodelled.emplace_back("parallelism.pipeline_parallel_schedule_csv (pipeline_parallel_degree is 1)",
+                                     csv_loc_);
       return;
     }
     const std::string name = lower(schedule_name_.empty() ? "1F1B" : schedule_name_);
@@ -573,6 +582,11 @@ class Reader {
     }
     job_.stages_per_rank = stages_per_rank;
     const int32_t stages = l.pp * stages_per_rank;
+    if (split_loc_.valid() && !split_layers(stages)) return;
+    if (!csv_path_.empty()) {
+      read_schedule_csv();
+      return;  // _PipelineScheduleRuntime runs the CSV: the named class's microbatch rules do not apply
+    }
     const SourceLoc mb = job_.loc("microbatches");
     if (job_.schedule == "1f1b" && n < stages)
       diags_.error(mb, fmt::format("Number of microbatches ({}) must be greater than or equal to the number of stages "
@@ -590,6 +604,52 @@ class Reader {
                                      "leaves the pipeline partly idle", n, stages));
   }
 
+  /// Blocks per stage as generate_llm_fqn_per_model_part assigns them with the written
+  /// pipeline_parallel_first/last_stage_less_layers (torchtitan@02ef790
+  /// distributed/pipeline_parallel.py; config::torchtitan_stage_layers); its errors at the key.
+  bool split_layers(int32_t stages) {
+    std::optional<model::ModelDesc> m = model::model_preset(job_.model);
+    if (!m) return true;  // lower_job reports the unknown model
+    std::string why;
+    std::vector<int64_t> split = torchtitan_stage_layers(m->layers, stages, first_less_, last_less_, &why);
+    if (split.empty()) {
+      diags_.error(split_loc_, why);
+      return false;
+    }
+    job_.stage_layers = std::move(split);
+    job_.input_weight = first_less_;
+    job_.output_weight = last_less_;
+    job_.where["stage_layers"] = split_loc_;
+    return true;
+  }
+
+  /// parallelism.pipeline_parallel_schedule_csv: torchtitan then runs _PipelineScheduleRuntime,
+  /// which loads the file as compute-only action lists (_load_csv's default format); the named
+  /// schedule still builds the stages and places them (loop, or V for ZBVZeroBubble and
+  /// DualPipeV). The path is opened as torchtitan opens it, from the working directory. Shape
+  /// checks against the job are lower_job's (it knows the stage placement).
+  void read_schedule_csv() {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(csv_path_, ec)) {
+      const std::string dir = std::filesystem::path(path_).parent_path().string();
+      diags_.error(csv_loc_, fmt::format("pipeline_parallel_schedule_csv = \"{}\" does not exist or is not a file: "
+                                         "torchtitan opens the path from the directory it is launched in, and so does "
+                                         "schedcheck{}", csv_path_,
+                                         dir.empty() ? "" : fmt::format(" (the config is in {}/)", dir)));
+      return;
+    }
+    std::optional<CsvSchedule> cs = read_csv_schedule(csv_path_, diags_, CsvFormat::kComputeOnly, csv_loc_);
+    if (!cs) return;
+    if (cs->pipeline_starts.size() > 1) {
+      diags_.error(csv_loc_, fmt::format("{} runs {} pipelines over its stages; torchtitan builds one", csv_path_,
+                                         cs->pipeline_starts.size()));
+      return;
+    }
+    job_.schedule_actions = std::move(cs->actions);
+    job_.schedule_csv = csv_path_;
+    job_.where["schedule_csv"] = csv_loc_;
+  }
+
   using Layout = model::Layout;
   std::string path_;
   const JobContext& ctx_;
@@ -602,6 +662,8 @@ class Reader {
   int64_t tokens_per_mb_ = 0, tokens_per_step_ = -1;
   std::optional<Value> local_, global_, mbs_value_, count_value_, tokens_mb_, tokens_step_;
   std::string schedule_name_, reshard_ = "default";
+  std::string csv_path_;         ///< pipeline_parallel_schedule_csv ("" when absent or empty)
+  SourceLoc csv_loc_, split_loc_;
   SourceLoc schedule_loc_, lps_loc_, comment_loc_;
   int32_t comment_gpus_ = 0;
   std::string comment_hw_;

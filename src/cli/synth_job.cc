@@ -1,0 +1,404 @@
+#include "cli/synth_job.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <toml++/toml.h>
+
+#include "cli/progress.h"
+#include "config/lower_job.h"
+#include "pipeline/named_schedule.h"
+#include "pipeline/verify_pipeline.h"
+
+namespace sc::cli {
+namespace {
+
+using config::TrainingJob;
+
+/// A schedule torchtitan (or Megatron-LM) runs by name.
+struct Named {
+  const char* torch;  ///< the framework's name
+  const char* ours;   ///< TrainingJob::schedule
+  bool multi;         ///< several stages per rank
+  bool v;             ///< V placement
+};
+
+constexpr Named kTorchtitan[] = {
+    {"GPipe", "gpipe", false, false},
+    {"1F1B", "1f1b", false, false},
+    {"Interleaved1F1B", "interleaved-1f1b", true, false},
+    {"LoopedBFS", "looped-bfs", true, false},
+    {"InterleavedZeroBubble", "interleaved-zb", true, false},
+    {"ZBVZeroBubble", "zb-v", true, true},
+    {"DualPipeV", "dualpipev", true, true},
+};
+constexpr Named kMegatron[] = {
+    {"1F1B", "1f1b", false, false},
+    {"interleaved 1F1B", "interleaved-1f1b", true, false},
+};
+
+/// One placement synthesis searches, with the torchtitan class whose stages it uses and a named
+/// schedule of that placement that any microbatch count admits (to resolve the placement).
+struct Placement {
+  int32_t v;             ///< stages per rank
+  bool v_shape;          ///< V placement
+  const char* torch;     ///< the class the emitted config names
+  const char* ours;      ///< TrainingJob::schedule of a synthesised order (its placement)
+  const char* resolver;  ///< a named schedule of this placement without a microbatch rule
+};
+
+int64_t model_layers(const config::LoweredJob& lj) { return lj.costs.model.layers; }
+
+/// `base` with schedule `ours` at `v` stages per rank and the torchtitan split of the weights
+/// (Megatron-LM: the config's split where it has this stage count, else an even one). False
+/// with `why` when the split does not exist.
+bool make_variant(const TrainingJob& base, int64_t layers, const std::string& ours, int32_t v, int64_t in_w,
+                  int64_t out_w, TrainingJob* out, std::string* why) {
+  TrainingJob j = base;
+  j.schedule = ours;
+  j.stages_per_rank = v;
+  j.schedule_actions.clear();
+  j.schedule_csv.clear();
+  const int32_t stages = base.layout.pp * v;
+  if (base.framework == "torchtitan") {
+    std::vector<int64_t> split = config::torchtitan_stage_layers(layers, stages, in_w, out_w, why);
+    if (split.empty()) return false;
+    j.stage_layers = std::move(split);
+    j.input_weight = in_w;
+    j.output_weight = out_w;
+  } else if (static_cast<int32_t>(base.stage_layers.size()) != stages) {
+    j.stage_layers.clear();
+  }
+  *out = std::move(j);
+  return true;
+}
+
+/// The first error of `d`, for a row's reason.
+std::string first_error(const Diagnostics& d) {
+  for (const Diagnostic& x : d.all())
+    if (x.severity == Severity::kError) return x.message;
+  return "it could not be lowered";
+}
+
+/// torchtitan's microbatch rules of the named classes (docs/facts/config-keys.md#pipeline-schedule-names);
+/// "" when `ours` runs `m` microbatches over `stages`.
+std::string microbatch_rule(const std::string& ours, int32_t m, int32_t pp, int32_t stages) {
+  if (ours == "1f1b" && m < stages)
+    return fmt::format("1F1B needs at least as many microbatches as stages ({} < {})", m, stages);
+  if (ours == "interleaved-1f1b" || ours == "interleaved-zb") {
+    const int32_t rounds = std::max(1, m / pp);
+    if (m % rounds != 0) return fmt::format("{} microbatches are not a multiple of the {} rounds", m, rounds);
+  }
+  if (ours == "dualpipev" && m < 2 * pp) return fmt::format("DualPipeV needs at least 2·pp = {} microbatches", 2 * pp);
+  return "";
+}
+
+void verify_row(JobSchedule& s, const config::JobContext& ctx) {
+  Diagnostics d;
+  if (!config::verify_job(s.job, ctx, /*force_min_cut=*/false, &s.verified, d)) {
+    s.why = first_error(d);
+    return;
+  }
+  s.ran = true;
+}
+
+/// Per-stage compute of a lowered pipeline, seconds: F + I + W, and the recompute forward
+/// where the stage recomputes.
+std::vector<double> stage_work(const PipelineSpec& p) {
+  std::vector<double> w(p.stages, 0);
+  for (int32_t s = 0; s < p.stages; ++s) {
+    w[s] = p.costs.f_s[s] + p.costs.i_s[s] + p.costs.w_s[s];
+    if (s < static_cast<int32_t>(p.memory.recompute.size()) && p.memory.recompute[s] != Recompute::kNone)
+      w[s] += p.costs.r_s.empty() ? p.costs.f_s[s] : p.costs.r_s[s];
+  }
+  return w;
+}
+
+/// Stage of `s` on rank: loop s mod pp, V s < pp ? s : 2pp - 1 - s.
+int32_t rank_of(int32_t s, int32_t pp, bool v_shape) { return !v_shape ? s % pp : s < pp ? s : 2 * pp - 1 - s; }
+
+/// The busiest rank's compute under a split, seconds; infinity when the split cannot be lowered.
+double busiest_rank(const TrainingJob& j, const config::JobContext& ctx, bool v_shape) {
+  config::LoweredJob lj;
+  Diagnostics d;
+  if (!config::lower_job(j, ctx, &lj, d) || lj.is_fsdp) return std::numeric_limits<double>::infinity();
+  const std::vector<double> w = stage_work(lj.pipeline);
+  std::vector<double> per_rank(j.layout.pp, 0);
+  for (int32_t s = 0; s < lj.pipeline.stages; ++s) per_rank[rank_of(s, j.layout.pp, v_shape)] += w[s];
+  return *std::max_element(per_rank.begin(), per_rank.end());
+}
+
+/// The pipeline synthesize() searches for a lowered job: recompute's forward added to I (and
+/// B), activations the retained bytes, no data parallelism (the composed program's collectives
+/// and model states are outside the search). `*fixed` gets what the search does not track on
+/// the busiest rank: its model states and the largest recompute transient (what is live beyond
+/// the retained bytes while a block recomputes).
+PipelineSpec synth_view(const PipelineSpec& lowered, int64_t* fixed) {
+  PipelineSpec p = lowered;
+  int64_t transient = 0;
+  for (int32_t s = 0; s < p.stages; ++s) {
+    const bool rc = s < static_cast<int32_t>(p.memory.recompute.size()) && p.memory.recompute[s] != Recompute::kNone;
+    if (!rc) continue;
+    const double r = p.costs.r_s.empty() ? p.costs.f_s[s] : p.costs.r_s[s];
+    p.costs.i_s[s] += r;
+    p.costs.b_s[s] += r;
+    const int64_t kept = s < static_cast<int32_t>(p.memory.retained_bytes.size()) ? p.memory.retained_bytes[s]
+                                                                                   : p.memory.activation_bytes[s];
+    transient = std::max(transient, p.memory.activation_bytes[s] - kept);
+    p.memory.activation_bytes[s] = std::max<int64_t>(1, kept);
+  }
+  p.memory.recompute.clear();
+  p.memory.retained_bytes.clear();
+  std::vector<int64_t> states(p.ranks, 0);
+  for (int32_t s = 0; s < p.stages && s < static_cast<int32_t>(p.memory.state_bytes.size()); ++s)
+    states[p.stage_to_rank[s]] += p.memory.state_bytes[s];
+  *fixed = *std::max_element(states.begin(), states.end()) + transient;
+  p.memory.state_bytes.clear();
+  p.composition.reset();
+  p.memory.limit_bytes.reset();
+  return p;
+}
+
+/// The largest timeline or worst-case peak of `r` over ranks, bytes; -1 without a timeline.
+int64_t peak_of(const VerifyResult& r) {
+  if (!r.timeline) return -1;
+  int64_t peak = 0;
+  for (int64_t b : r.timeline->peak_bytes_per_rank) peak = std::max(peak, b);
+  if (r.worst_case)
+    for (int64_t b : r.worst_case->bytes_per_rank) peak = std::max(peak, b);
+  return peak;
+}
+
+}  // namespace
+
+std::string JobSchedule::placement() const {
+  if (job.schedule == "zb-v" || job.schedule == "dualpipev") return "V";
+  return fmt::format("loop v{}", job.stages_per_rank);
+}
+
+bool synthesize_job(const TrainingJob& job, const config::JobContext& ctx, const JobSynthOptions& opt,
+                    JobSynthResult* out, Diagnostics& diags) {
+  JobSynthResult& res = *out;
+  res = {};
+  const int32_t pp = job.layout.pp;
+  if (pp < 2) {
+    diags.error(job.loc("pp"), "synth searches pipeline schedules: the config has no pipeline parallelism "
+                               "(pipeline_parallel_degree 1)");
+    return false;
+  }
+  config::LoweredJob base;
+  if (!config::lower_job(job, ctx, &base, diags)) return false;
+  const int64_t layers = model_layers(base);
+  const int64_t hbm = base.costs.hardware.hbm_bytes;
+  const bool torchtitan = job.framework == "torchtitan";
+  const int32_t m = std::max(1, job.microbatches);
+  const bool config_multi_loop = job.stages_per_rank > 1 && job.schedule != "zb-v" && job.schedule != "dualpipev";
+  const int32_t multi_v = config_multi_loop ? job.stages_per_rank : 2;
+
+  // Named schedules at the config's split.
+  auto named = torchtitan ? std::vector<Named>(std::begin(kTorchtitan), std::end(kTorchtitan))
+                          : std::vector<Named>(std::begin(kMegatron), std::end(kMegatron));
+  for (const Named& n : named) {
+    JobSchedule s;
+    s.label = n.torch;
+    s.torch_name = n.torch;
+    const int32_t v = !n.multi ? 1 : n.v ? 2 : multi_v;
+    ProgressLine::set_detail(fmt::format("verifying {}", n.torch));
+    if (!make_variant(job, layers, n.ours, v, job.input_weight, job.output_weight, &s.job, &s.why)) {
+      res.schedules.push_back(std::move(s));
+      continue;
+    }
+    s.why = microbatch_rule(n.ours, m, pp, pp * v);
+    if (s.why.empty()) verify_row(s, ctx);
+    res.schedules.push_back(std::move(s));
+  }
+
+  // Synthesis per placement and split.
+  std::vector<Placement> places = {{1, false, "1F1B", "1f1b", "gpipe"},
+                                   {multi_v, false, "Interleaved1F1B", "interleaved-1f1b", "looped-bfs"}};
+  if (torchtitan) places.push_back({2, true, "ZBVZeroBubble", "zb-v", "zb-v"});
+  struct Search {
+    Placement place;
+    int64_t in_w, out_w;
+  };
+  std::vector<Search> searches;
+  for (const Placement& pl : places) {
+    searches.push_back({pl, job.input_weight, job.output_weight});
+    if (!torchtitan || !opt.search_split) continue;
+    double best = std::numeric_limits<double>::infinity();
+    int64_t bi = job.input_weight, bo = job.output_weight;
+    for (int64_t in_w = 0; in_w <= 2; ++in_w)
+      for (int64_t out_w = 0; out_w <= 4; ++out_w) {
+        TrainingJob j;
+        std::string why;
+        if (!make_variant(job, layers, pl.resolver, pl.v, in_w, out_w, &j, &why)) continue;
+        const double w = busiest_rank(j, ctx, pl.v_shape);
+        if (w < best * (1 - 1e-9)) best = w, bi = in_w, bo = out_w;
+      }
+    if (bi != job.input_weight || bo != job.output_weight) searches.push_back({pl, bi, bo});
+  }
+  // The memory the searches may use: given, else the fastest named schedule's peak, else HBM.
+  int best_named = -1;
+  for (size_t i = 0; i < res.schedules.size(); ++i)
+    if (res.schedules[i].holds() && (best_named < 0 || res.schedules[i].verified.prediction.step_s <
+                                                           res.schedules[best_named].verified.prediction.step_s))
+      best_named = static_cast<int>(i);
+  res.memory_bytes = hbm;
+  res.memory_source = "HBM";
+  if (opt.memory_bytes) {
+    res.memory_bytes = *opt.memory_bytes;
+    res.memory_source = "--memory-limit";
+  } else if (opt.match_named && best_named >= 0) {
+    const config::JobPrediction& p = res.schedules[best_named].verified.prediction;
+    res.memory_bytes = std::max(p.peak_bytes, p.worst_bytes);
+    res.memory_source = res.schedules[best_named].label;
+  }
+  SynthOptions so = opt.synth;
+  so.time_limit_s = opt.synth.time_limit_s / static_cast<double>(searches.size());
+  res.all_optimal = true;
+  for (const Search& se : searches) {
+    JobSchedule s;
+    s.label = "synthesised";
+    s.torch_name = se.place.torch;
+    s.synthesised = true;
+    if (!make_variant(job, layers, se.place.ours, se.place.v, se.in_w, se.out_w, &s.job, &s.why)) {
+      res.all_optimal = false;
+      res.schedules.push_back(std::move(s));
+      continue;
+    }
+    // The placement's per-stage costs, through the fastest named schedule of this placement that
+    // holds (run at this split), else one that any shape admits. The named one also calibrates
+    // the limit: its composed peak less its peak in the search's terms is what the search does
+    // not see (model states, gathered parameters, recompute transients), and it starts the
+    // search as its first upper bound.
+    const JobSchedule* ref = nullptr;
+    for (const JobSchedule& n : res.schedules)
+      if (!n.synthesised && n.holds() && n.job.stages_per_rank == se.place.v &&
+          (n.job.schedule == "zb-v" || n.job.schedule == "dualpipev") == se.place.v_shape &&
+          (!ref || n.verified.prediction.step_s < ref->verified.prediction.step_s))
+        ref = &n;
+    config::VerifiedJob rv;
+    int64_t ref_peak = -1;
+    Diagnostics d;
+    if (ref) {
+      TrainingJob rj;
+      std::string why;
+      if (make_variant(job, layers, ref->job.schedule, se.place.v, se.in_w, se.out_w, &rj, &why) &&
+          config::verify_job(rj, ctx, false, &rv, d) && rv.exit_code == 0)
+        ref_peak = peak_of(rv.result);
+    }
+    PipelineSpec lowered;
+    if (ref_peak >= 0) {
+      lowered = rv.lowered.pipeline;
+    } else {
+      TrainingJob resolver = s.job;
+      resolver.schedule = se.place.resolver;
+      config::LoweredJob lj;
+      if (!config::lower_job(resolver, ctx, &lj, d) || !resolve_named_schedule(lj.pipeline, d)) {
+        s.why = first_error(d);
+        res.all_optimal = false;
+        res.schedules.push_back(std::move(s));
+        continue;
+      }
+      lowered = std::move(lj.pipeline);
+    }
+    int64_t fixed = 0;
+    PipelineSpec view = synth_view(lowered, &fixed);
+    int64_t untracked = fixed;
+    if (ref_peak >= 0) {
+      const int64_t view_peak = peak_of(verify(view, VerifyOptions{}));
+      if (view_peak >= 0) untracked = ref_peak - view_peak;
+    }
+    const int64_t limit = res.memory_bytes - untracked;
+    s.synth_limit_bytes = limit;
+    so.limit_bytes = limit;
+    const std::string what = fmt::format("{} {}/{}", s.placement(), se.in_w, se.out_w);
+    so.on_progress = [what](const std::string& line) { ProgressLine::set_detail(what + ": " + line); };
+    ProgressLine::set_detail(fmt::format("searching {}", what));
+    s.synth = synthesize(view, so);
+    if (s.synth->status != SynthStatus::kOptimal) res.all_optimal = false;
+    if (!s.synth->has_schedule) {
+      s.why = s.synth->status == SynthStatus::kInfeasible ? "no order fits the memory limit (proven)"
+              : s.synth->message.empty()                  ? "the search stopped before finding an order"
+                                                          : s.synth->message;
+      res.schedules.push_back(std::move(s));
+      continue;
+    }
+    s.job.schedule_actions = s.synth->actions;
+    verify_row(s, ctx);
+    res.schedules.push_back(std::move(s));
+  }
+  ProgressLine::set_detail("");
+  for (size_t i = 0; i < res.schedules.size(); ++i) {
+    const JobSchedule& s = res.schedules[i];
+    if (!s.holds()) continue;
+    int& best = s.synthesised ? res.best_synth : res.best_named;
+    if (best < 0 || s.verified.prediction.step_s < res.schedules[best].verified.prediction.step_s)
+      best = static_cast<int>(i);
+  }
+  return true;
+}
+
+std::string torchtitan_synth_toml(const std::string& config_text, const JobSchedule& s, const std::string& csv_path,
+                                  std::string* why) {
+  toml::table root;
+  try {
+    root = toml::parse(config_text);
+  } catch (const toml::parse_error& e) {
+    *why = fmt::format("the config no longer parses: {}", e.description());
+    return "";
+  }
+  toml::table* par = root["parallelism"].as_table();
+  if (!par) {
+    root.insert_or_assign("parallelism", toml::table{});
+    par = root["parallelism"].as_table();
+  }
+  const TrainingJob& j = s.job;
+  const int64_t stages = int64_t{j.layout.pp} * j.stages_per_rank;
+  if (auto lps = par->get_as<int64_t>("pipeline_parallel_layers_per_stage")) {
+    int64_t layers = 0;
+    for (int64_t b : j.stage_layers) layers += b;
+    const int64_t eff = layers + j.input_weight + j.output_weight;
+    if (lps->get() <= 0 || (eff + lps->get() - 1) / lps->get() != stages) par->erase("pipeline_parallel_layers_per_stage");
+  }
+  const bool single = s.torch_name == "1F1B" || s.torch_name == "GPipe";
+  if (!par->contains("pipeline_parallel_layers_per_stage") && j.stages_per_rank != (single ? 1 : 2)) {
+    *why = fmt::format("{} with {} stages per rank needs pipeline_parallel_layers_per_stage, which the config does "
+                       "not set to that count", s.torch_name, j.stages_per_rank);
+    return "";
+  }
+  par->insert_or_assign("pipeline_parallel_schedule", s.torch_name);
+  par->insert_or_assign("pipeline_parallel_schedule_csv", csv_path);
+  par->insert_or_assign("pipeline_parallel_first_stage_less_layers", j.input_weight);
+  par->insert_or_assign("pipeline_parallel_last_stage_less_layers", j.output_weight);
+  std::ostringstream body;
+  body << root << "\n";
+  std::string header;
+  // torchtitan's preset comment ("preset for 64 H100 GPUs") fixes the world size and the GPU
+  // for verify; written only where its GPU word names this preset back.
+  const std::string hw = s.verified.lowered.costs.hardware.name;
+  std::string word = hw.substr(0, hw.find('-'));
+  std::string upper = word;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  auto back = model::hardware_preset(word);
+  const int32_t world = j.world > 0 ? j.world : j.layout.world();
+  if (back && back->name == hw)
+    header += fmt::format("# NOTE: this toml config is a preset for {} {} GPUs.\n", world, upper);
+  else
+    header += fmt::format("# {} GPUs of {}: verify with --gpus {} --hardware {}\n", world, hw, world, hw);
+  const config::JobPrediction& p = s.verified.prediction;
+  header += fmt::format("# {} with a synthesised order in {} ({} placement, {} stages per rank, blocks per stage {}); "
+                        "predicted step {:.6g} s, peak {:.4g} GiB per rank.\n",
+                        j.path, csv_path, s.placement(), j.stages_per_rank,
+                        fmt::join(s.verified.lowered.costs.stage_layers, ","), p.step_s,
+                        static_cast<double>(p.peak_bytes) / double(int64_t{1} << 30));
+  header += "# torchtitan builds the stages as pipeline_parallel_schedule places them and runs the CSV's order\n"
+            "# (_PipelineScheduleRuntime._load_csv, compute-only).\n\n";
+  return header + body.str();
+}
+
+}  // namespace sc::cli
