@@ -564,16 +564,25 @@ std::optional<std::vector<std::vector<Step>>> Encoder::greedy(int32_t max_live, 
   // then rank), so no later placement could have offered this rank an earlier op.
   int64_t now = 0;
   // Earliest start of an unplaced op given what is placed (unplaced ops start at `now` or later).
+  // Memoised per placement step (`generation`): without it the recursion walks every path of
+  // the dependency graph, exponential in its depth (32 stages x 64 microbatches did not end).
+  std::vector<int64_t> memo(ops_.size(), 0);
+  std::vector<uint32_t> memo_at(ops_.size(), 0);
+  uint32_t generation = 0;
   std::function<int64_t(int32_t)> earliest = [&](int32_t o) -> int64_t {
+    if (memo_at[o] == generation) return memo[o];
     int64_t t = now;
     for_each_input(o, [&](int32_t pred, int64_t delay) {
       int64_t e = end_t[pred] >= 0 ? end_t[pred] : earliest(pred) + ops_[pred].dur;
       t = std::max(t, e + delay);
     });
+    memo_at[o] = generation;
+    memo[o] = t;
     return t;
   };
   bool relax_w = false;
   while (placed < ops_.size()) {
+    ++generation;  // what was placed last changes every earliest start
     int32_t best = -1, best_r = -1;
     int64_t best_t = INT64_MAX;
     int best_rank = 9;

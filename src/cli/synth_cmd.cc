@@ -93,7 +93,10 @@ std::string job_row(const JobSchedule& s) {
   }
   if (!s.ran) return head + fmt::format(" not run: {}{}\n", s.why, search.empty() ? "" : " (" + search + ")");
   const config::JobPrediction& p = s.verified.prediction;
-  const std::string blocks = fmt::format("{}", fmt::join(s.verified.lowered.costs.stage_layers, ","));
+  const std::vector<int64_t>& sl = s.verified.lowered.costs.stage_layers;
+  const std::string blocks =
+      sl.size() <= 8 ? fmt::format("{}", fmt::join(sl, ","))
+                     : fmt::format("{},{},{},…,{},{} ({})", sl[0], sl[1], sl[2], sl[sl.size() - 2], sl.back(), sl.size());
   if (!p.complete)
     return head + fmt::format(" {:<18} {}: {}\n", blocks, s.verified.result.verdict(), search);
   return head + fmt::format(" {:<18} {:>10} {:>7.4f} {:>10} {:>6.1f}%  {}{}\n", blocks, format_duration(p.step_s),
@@ -200,6 +203,7 @@ int run_synth_config(const SynthArgs& a, const std::string& framework) {
         r["peak_bytes"] = std::max(p.peak_bytes, p.worst_bytes);
         r["mfu"] = p.mfu;
       }
+      r["search_objective_s"] = s.search_objective_s >= 0 ? nlohmann::json(s.search_objective_s) : nlohmann::json(nullptr);
       if (s.synth) {
         const SynthResult& x = *s.synth;
         r["search"] = {{"status", synth_status_name(x.status)},
@@ -218,6 +222,7 @@ int run_synth_config(const SynthArgs& a, const std::string& framework) {
                         {"best_named", res.best_named >= 0 ? nlohmann::json(res.best_named) : nlohmann::json(nullptr)},
                         {"best_synthesised", res.best_synth >= 0 ? nlohmann::json(res.best_synth) : nlohmann::json(nullptr)},
                         {"all_optimal", res.all_optimal},
+                        {"lower_bound_s", res.lower_bound_s >= 0 ? nlohmann::json(res.lower_bound_s) : nlohmann::json(nullptr)},
                         {"gain_over_best_named", best && named ? nlohmann::json(gain) : nlohmann::json(nullptr)}};
     std::cout << j.dump(2) << "\n";
     return exit;
@@ -265,6 +270,15 @@ int run_synth_config(const SynthArgs& a, const std::string& framework) {
   } else {
     std::cout << "best synthesised: none (see the rows above)\n";
   }
+  if (named && named->search_objective_s > 0 && res.lower_bound_s > 0) {
+    const double room = 1 - res.lower_bound_s / named->search_objective_s;
+    std::cout << fmt::format("bound: no order of these placements and splits within the memory has a {} below {} "
+                             "(proven); {}'s is {}, so none is more than {:.1f}% shorter\n",
+                             a.objective, format_duration(res.lower_bound_s), named->label,
+                             format_duration(named->search_objective_s), std::max(0.0, 100 * room));
+  }
+  else if (named && res.lower_bound_s <= 0)
+    std::cout << "bound: none over every search (one stopped before its first bound: give it more --time-limit)\n";
   if (best && res.all_optimal)
     std::cout << fmt::format("result: every search proved its {}: no order of these placements and splits has a "
                              "shorter one within its memory limit (exit 0)\n", a.objective);

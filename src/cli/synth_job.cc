@@ -217,6 +217,15 @@ bool synthesize_job(const TrainingJob& job, const config::JobContext& ctx, const
     res.schedules.push_back(std::move(s));
   }
 
+  // Each named schedule's objective in the search's terms, to compare with the proven bounds.
+  for (JobSchedule& n : res.schedules) {
+    if (!n.holds()) continue;
+    int64_t fixed = 0;
+    const VerifyResult vr = verify(synth_view(n.verified.lowered.pipeline, &fixed), VerifyOptions{});
+    if (vr.timeline)
+      n.search_objective_s = opt.synth.objective == SynthObjective::kSpan ? vr.timeline->span_s : vr.timeline->makespan_s;
+  }
+
   // Synthesis per placement and split.
   std::vector<Placement> places = {{1, false, "1F1B", "1f1b", "gpipe"},
                                    {multi_v, false, "Interleaved1F1B", "interleaved-1f1b", "looped-bfs"}};
@@ -239,7 +248,14 @@ bool synthesize_job(const TrainingJob& job, const config::JobContext& ctx, const
         const double w = busiest_rank(j, ctx, pl.v_shape);
         if (w < best * (1 - 1e-9)) best = w, bi = in_w, bo = out_w;
       }
-    if (bi != job.input_weight || bo != job.output_weight) searches.push_back({pl, bi, bo});
+    // A different pair of weights may give the same blocks per stage: searched once.
+    TrainingJob a, b;
+    std::string why;
+    if ((bi != job.input_weight || bo != job.output_weight) &&
+        make_variant(job, layers, pl.resolver, pl.v, bi, bo, &a, &why) &&
+        make_variant(job, layers, pl.resolver, pl.v, job.input_weight, job.output_weight, &b, &why) &&
+        a.stage_layers != b.stage_layers)
+      searches.push_back({pl, bi, bo});
   }
   // The memory the searches may use: given, else the fastest named schedule's peak, else HBM.
   int best_named = -1;
@@ -321,6 +337,11 @@ bool synthesize_job(const TrainingJob& job, const config::JobContext& ctx, const
     ProgressLine::set_detail(fmt::format("searching {}", what));
     s.synth = synthesize(view, so);
     if (s.synth->status != SynthStatus::kOptimal) res.all_optimal = false;
+    // A search stopped early still has its structural bound (work per rank, critical path).
+    const double bound = std::max(s.synth->lower_bound_s, s.synth->structural_lower_bound_s);
+    if (s.synth->status != SynthStatus::kInfeasible && (res.lower_bound_s < 0 || bound < res.lower_bound_s))
+      res.lower_bound_s = bound;
+    if (s.synth->has_schedule) s.search_objective_s = s.synth->best_s;
     if (!s.synth->has_schedule) {
       s.why = s.synth->status == SynthStatus::kInfeasible ? "no order fits the memory limit (proven)"
               : s.synth->message.empty()                  ? "the search stopped before finding an order"

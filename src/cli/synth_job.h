@@ -26,6 +26,10 @@ struct JobSchedule {
   config::VerifiedJob verified;
   std::optional<SynthResult> synth;  ///< synthesised only: the search's outcome (span, seconds)
   int64_t synth_limit_bytes = 0;     ///< the per-rank memory limit the search ran under, bytes
+  /// The schedule's objective (span or makespan) in the search's own terms (the pipeline without
+  /// its data-parallel collectives), seconds; -1 when not computed. For a synthesised row, the
+  /// search's best value.
+  double search_objective_s = -1;
   /// Lowered and verified, exit 0, with a complete prediction (step time, peak).
   bool holds() const { return ran && verified.exit_code == 0 && verified.prediction.complete; }
   /// "loop v1", "loop v2", "V".
@@ -58,6 +62,9 @@ struct JobSynthResult {
   /// Every search ended kOptimal: within each placement and split searched, no order has a
   /// shorter pipeline span under its memory limit (proven).
   bool all_optimal = false;
+  /// The lowest proven lower bound over every search (seconds of the objective): no order of the
+  /// placements and splits searched does better; -1 when no search ran.
+  double lower_bound_s = -1;
 };
 
 /// Runs the comparison for a job with pipeline parallelism (pp > 1):
