@@ -20,16 +20,20 @@ std::vector<Finding> check_residency(const PipelineSpec& spec) {
     }
     out.push_back(std::move(f));
   };
+  // PyTorch's runtime asserts the UNSHARD/RESHARD rules only for FSDP-wrapped stages
+  // (`stage_uses_fsdp`; for any other stage both are no-ops). A composed spec with `fsdp:` wraps
+  // every stage; otherwise a stage is FSDP-wrapped where its rank UNSHARDs it, the only reason to
+  // write one (docs/frontends/pipeline.md#where-schedcheck-differs-from-pytorch).
+  const bool all_fsdp = spec.composition && spec.composition->fsdp;
   for (int32_t r = 0; r < static_cast<int32_t>(spec.actions.size()); ++r) {
     const auto& row = spec.actions[r];
     // Only ranks that unshard or reduce something have rules here; skip the rest without
     // per-stage tables. REDUCE_GRAD's rules hold with or without FSDP (DDP reduces too).
-    if (std::none_of(row.begin(), row.end(), [](const Step& st) {
+    if (!all_fsdp && std::none_of(row.begin(), row.end(), [](const Step& st) {
           return st.first.kind == ActionKind::kUnshard || st.first.kind == ActionKind::kReduceGrad;
         }))
       continue;
-    // Only stages this rank unshards are FSDP-managed here.
-    std::vector<int8_t> managed(spec.stages, 0), unsharded(spec.stages, 0), reduced(spec.stages, 0);
+    std::vector<int8_t> managed(spec.stages, all_fsdp ? 1 : 0), unsharded(spec.stages, 0), reduced(spec.stages, 0);
     std::vector<const Step*> last_unshard(spec.stages, nullptr);
     std::vector<int32_t> last_backward(spec.stages, -1);
     for (size_t i = 0; i < row.size(); ++i) {
