@@ -863,7 +863,8 @@ class Builder {
     int64_t act = s < m.activation_bytes.size() ? m.activation_bytes[s] : 0;
     int64_t wg = s < m.weight_grad_bytes.size() ? m.weight_grad_bytes[s] : 0;
     int32_t rank = p.ops[id].rank;
-    if (recompute(a.stage) != Recompute::kNone && !spec_.forward_only &&
+    const bool fwd_only = spec_.forward_only_microbatch(a.microbatch);
+    if (recompute(a.stage) != Recompute::kNone && !fwd_only &&
         (a.kind == ActionKind::kF || a.kind == ActionKind::kI || a.kind == ActionKind::kB)) {
       // Only `kept` bytes stay from F to I/B; the rest lives during F and again from the start
       // of the I/B (recomputed) to its end.
@@ -880,7 +881,7 @@ class Builder {
     switch (a.kind) {
       case ActionKind::kF:
         p.add_mem(id, MemEffect{buffer(rank, "act", a, act), act, false});
-        if (spec_.forward_only) p.add_mem(id, MemEffect{buffer(rank, "act", a, act), -act, true});
+        if (fwd_only) p.add_mem(id, MemEffect{buffer(rank, "act", a, act), -act, true});
         break;
       case ActionKind::kI:
         p.add_mem(id, MemEffect{buffer(rank, "act", a, act), -act, true});

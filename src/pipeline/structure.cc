@@ -64,7 +64,7 @@ std::vector<Finding> check_structure(const PipelineSpec& spec, size_t max_exampl
   Group placement(spec.placement_declared ? "actions on a rank other than the declared placement's"
                                           : "actions on a rank other than their stage's (a stage lives on one rank)",
                   max_examples);
-  Group backward_in_forward_only("backward actions in a forward-only schedule (forward_only: true)", max_examples);
+  Group backward_in_forward_only("backward actions of forward-only microbatches (forward_only: true, or a forward-only phase)", max_examples);
   Group undeclared("collectives over a group the spec does not declare (groups:; 'world' is every rank)", max_examples);
   Group outside("collectives on a rank outside their group", max_examples);
   // A collective names a group, not a stage: its group must exist and hold the rank. Each group
@@ -99,7 +99,7 @@ std::vector<Finding> check_structure(const PipelineSpec& spec, size_t max_exampl
       placement.detail(fmt::format("{} at {} runs on rank {}, but stage {} lives on rank {} ({} placement)",
                                    label(), format_loc(loc), rank, a.stage, home, spec.placement));
     }
-    if (spec.forward_only && (a.kind == ActionKind::kI || a.kind == ActionKind::kW || a.kind == ActionKind::kB ||
+    if (spec.forward_only_microbatch(a.microbatch) && (a.kind == ActionKind::kI || a.kind == ActionKind::kW || a.kind == ActionKind::kB ||
                               a.kind == ActionKind::kSendB || a.kind == ActionKind::kRecvB)) {
       backward_in_forward_only.add(label(), rank, loc);
       return;
@@ -148,7 +148,7 @@ std::vector<Finding> check_structure(const PipelineSpec& spec, size_t max_exampl
     for (int32_t m = 0; m < M; ++m) {
       const Counts& c = counts[static_cast<size_t>(s) * M + m];
       if (c.f == 0) no_f.add(format_action({ActionKind::kF, s, m}), spec.stage_to_rank[s], where_missing(s));
-      if (spec.forward_only) continue;  // no backward is required
+      if (spec.forward_only_microbatch(m)) continue;  // no backward is required
       if (c.b == 0 && c.i == 0 && c.w == 0)
         no_b.add(format_action({ActionKind::kB, s, m}), spec.stage_to_rank[s], where_missing(s));
       else if (c.b == 0 && c.i > 0 && c.w == 0)

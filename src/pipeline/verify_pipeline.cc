@@ -37,8 +37,8 @@ VerifyResult verify(PipelineSpec&& spec_in, const VerifyOptions& options) {
         if (comp->fsdp && !has_actions(row, {ActionKind::kUnshard, ActionKind::kReshard}))
           row = comp->reshard_after_forward ? add_unshard_reshard_per_forward(row)
                                             : add_unshard_reshard(row, comp->max_active_stages);
-        if (!r.spec.forward_only && !has_actions(row, {ActionKind::kReduceGrad}))
-          row = add_reduce_grad(row, r.spec.microbatches);
+        if (r.spec.trains() && !has_actions(row, {ActionKind::kReduceGrad}))
+          row = add_reduce_grad(row, r.spec.trained_microbatches());
       }
     });
   }

@@ -44,6 +44,13 @@ json json_report_value(const VerifyResult& r) {
                    {"placement_declared", s.placement_declared},
                    {"stage_to_rank", s.stage_to_rank},
                    {"forward_only", s.forward_only}};
+  if (!s.phases.empty()) {
+    nlohmann::json phases = nlohmann::json::array();
+    for (const Phase& ph : s.phases)
+      phases.push_back({{"name", ph.name}, {"first_microbatch", ph.first}, {"microbatches", ph.microbatches},
+                        {"forward_only", ph.forward_only}});
+    j["schedule"]["phases"] = phases;
+  }
   if (const auto& m = s.composition) {
     j["mesh"] = {{"pp", s.ranks},
                  {"dp_replicate", m->dp_replicate},

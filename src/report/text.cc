@@ -165,7 +165,15 @@ void write_text_report(std::ostream& os, const VerifyResult& r, size_t timeline_
                       m->fsdp && m->record_stream ? ", frees after record_stream" : "",
                       m->ep > 1 ? fmt::format("; EP {} over the shard ranks", m->ep) : std::string(),
                       format_count(static_cast<int64_t>(p.comms.size()), "communicator"));
-  if (s.forward_only) os << "  forward only: no backward; each activation is freed when its forward ends\n";
+  if (!s.phases.empty()) {
+    std::string list;
+    for (const Phase& ph : s.phases)
+      list += fmt::format("{}{} (microbatches {}-{}{})", list.empty() ? "" : ", ", ph.name.empty() ? "unnamed" : ph.name,
+                          ph.first, ph.first + ph.microbatches - 1, ph.forward_only ? ", forward only" : "");
+    os << "  phases: " << list << "\n";
+  } else if (s.forward_only) {
+    os << "  forward only: no backward; each activation is freed when its forward ends\n";
+  }
 
   write_findings(os, r.findings);
   write_numerics_fixes(os, r);

@@ -91,4 +91,26 @@ std::string placement_name(const std::vector<int32_t>& stage_to_rank, int32_t ra
   return "explicit";
 }
 
+bool PipelineSpec::forward_only_microbatch(int32_t mb) const {
+  if (phases.empty()) return forward_only;
+  for (const Phase& ph : phases)
+    if (mb >= ph.first && mb < ph.first + ph.microbatches) return ph.forward_only;
+  return forward_only;
+}
+
+int32_t PipelineSpec::trained_microbatches() const {
+  if (phases.empty()) return forward_only ? 0 : microbatches;
+  int32_t n = 0;
+  for (const Phase& ph : phases)
+    if (!ph.forward_only) n += ph.microbatches;
+  return n;
+}
+
+bool PipelineSpec::trains() const {
+  if (phases.empty()) return !forward_only;
+  for (const Phase& ph : phases)
+    if (!ph.forward_only) return true;
+  return false;
+}
+
 }  // namespace sc

@@ -183,6 +183,19 @@ struct CollectiveGroup {
   SourceLoc loc;                ///< the group's key
 };
 
+/// One phase of a step (`phases:`): a run of consecutive microbatch ids, trained (F and a
+/// backward each) or forward-only (an evaluation: F only, each activation freed when its forward
+/// ends). Phases follow each other in id order; each rank's action list holds them all, so an
+/// evaluation after the training step is one spec (DeepSpeed PR #1944's hang is a rank that
+/// skips a collective of the evaluation).
+struct Phase {
+  std::string name;            ///< as written ("" when not named)
+  int32_t first = 0;           ///< first microbatch id
+  int32_t microbatches = 1;    ///< ids first .. first + microbatches - 1
+  bool forward_only = false;
+  SourceLoc loc;               ///< the phase's entry
+};
+
 /// Where the spec's values came from, for messages that point at a key.
 struct SpecLocs {
   SourceLoc file;        ///< start of the file
@@ -215,6 +228,15 @@ struct PipelineSpec {
   /// An evaluation or inference schedule: forwards only (F, SEND_F, RECV_F); no backward is
   /// required, and each activation is freed when its forward ends.
   bool forward_only = false;
+  /// `phases:` in id order; empty: one phase of every microbatch, forward-only as forward_only
+  /// says. forward_only is true when every phase is.
+  std::vector<Phase> phases;
+  /// True when microbatch `mb` runs forward only: its phase's flag, else forward_only.
+  bool forward_only_microbatch(int32_t mb) const;
+  /// True when some microbatch trains (runs a backward).
+  bool trains() const;
+  /// Microbatches that train: all of them but the forward-only ones.
+  int32_t trained_microbatches() const;
   /// Groups declared under `groups:`, in file order; `world` is implicit (collective_group).
   std::vector<CollectiveGroup> groups;
   /// Numerics tolerances (`numerics: {max_relative_error, max_bias}`), for the numerics pass.

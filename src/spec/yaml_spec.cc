@@ -32,7 +32,7 @@ const std::vector<std::string> kTopKeys = {"schedcheck", "name",   "ranks", "sta
                                            "placement",  "pipelines", "microbatches", "costs",
                                            "p2p",        "memory", "schedule", "forward_only",
                                            "mesh",       "fsdp",   "tied_embedding_bytes", "optimizer",
-                                           "numerics",   "budget",  "moe",  "groups"};  // budget: read by spec/budget.cc
+                                           "numerics",   "budget",  "moe",  "groups", "phases"};  // budget: read by spec/budget.cc
 const std::vector<std::string> kCostKeys = {"F", "I", "W", "B", "R"};
 const std::vector<std::string> kP2PKeys = {"latency", "bandwidth", "message_bytes", "semantics", "blocking",
                                            "comm_init"};
@@ -45,6 +45,7 @@ const std::vector<std::string> kLinkKeys = {"bandwidth", "latency"};
 const std::vector<std::string> kComposedOptionKeys = {"max_active_stages", "unshard_async_op", "record_stream"};
 const std::vector<std::string> kMoeKeys = {"layers", "dispatch_bytes", "combine_bytes", "router"};
 const std::vector<std::string> kGroupKeys = {"ranks", "bytes"};
+const std::vector<std::string> kPhaseKeys = {"name", "microbatches", "forward_only"};
 const std::vector<std::string> kScheduleKeys = {"actions", "csv", "format", "name", "chunks",
                                                 "megatron"};
 
@@ -114,6 +115,7 @@ class Loader : public yaml_util::Reader {
   void read_moe(const Entry& e, Composition& c);
   void read_composed_fsdp(const Entry& e, Composition& c);
   void read_groups(const Entry& e, PipelineSpec& spec);
+  void read_phases(const Entry& e, PipelineSpec& spec, bool* microbatches_given);
   std::optional<std::vector<int32_t>> group_ranks(const Entry& e, const std::string& key, int32_t ranks);
 
   const std::string& text_;
@@ -425,6 +427,73 @@ void Loader::read_csv(const Fields& sched, const Entry& csv, int32_t ranks, Pipe
   }
 }
 
+void Loader::read_phases(const Entry& e, PipelineSpec& spec, bool* microbatches_given) {
+  if (!e.value.IsSequence() || e.value.size() == 0) {
+    error(loc(e), fmt::format("phases must be a list such as [{{name: train, microbatches: 8}}, {{name: eval, "
+                              "microbatches: 2, forward_only: true}}], got {}",
+                              describe(e.value)));
+    return;
+  }
+  if (spec.named) {
+    error(loc(e), "phases need the action lists written out: a named schedule generates one training phase");
+    return;
+  }
+  std::vector<Phase> out;
+  int64_t first = 0;
+  bool ok = true;
+  size_t i = 0;
+  for (const YAML::Node& item : e.value) {
+    const std::string key = fmt::format("phases[{}]", i++);
+    const Entry pe{item, item};
+    if (!item.IsMap()) {
+      error(loc(pe), fmt::format("{} must be a map such as {{name: eval, microbatches: 2, forward_only: true}}, "
+                                 "got {}", key, describe(item)));
+      ok = false;
+      continue;
+    }
+    Fields f = fields(item, key, kPhaseKeys);
+    Phase ph;
+    ph.loc = loc(pe);
+    ph.first = static_cast<int32_t>(first);
+    auto m = f.find("microbatches");
+    if (m == f.end()) {
+      error(ph.loc, fmt::format("{} needs microbatches (how many ids the phase takes)", key));
+      ok = false;
+      continue;
+    }
+    auto n = whole(m->second, key + ".microbatches", 1, kMaxMicrobatches);
+    if (!n) {
+      ok = false;
+      continue;
+    }
+    ph.microbatches = static_cast<int32_t>(*n);
+    if (auto nm = f.find("name"); nm != f.end())
+      if (auto t = text(nm->second, key + ".name")) ph.name = *t;
+    if (auto fo = f.find("forward_only"); fo != f.end())
+      if (auto b = boolean(fo->second, key + ".forward_only")) ph.forward_only = *b;
+    first += ph.microbatches;
+    if (first > kMaxMicrobatches) {
+      error(ph.loc, fmt::format("the phases hold more than {} microbatches", kMaxMicrobatches));
+      return;
+    }
+    out.push_back(std::move(ph));
+  }
+  if (!ok) return;
+  if (*microbatches_given && first != spec.microbatches) {
+    error(loc(e), fmt::format("the phases add up to {} microbatches but microbatches is {}", first, spec.microbatches));
+    return;
+  }
+  if (!*microbatches_given && spec.microbatches > first) {
+    error(loc(e), fmt::format("the schedule names microbatch {} but the phases add up to {} (ids 0 to {})",
+                              spec.microbatches - 1, first, first - 1));
+    return;
+  }
+  spec.microbatches = static_cast<int32_t>(first);
+  *microbatches_given = true;
+  spec.forward_only = std::all_of(out.begin(), out.end(), [](const Phase& p) { return p.forward_only; });
+  spec.phases = std::move(out);
+}
+
 void Loader::read_pipelines(const Entry& e, PipelineSpec& spec) {
   if (!e.value.IsSequence() || e.value.size() == 0) {
     error(loc(e), fmt::format("pipelines must be a list of the first stage of each pipeline, such "
@@ -493,7 +562,7 @@ void Loader::read_costs(const Entry& e, PipelineSpec& spec) {
   };
   bool has_b = f.count("B") > 0;
   if (!f.count("F")) error(loc(e.key), "costs needs F (the forward time per stage per microbatch)");
-  if (!has_b && !spec.forward_only)  // a forward-only schedule runs no backward
+  if (!has_b && spec.trains())  // a forward-only schedule runs no backward
     for (const char* k : {"I", "W"})
       if (!f.count(k))
         error(loc(e.key), fmt::format("costs needs {} when B is not given (B defaults to I + W)", k));
@@ -1011,8 +1080,14 @@ std::optional<PipelineSpec> Loader::load(const YAML::Node& root, const std::stri
   }
   if (const Entry* pl = field("pipelines")) read_pipelines(*pl, spec);
   if (const Entry* g = field("groups")) read_groups(*g, spec);
-  if (const Entry* fo = field("forward_only"))
-    if (auto b = boolean(*fo, "forward_only")) spec.forward_only = *b;
+  if (const Entry* fo = field("forward_only")) {
+    if (field("phases"))
+      error(loc(*fo), "forward_only and phases are both given: mark the forward-only phases instead "
+                      "(phases: [{name: eval, microbatches: 2, forward_only: true}])");
+    else if (auto b = boolean(*fo, "forward_only"))
+      spec.forward_only = *b;
+  }
+  if (const Entry* ph = field("phases")) read_phases(*ph, spec, &mb_given);
   if (spec.stages > 0) check_actions(spec, mb_given);
 
   // The model: unit defaults, then whatever the spec gives.
