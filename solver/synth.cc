@@ -82,6 +82,7 @@ class Encoder {
   Watchdog watchdog_{opt_.time_limit_s, [this] { ctx_.interrupt(); }};
 
   bool split_ = true;
+  bool solver_off_ = false;  ///< too many order booleans: warm starts and solver-free bounds only
   double unit_s_ = 1;
   int32_t kinds_ = 3;
   std::vector<SOp> ops_;
@@ -488,7 +489,26 @@ std::string Encoder::build(SynthResult& out) {
       }
       if (chain) add(start_[a] == ctx_.int_val(static_cast<int64_t>(est_[a])));
     }
-  // Order booleans for each pair of one rank's ops the precedence leaves open.
+  // Order booleans for each pair of one rank's ops the precedence leaves open. Past
+  // kMaxOrderBooleans the encoding would take gigabytes before the first check (32 ranks x 2
+  // stages x 64 microbatches x 3 kinds: 2.3 million pairs, 8.6 GB and minutes of construction):
+  // the search then keeps its warm starts and the bounds that need no solver.
+  int64_t open_pairs = 0;
+  for (int32_t r = 0; r < spec_.ranks; ++r) {
+    const auto& ro = rank_ops_[r];
+    for (size_t x = 0; x < ro.size(); ++x)
+      for (size_t y = x + 1; y < ro.size(); ++y)
+        if (!precedes(ro[x], ro[y]) && !precedes(ro[y], ro[x])) ++open_pairs;
+  }
+  if (open_pairs > kMaxOrderBooleans) {
+    solver_off_ = true;
+    out.message = fmt::format("{} open op pairs is more than the solver takes ({}): the best warm start is "
+                              "reported with the bounds that need no solver",
+                              open_pairs, kMaxOrderBooleans);
+    out.order_booleans = open_pairs;
+    out.variables = static_cast<int64_t>(ops_.size());
+    return "";
+  }
   for (int32_t r = 0; r < spec_.ranks; ++r) {
     const auto& ro = rank_ops_[r];
     for (size_t x = 0; x < ro.size(); ++x)
@@ -736,17 +756,27 @@ SynthResult Encoder::run() {
       for (bool bubble : {true, false})
         for (bool prio : {true, false})
           for (bool fill : {true, false})
-            if (auto z = zb_heuristic(*chain, bubble, prio, fill)) consider(zb_actions(*z), z->name);
+            if (watchdog_.expired()) break;  // each is a full simulation: none past the limit
+            else if (auto z = zb_heuristic(*chain, bubble, prio, fill)) consider(zb_actions(*z), z->name);
     for (bool fit_w : {false, true})
       for (int32_t pending : {1, 2, 3, spec_.microbatches + 1})
         for (bool forward_first : {false, true})
           for (int32_t cap = 1; cap <= 2 * spec_.stages + 1 && cap <= spec_.microbatches; ++cap) {
             if (!fit_w && pending <= spec_.microbatches) continue;
+            if (watchdog_.expired()) break;
             if (auto g = greedy(cap, forward_first, fit_w, pending))
               consider(*g, fmt::format("greedy (warm-up cap {}{}{})", cap,
                                        fit_w ? fmt::format(", W in bubbles or after {} pending", pending) : "",
                                        forward_first ? ", forward first" : ""));
           }
+  }
+
+  if (solver_off_) {
+    out.lower_bound_s = static_cast<double>(std::min(lb, ub)) * unit_s_;
+    out.constraints = constraints_;
+    out.status = !out.has_schedule ? SynthStatus::kUnknown : ub <= lb ? SynthStatus::kOptimal : SynthStatus::kFeasible;
+    if (out.status == SynthStatus::kOptimal) out.message.clear();
+    return out;
   }
 
   // `share`: give this probe a quarter of the time left, so a hard bound leaves time for easier ones.

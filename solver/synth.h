@@ -87,6 +87,12 @@ struct SynthResult {
   std::string message;        ///< why the search stopped (kUnknown), or an input problem
 };
 
+/// Most order booleans (pairs of one rank's ops whose order the dependencies leave open)
+/// synthesize() gives Z3. Above it the result is the best warm start (named schedules, the ZB
+/// heuristic, greedy list schedules) with the bounds that need no solver (structural and
+/// closed-form), and `message` says so: an encoding of 2.3 million pairs took 8.6 GB.
+inline constexpr int64_t kMaxOrderBooleans = 1'000'000;
+
 /// Synthesises an order for `spec` (ranks, stages, placement, pipeline_starts, microbatches,
 /// costs, p2p latency/bandwidth/message_bytes, memory). The spec's own actions are not used but
 /// as one more warm start. Ops: F, then I and W when any I or W cost is non-zero, else one B per
