@@ -285,14 +285,28 @@ TEST_CASE("inputs that cannot be read sensibly are refused before any work", "[c
   CHECK(run_cli("verify '" + self + "' --dot /no/such/dir/x.dot").exit_code == 1);
 }
 
-TEST_CASE("a CSV with a byte order mark and trailing blank lines reads as written", "[cli][csv]") {
-  std::string path = temp_path("bom.csv");
-  std::ofstream(path, std::ios::binary) << "\xEF\xBB\xBF" "0F0,0B0\n1F0,1B0\n\n\n";
+TEST_CASE("a CSV with a byte order mark is refused and its blank lines are ranks, as PyTorch reads them", "[cli][csv]") {
+  // Python's csv reader keeps the mark in the first cell ("\ufeff0F0"), which _Action.from_str refuses.
+  std::string bom = temp_path("bom.csv");
+  std::ofstream(bom, std::ios::binary) << "\xEF\xBB\xBF" "0F0,0B0\n1F0,1B0\n";
+  RunResult b = run_cli("verify '" + bom + "'");
+  CHECK(b.exit_code == 2);
+  CHECK(b.out.find("bom.csv:1:1: error: the file starts with a UTF-8 byte order mark") != std::string::npos);
+  // One final line break ends the file; each blank line before it is a row: two more ranks
+  // without actions, whose loop stages never run (PyTorch: "incorrect number of ranks").
+  std::string path = temp_path("blank-rows.csv");
+  std::ofstream(path, std::ios::binary) << "0F0,0B0\n1F0,1B0\n\n\n";
   RunResult r = run_cli("verify '" + path + "' --format json", false);
-  REQUIRE(r.exit_code == 0);
+  CHECK(r.exit_code == 12);
   auto j = nlohmann::json::parse(r.out);
-  CHECK(j["schedule"]["ranks"] == 2);
-  CHECK(j["timing"]["bubble_rate"].get<double>() == Approx(1 - 6.0 / (2 * 6)));  // span 6 s: 0F0 1F0 1B0 0B0
+  CHECK(j["schedule"]["ranks"] == 4);
+  std::string crlf = temp_path("crlf.csv");
+  std::ofstream(crlf, std::ios::binary) << "0F0,0B0\r\n1F0,1B0\r\n";
+  RunResult c = run_cli("verify '" + crlf + "' --format json", false);
+  REQUIRE(c.exit_code == 0);
+  auto k = nlohmann::json::parse(c.out);
+  CHECK(k["schedule"]["ranks"] == 2);
+  CHECK(k["timing"]["bubble_rate"].get<double>() == Approx(1 - 6.0 / (2 * 6)));  // span 6 s: 0F0 1F0 1B0 0B0
 }
 
 TEST_CASE("compare rejects unknown schedule names and charges DualPipe a whole stage per direction", "[cli][compare]") {

@@ -446,8 +446,11 @@ TEST_CASE("an idle CSV row is a rank whose stage is missing, as PyTorch reads ro
   CHECK(r.out.find("(stage, microbatch) pairs with no forward F: 1F0") != std::string::npos);
   CHECK(r.out.find("(stage, microbatch) pairs with no backward (B, or I and W): 1B0") != std::string::npos);
   CHECK(r.out.find("idle-rank.csv:2:1: warning: rank 1 has no actions") != std::string::npos);
-  // A trailing newline is not a row: one rank, which holds.
-  sc::test::CliRun one = sc::test::run_schedcheck("verify '" + sc::temp_file("one-rank.csv", "0F0,0B0\n\n") + "'");
+  // The final line break is not a row: one rank, which holds; a blank line before it is one.
+  sc::test::CliRun one = sc::test::run_schedcheck("verify '" + sc::temp_file("one-rank.csv", "0F0,0B0\n") + "'");
   CHECK(one.exit_code == 0);
   CHECK(one.out.find("1 rank, 1 stage") != std::string::npos);
+  sc::test::CliRun blank = sc::test::run_schedcheck("verify '" + sc::temp_file("blank-rank.csv", "0F0,0B0\n\n") + "'");
+  CHECK(blank.exit_code == 12);
+  CHECK(blank.out.find("2 ranks, 2 stages") != std::string::npos);
 }

@@ -147,11 +147,15 @@ TEST_CASE("PyTorch conformance: rows are ranks, and a rank with no actions leave
   VerifyResult r = verify_csv_text("missing-rank.csv", "0F0,0B0\n,\n", d);
   CHECK(r.exit_code == 12);
   CHECK(has_finding(r, FindingKind::kStructure, "no forward F: 1F0"));
-  // A trailing line break is not a rank.
+  // The final line break is not a rank; a blank line before it is (Python's csv reader gives
+  // "0F0,0B0\n\n" two rows, and _load_csv then counts two ranks).
   Diagnostics d2;
-  VerifyResult one = verify_csv_text("one-rank.csv", "0F0,0B0\n\n", d2);
+  VerifyResult one = verify_csv_text("one-rank.csv", "0F0,0B0\n", d2);
   CHECK(one.spec.ranks == 1);
   CHECK(one.exit_code == 0);
+  VerifyResult two = verify_csv_text("blank-rank.csv", "0F0,0B0\n\n", d2);
+  CHECK(two.spec.ranks == 2);
+  CHECK(two.exit_code == 12);
 }
 
 TEST_CASE("PyTorch conformance: OVERLAP_F_B runs its two actions in order, as the runtime does", "[conformance]") {

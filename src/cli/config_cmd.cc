@@ -112,6 +112,8 @@ void write_job_text(std::ostream& os, const TrainingJob& job, const JobCosts& jc
                       count(p.tokens_per_s / std::max(1, job.world)), format_bytes(static_cast<double>(p.peak_bytes)),
                       p.peak_rank, format_bytes(static_cast<double>(p.worst_bytes)), format_bytes(static_cast<double>(jc.hardware.hbm_bytes)));
     os << "  checked       " << fidelity_text(job.framework) << "\n";
+  } else {
+    os << "  predicted     not predicted: the schedule does not run as the job needs (see the findings)\n";
   }
   for (const std::string& n : jc.notes) os << "  note: " << n << "\n";
   if (!job.unmodelled.empty()) {

@@ -101,7 +101,10 @@ std::string job_row(const JobSchedule& s) {
     return head + fmt::format(" {:<18} {}: {}\n", blocks, s.verified.result.verdict(), search);
   return head + fmt::format(" {:<18} {:>10} {:>7.4f} {:>10} {:>6.1f}%  {}{}\n", blocks, format_duration(p.step_s),
                             p.bubble_rate, format_bytes(static_cast<double>(std::max(p.peak_bytes, p.worst_bytes))),
-                            100 * p.mfu, s.holds() ? "" : s.verified.result.verdict() + "; ",
+                            100 * p.mfu,
+                            s.over_memory              ? "over the memory: " + s.why + "; "
+                            : s.holds()                ? ""
+                                                       : s.verified.result.verdict() + "; ",
                             search.empty() ? "named" : search);
 }
 
@@ -277,7 +280,7 @@ int run_synth_config(const SynthArgs& a, const std::string& framework) {
                              a.objective, format_duration(res.lower_bound_s), named->label,
                              format_duration(named->search_objective_s), std::max(0.0, 100 * room));
   }
-  else if (named && res.lower_bound_s <= 0)
+  else if (named && res.lower_bound_s <= 0 && !all_infeasible)
     std::cout << "bound: none over every search (one stopped before its first bound: give it more --time-limit)\n";
   if (best && res.all_optimal)
     std::cout << fmt::format("result: every search proved its {}: no order of these placements and splits has a "

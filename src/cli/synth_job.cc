@@ -1,6 +1,7 @@
 #include "cli/synth_job.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -13,6 +14,7 @@
 #include "config/lower_job.h"
 #include "pipeline/named_schedule.h"
 #include "pipeline/verify_pipeline.h"
+#include "spec/yaml_util.h"
 
 namespace sc::cli {
 namespace {
@@ -65,6 +67,16 @@ bool make_variant(const TrainingJob& base, int64_t layers, const std::string& ou
   j.schedule_csv.clear();
   const int32_t stages = base.layout.pp * v;
   if (base.framework == "torchtitan") {
+    // With pipeline_parallel_layers_per_stage in the config, torchtitan takes the stage count
+    // from it; a config without it gives single-stage classes 1 per rank and the others 2.
+    if (base.layers_per_stage > 0 && v != 1 && v != 2) {
+      const int64_t count = (layers + in_w + out_w + base.layers_per_stage - 1) / base.layers_per_stage;
+      if (count != stages) {
+        *why = fmt::format("pipeline_parallel_layers_per_stage = {} gives {} stages with these weights, not {}",
+                           base.layers_per_stage, count, stages);
+        return false;
+      }
+    }
     std::vector<int64_t> split = config::torchtitan_stage_layers(layers, stages, in_w, out_w, why);
     if (split.empty()) return false;
     j.stage_layers = std::move(split);
@@ -274,9 +286,15 @@ bool synthesize_job(const TrainingJob& job, const config::JobContext& ctx, const
     res.memory_source = res.schedules[best_named].label;
   }
   SynthOptions so = opt.synth;
-  so.time_limit_s = opt.synth.time_limit_s / static_cast<double>(searches.size());
+  // Each search gets an equal part of what is left, so one that overruns its part (Z3 answers
+  // an interrupt at its next check point, seconds late on large encodings) takes it from the
+  // later searches rather than adding to the total.
+  const auto start = std::chrono::steady_clock::now();
   res.all_optimal = true;
-  for (const Search& se : searches) {
+  for (size_t k = 0; k < searches.size(); ++k) {
+    const Search& se = searches[k];
+    const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    so.time_limit_s = std::max(0.2, (opt.synth.time_limit_s - spent) / static_cast<double>(searches.size() - k));
     JobSchedule s;
     s.label = "synthesised";
     s.torch_name = se.place.torch;
@@ -329,7 +347,9 @@ bool synthesize_job(const TrainingJob& job, const config::JobContext& ctx, const
       const int64_t view_peak = peak_of(verify(view, VerifyOptions{}));
       if (view_peak >= 0) untracked = ref_peak - view_peak;
     }
-    const int64_t limit = res.memory_bytes - untracked;
+    // Below what the search does not track, no order fits: a limit of 0 lets the search prove
+    // it (a negative one would mean no limit).
+    const int64_t limit = std::max<int64_t>(0, res.memory_bytes - untracked);
     s.synth_limit_bytes = limit;
     so.limit_bytes = limit;
     const std::string what = fmt::format("{} {}/{}", s.placement(), se.in_w, se.out_w);
@@ -351,6 +371,11 @@ bool synthesize_job(const TrainingJob& job, const config::JobContext& ctx, const
     }
     s.job.schedule_actions = s.synth->actions;
     verify_row(s, ctx);
+    if (s.ran && std::max(s.verified.prediction.peak_bytes, s.verified.prediction.worst_bytes) > res.memory_bytes) {
+      s.over_memory = true;
+      s.why = fmt::format("its peak is above the {:.4g} GiB per rank the search was given",
+                          static_cast<double>(res.memory_bytes) / double(int64_t{1} << 30));
+    }
     res.schedules.push_back(std::move(s));
   }
   ProgressLine::set_detail("");
@@ -414,7 +439,7 @@ std::string torchtitan_synth_toml(const std::string& config_text, const JobSched
   const config::JobPrediction& p = s.verified.prediction;
   header += fmt::format("# {} with a synthesised order in {} ({} placement, {} stages per rank, blocks per stage {}); "
                         "predicted step {:.6g} s, peak {:.4g} GiB per rank.\n",
-                        j.path, csv_path, s.placement(), j.stages_per_rank,
+                        yaml_util::printable(j.path), yaml_util::printable(csv_path), s.placement(), j.stages_per_rank,
                         fmt::join(s.verified.lowered.costs.stage_layers, ","), p.step_s,
                         static_cast<double>(p.peak_bytes) / double(int64_t{1} << 30));
   header += "# torchtitan builds the stages as pipeline_parallel_schedule places them and runs the CSV's order\n"

@@ -30,8 +30,11 @@ struct JobSchedule {
   /// its data-parallel collectives), seconds; -1 when not computed. For a synthesised row, the
   /// search's best value.
   double search_objective_s = -1;
-  /// Lowered and verified, exit 0, with a complete prediction (step time, peak).
-  bool holds() const { return ran && verified.exit_code == 0 && verified.prediction.complete; }
+  /// A synthesised order whose composed peak exceeds the memory the search was given (the
+  /// search's calibration missed): shown, never the best.
+  bool over_memory = false;
+  /// Lowered and verified, exit 0, with a complete prediction (step time, peak), within memory.
+  bool holds() const { return ran && !over_memory && verified.exit_code == 0 && verified.prediction.complete; }
   /// "loop v1", "loop v2", "V".
   std::string placement() const;
 };

@@ -47,6 +47,9 @@ struct TrainingJob {
   /// torchtitan's layer-split weights: pipeline_parallel_first_stage_less_layers (the
   /// embedding) and _last_stage_less_layers (norm and output), 1 each by default.
   int64_t input_weight = 1, output_weight = 1;
+  /// torchtitan's pipeline_parallel_layers_per_stage (0: not set): the stage count is then
+  /// ceil((layers + input_weight + output_weight) / layers_per_stage).
+  int32_t layers_per_stage = 0;
   /// A schedule given as action lists instead of by name (torchtitan's
   /// parallelism.pipeline_parallel_schedule_csv, or a synthesised one): one compute-only list per
   /// pipeline rank, as PyTorch's _PipelineScheduleRuntime._load_csv reads them. The named

@@ -47,18 +47,19 @@ bool use_schedule_actions(const TrainingJob& job, PipelineSpec* p, Diagnostics& 
     for (const Step& st : job.schedule_actions[r])
       for (const Action* a : {&st.first, st.second ? &*st.second : nullptr}) {
         if (!a) continue;
+        const SourceLoc cell = st.loc.valid() ? st.loc : at;  // the CSV cell when there is one
         if (a->stage >= p->stages) {
-          diags.error(at, fmt::format("{}: rank {} runs {}, but the job has {} stages ({} per rank)", what, r,
+          diags.error(cell, fmt::format("{}: rank {} runs {}, but the job has {} stages ({} per rank)", what, r,
                                       format_step(st), p->stages, job.stages_per_rank));
           return false;
         }
         if (a->microbatch >= p->microbatches) {
-          diags.error(at, fmt::format("{}: rank {} runs {}, but the job has {} microbatches per step", what, r,
+          diags.error(cell, fmt::format("{}: rank {} runs {}, but the job has {} microbatches per step", what, r,
                                       format_step(st), p->microbatches));
           return false;
         }
         if (a->stage >= 0 && stage_to_rank[a->stage] != r) {
-          diags.error(at, fmt::format("{}: rank {} runs {}, but torchtitan builds stage {} on rank {} ({} placement "
+          diags.error(cell, fmt::format("{}: rank {} runs {}, but torchtitan builds stage {} on rank {} ({} placement "
                                       "of pipeline_parallel_schedule)", what, r, format_step(st), a->stage,
                                       stage_to_rank[a->stage], v ? "the V" : "the loop"));
           return false;

@@ -18,6 +18,7 @@
 #include "config/toml_limits.h"
 #include "model/cost_model.h"
 #include "spec/csv_schedule.h"
+#include "spec/yaml_util.h"
 #include "support/source.h"
 
 namespace sc::config {
@@ -124,7 +125,7 @@ class Reader {
       return std::nullopt;
     }
     if (*x < lo || *x > (int64_t{1} << 31) - 1) {
-      diags_.error(v->loc, fmt::format("{} = {} is out of range: it must be at least {}", v->key, *x, lo));
+      diags_.error(v->loc, fmt::format("{} = {} is out of range: it must be between {} and 2147483647", v->key, *x, lo));
       return std::nullopt;
     }
     return *x;
@@ -286,6 +287,8 @@ class Reader {
     auto last = get("parallelism", "pipeline_parallel_last_stage_less_layers");
     if (auto x = integer(first, 0)) first_less_ = *x;
     if (auto x = integer(last, 0)) last_less_ = *x;
+    first_loc_ = first ? first->loc : SourceLoc{};
+    last_loc_ = last ? last->loc : SourceLoc{};
     split_loc_ = first ? first->loc : last ? last->loc : SourceLoc{};
     mbs_value_ = get("parallelism", "pipeline_parallel_microbatch_size");
     if (auto x = integer(mbs_value_, 1)) mbs_ = *x;
@@ -581,6 +584,7 @@ class Reader {
       return;
     }
     job_.stages_per_rank = stages_per_rank;
+    job_.layers_per_stage = layers_per_stage_;
     const int32_t stages = l.pp * stages_per_rank;
     if (split_loc_.valid() && !split_layers(stages)) return;
     if (!csv_path_.empty()) {
@@ -613,7 +617,10 @@ class Reader {
     std::string why;
     std::vector<int64_t> split = torchtitan_stage_layers(m->layers, stages, first_less_, last_less_, &why);
     if (split.empty()) {
-      diags_.error(split_loc_, why);
+      // At the key whose weight torchtitan names (the first written key otherwise).
+      const bool output = why.rfind("output_weight", 0) == 0;
+      diags_.error(output && last_loc_.valid() ? last_loc_ : !output && first_loc_.valid() ? first_loc_ : split_loc_,
+                   why);
       return false;
     }
     job_.stage_layers = std::move(split);
@@ -630,11 +637,13 @@ class Reader {
   /// checks against the job are lower_job's (it knows the stage placement).
   void read_schedule_csv() {
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(csv_path_, ec)) {
+    // A NUL cannot be in a file name (os.path.isfile is False for it); the C library would stop
+    // the name there and open another file.
+    if (csv_path_.find('\0') != std::string::npos || !std::filesystem::is_regular_file(csv_path_, ec)) {
       const std::string dir = std::filesystem::path(path_).parent_path().string();
       diags_.error(csv_loc_, fmt::format("pipeline_parallel_schedule_csv = \"{}\" does not exist or is not a file: "
                                          "torchtitan opens the path from the directory it is launched in, and so does "
-                                         "schedcheck{}", csv_path_,
+                                         "schedcheck{}", yaml_util::printable(csv_path_),
                                          dir.empty() ? "" : fmt::format(" (the config is in {}/)", dir)));
       return;
     }
@@ -663,7 +672,7 @@ class Reader {
   std::optional<Value> local_, global_, mbs_value_, count_value_, tokens_mb_, tokens_step_;
   std::string schedule_name_, reshard_ = "default";
   std::string csv_path_;         ///< pipeline_parallel_schedule_csv ("" when absent or empty)
-  SourceLoc csv_loc_, split_loc_;
+  SourceLoc csv_loc_, split_loc_, first_loc_, last_loc_;
   SourceLoc schedule_loc_, lps_loc_, comment_loc_;
   int32_t comment_gpus_ = 0;
   std::string comment_hw_;

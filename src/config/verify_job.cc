@@ -83,6 +83,10 @@ bool verify_job(const TrainingJob& job, const JobContext& ctx, bool force_min_cu
   v.exit_code = base.exit_code;
   JobPrediction& p = v.prediction;
   if (!base.timeline) return true;
+  // A schedule that leaves work out (a microbatch without its forward or backward, an action
+  // on the wrong rank) would predict a step the job never runs: no figures then.
+  for (const Finding& f : base.findings)
+    if (f.kind == FindingKind::kStructure) return true;
   const JobCosts& jc = v.lowered.costs;
   p.complete = true;
   p.step_s = fsdp_step > 0 ? fsdp_step : base.timeline->makespan_s * std::max(1, job.grad_accum);

@@ -265,9 +265,14 @@ std::optional<CsvSchedule> parse_csv_schedule(const std::string& name, const std
     return std::nullopt;
   }
 
-  // A UTF-8 byte order mark (spreadsheet exports write one) is not part of the first cell.
+  // A UTF-8 byte order mark (spreadsheet exports write one): Python's csv reader keeps it in
+  // the first cell, whose action string _Action.from_str then refuses; so does this reader.
   std::string_view body = text;
-  if (body.substr(0, 3) == "\xEF\xBB\xBF") body.remove_prefix(3);
+  if (body.substr(0, 3) == "\xEF\xBB\xBF") {
+    diags.error(file_start, "the file starts with a UTF-8 byte order mark, which PyTorch's reader keeps in the "
+                            "first cell and then refuses as an action; save it without one");
+    return std::nullopt;
+  }
   // Binary junk: report the first offending byte once and stop; a binary file would otherwise
   // produce an error for every cell.
   int32_t line_no = 1;
@@ -290,15 +295,20 @@ std::optional<CsvSchedule> parse_csv_schedule(const std::string& name, const std
   FileErrors errors(diags);
   SourceLoc first_p2p;
   std::string_view rest = body;
-  // Trailing blank lines end the file; they are not ranks.
-  while (!rest.empty() && (rest.back() == '\n' || rest.back() == '\r')) rest.remove_suffix(1);
+  // The last line's terminator ends the file; every line before it is a row, a blank one
+  // included (a rank without actions), as Python's csv reader gives PyTorch's _load_csv rows.
+  if (!rest.empty() && rest.back() == '\n') rest.remove_suffix(1);
+  if (!rest.empty() && rest.back() == '\r') rest.remove_suffix(1);
   constexpr size_t kMaxRanks = kMaxSpecRanks;  // as the YAML spec's ranks
   line_no = 1;
   int32_t first_row_line = 1;
-  while (!rest.empty()) {
+  // With the final terminator gone, every remaining line break separates two rows.
+  bool more = !rest.empty();
+  while (more) {
     size_t nl = rest.find('\n');
     std::string_view line = rest.substr(0, nl);
-    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+    more = nl != std::string_view::npos;
+    rest = more ? rest.substr(nl + 1) : std::string_view();
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (out.actions.empty() && !line.empty() && line[0] == '#') {  // a comment before the first rank
       if (!parse_header(line, SourceLoc{out.file, line_no, 1}, out, diags)) return std::nullopt;
