@@ -227,6 +227,9 @@ int run_synth_config(const SynthArgs& a, const std::string& framework) {
                         {"all_optimal", res.all_optimal},
                         {"lower_bound_s", res.lower_bound_s >= 0 ? nlohmann::json(res.lower_bound_s) : nlohmann::json(nullptr)},
                         {"gain_over_best_named", best && named ? nlohmann::json(gain) : nlohmann::json(nullptr)}};
+    nlohmann::json written = nlohmann::json::object();
+    for (const OutputFile& f : outputs) written[f.option.substr(2)] = f.path;
+    j["written"] = written;
     std::cout << j.dump(2) << "\n";
     return exit;
   }
@@ -249,8 +252,10 @@ int run_synth_config(const SynthArgs& a, const std::string& framework) {
   std::cout << fmt::format("  {:<22} {:<9} {:<6} {:<18} {:>10} {:>7} {:>10} {:>7}  {}\n", "schedule", "placement", "split",
                            "blocks per stage", "step", "bubble", "peak/rank", "MFU", "search");
   for (const JobSchedule& s : res.schedules) std::cout << job_row(s);
-  std::cout << "  split: torchtitan's first/last stage weights (pipeline_parallel_first/last_stage_less_layers); "
-               "peak/rank: the larger of the timeline's and the worst case's\n";
+  std::cout << (job.framework == "torchtitan"
+                    ? "  split: torchtitan's first/last stage weights (pipeline_parallel_first/last_stage_less_layers); "
+                    : "  split: the config's layer split (searching Megatron-LM's is not done); ")
+            << "peak/rank: the larger of the timeline's and the worst case's\n";
   if (named)
     std::cout << fmt::format("best named: {} ({}), step {}, peak {}\n", named->label, named->placement(),
                              format_duration(named->verified.prediction.step_s),
@@ -262,8 +267,10 @@ int run_synth_config(const SynthArgs& a, const std::string& framework) {
     const auto peak = [](const JobSchedule& s) {
       return std::max(s.verified.prediction.peak_bytes, s.verified.prediction.worst_bytes);
     };
-    std::cout << fmt::format("best synthesised: {} {}/{}, step {}{}, peak {}{}\n", best->placement(),
-                             best->job.input_weight, best->job.output_weight,
+    std::cout << fmt::format("best synthesised: {}{}, step {}{}, peak {}{}\n", best->placement(),
+                             job.framework == "torchtitan"
+                                 ? fmt::format(" {}/{}", best->job.input_weight, best->job.output_weight)
+                                 : std::string(),
                              format_duration(best->verified.prediction.step_s),
                              named ? fmt::format(" ({:+.1f}% against {})", -100 * gain, named->label) : "",
                              format_bytes(static_cast<double>(peak(*best))),
@@ -302,6 +309,11 @@ int run_synth(const SynthArgs& a) {
   if (a.emit) {
     std::cerr << "schedcheck: error: --emit writes a torchtitan job config: it takes a torchtitan config (for a "
                  "spec, -o writes the schedule as a spec)\n";
+    return kExitUsage;
+  }
+  if (a.no_split || a.job.gpus > 0 || !a.job.model.empty() || !a.job.hardware.empty() || a.job.efficiency > 0) {
+    std::cerr << "schedcheck: error: --keep-split, --gpus, --model, --hardware and --efficiency take framework "
+                 "configs; a spec gives its costs and shape itself\n";
     return kExitUsage;
   }
   Diagnostics diags;
