@@ -3,12 +3,15 @@
 #include <fmt/format.h>
 
 #include "catch.h"
+#include "diag_util.h"
 #include "pipeline/verify_pipeline.h"
 #include "report/report.h"
 #include "spec/yaml_spec.h"
 #include "test_util.h"
 
 using namespace sc;
+using sc::test::first_error;
+using sc::test::has_finding;
 
 namespace {
 
@@ -25,18 +28,6 @@ std::optional<VerifyResult> verify_text(const std::string& text, Diagnostics& d)
   std::optional<PipelineSpec> spec = parse_yaml_spec("phases.yaml", text, d);
   if (!spec) return std::nullopt;
   return verify(*spec, VerifyOptions{});
-}
-
-bool has_finding(const VerifyResult& r, FindingKind kind, const std::string& words) {
-  for (const Finding& f : r.findings)
-    if (f.kind == kind && f.message.find(words) != std::string::npos) return true;
-  return false;
-}
-
-std::string first_error(const Diagnostics& d) {
-  for (const Diagnostic& x : d.all())
-    if (x.severity == Severity::kError) return fmt::format("{}:{}: {}", x.loc.line, x.loc.col, x.message);
-  return "";
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "catch.h"
+#include "diag_util.h"
 #include "test_util.h"
 #include "pipeline/fsdp_actions.h"
 #include "pipeline/generators.h"
@@ -21,6 +22,8 @@
 #include "spec/yaml_spec.h"
 
 using namespace sc;
+using sc::test::first_error;
+using sc::test::has_finding;
 
 namespace {
 
@@ -130,12 +133,6 @@ VerifyResult verify_csv_text(const std::string& name, const std::string& text, D
   std::optional<PipelineSpec> spec = spec_from_csv_text(name, text, d, std::nullopt);
   REQUIRE(spec);
   return verify(*spec, VerifyOptions{});
-}
-
-bool has_finding(const VerifyResult& r, FindingKind kind, const std::string& words) {
-  for (const Finding& f : r.findings)
-    if (f.kind == kind && f.message.find(words) != std::string::npos) return true;
-  return false;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "catch.h"
+#include "diag_util.h"
 #include "cli_util.h"
 #include "config/lower_job.h"
 #include "config/readers.h"
@@ -15,6 +16,8 @@
 #include "test_util.h"
 
 using namespace sc;
+using sc::test::first_error;
+using sc::test::has_finding;
 
 namespace {
 
@@ -58,12 +61,6 @@ Verified verify_config(const std::string& path) {
   out.read = config::read_torchtitan(path, a100x64(), &job, out.diags) &&
              config::verify_job(job, a100x64(), false, &out.v, out.diags);
   return out;
-}
-
-std::string first_error(const Diagnostics& d) {
-  for (const Diagnostic& x : d.all())
-    if (x.severity == Severity::kError) return fmt::format("{}:{}: {}", x.loc.line, x.loc.col, x.message);
-  return "";
 }
 
 }  // namespace

@@ -100,7 +100,7 @@ std::string job_row(const JobSchedule& s) {
   if (!p.complete)
     return head + fmt::format(" {:<18} {}: {}\n", blocks, s.verified.result.verdict(), search);
   return head + fmt::format(" {:<18} {:>10} {:>7.4f} {:>10} {:>6.1f}%  {}{}\n", blocks, format_duration(p.step_s),
-                            p.bubble_rate, format_bytes(static_cast<double>(std::max(p.peak_bytes, p.worst_bytes))),
+                            p.bubble_rate, format_bytes(static_cast<double>(p.need_bytes())),
                             100 * p.mfu,
                             s.over_memory              ? "over the memory: " + s.why + "; "
                             : s.holds()                ? ""
@@ -203,7 +203,7 @@ int run_synth_config(const SynthArgs& a, const std::string& framework) {
         r["stage_layers"] = s.verified.lowered.costs.stage_layers;
         r["step_s"] = p.complete ? nlohmann::json(p.step_s) : nlohmann::json(nullptr);
         r["bubble_rate"] = p.bubble_rate;
-        r["peak_bytes"] = std::max(p.peak_bytes, p.worst_bytes);
+        r["peak_bytes"] = p.need_bytes();
         r["mfu"] = p.mfu;
       }
       r["search_objective_s"] = s.search_objective_s >= 0 ? nlohmann::json(s.search_objective_s) : nlohmann::json(nullptr);
@@ -233,7 +233,6 @@ int run_synth_config(const SynthArgs& a, const std::string& framework) {
     std::cout << j.dump(2) << "\n";
     return exit;
   }
-  const JobSchedule& any = res.schedules.front();
   const model::HardwareDesc* hw = nullptr;
   for (const JobSchedule& s : res.schedules)
     if (s.ran) hw = &s.verified.lowered.costs.hardware;
@@ -243,7 +242,6 @@ int run_synth_config(const SynthArgs& a, const std::string& framework) {
                            job.world > 0 ? job.world : job.layout.world(), hw ? " × " + hw->name : std::string(),
                            job.layout.pp, job.microbatches, job.microbatch_sequences,
                            job.microbatch_sequences > 1 ? "s" : "", a.objective);
-  (void)any;
   std::cout << fmt::format("  memory per rank for the searches: {} ({}), model states included\n",
                            format_bytes(static_cast<double>(res.memory_bytes)),
                            res.memory_source == "HBM" || res.memory_source == "--memory-limit"
@@ -259,14 +257,11 @@ int run_synth_config(const SynthArgs& a, const std::string& framework) {
   if (named)
     std::cout << fmt::format("best named: {} ({}), step {}, peak {}\n", named->label, named->placement(),
                              format_duration(named->verified.prediction.step_s),
-                             format_bytes(static_cast<double>(std::max(named->verified.prediction.peak_bytes,
-                                                                       named->verified.prediction.worst_bytes))));
+                             format_bytes(static_cast<double>(named->verified.prediction.need_bytes())));
   else
     std::cout << "best named: none holds on this config\n";
   if (best) {
-    const auto peak = [](const JobSchedule& s) {
-      return std::max(s.verified.prediction.peak_bytes, s.verified.prediction.worst_bytes);
-    };
+    const auto peak = [](const JobSchedule& s) { return s.verified.prediction.need_bytes(); };
     std::cout << fmt::format("best synthesised: {}{}, step {}{}, peak {}{}\n", best->placement(),
                              job.framework == "torchtitan"
                                  ? fmt::format(" {}/{}", best->job.input_weight, best->job.output_weight)

@@ -21,27 +21,14 @@ namespace {
 
 using config::TrainingJob;
 
-/// A schedule torchtitan (or Megatron-LM) runs by name.
-struct Named {
-  const char* torch;  ///< the framework's name
-  const char* ours;   ///< TrainingJob::schedule
-  bool multi;         ///< several stages per rank
-  bool v;             ///< V placement
-};
+using Named = config::TorchtitanSchedule;
 
-constexpr Named kTorchtitan[] = {
-    {"GPipe", "gpipe", false, false},
-    {"1F1B", "1f1b", false, false},
-    {"Interleaved1F1B", "interleaved-1f1b", true, false},
-    {"LoopedBFS", "looped-bfs", true, false},
-    {"InterleavedZeroBubble", "interleaved-zb", true, false},
-    {"ZBVZeroBubble", "zb-v", true, true},
-    {"DualPipeV", "dualpipev", true, true},
-};
-constexpr Named kMegatron[] = {
-    {"1F1B", "1f1b", false, false},
-    {"interleaved 1F1B", "interleaved-1f1b", true, false},
-};
+/// Megatron-LM's named schedules (schedcheck's names; the interleaved one at the config's virtual stages).
+const std::vector<Named>& megatron_schedules() {
+  static const std::vector<Named> table = {{"1F1B", "1f1b", false, false},
+                                           {"interleaved 1F1B", "interleaved-1f1b", true, false}};
+  return table;
+}
 
 /// One placement synthesis searches, with the torchtitan class whose stages it uses and a named
 /// schedule of that placement that any microbatch count admits (to resolve the placement).
@@ -52,8 +39,6 @@ struct Placement {
   const char* ours;      ///< TrainingJob::schedule of a synthesised order (its placement)
   const char* resolver;  ///< a named schedule of this placement without a microbatch rule
 };
-
-int64_t model_layers(const config::LoweredJob& lj) { return lj.costs.model.layers; }
 
 /// `base` with schedule `ours` at `v` stages per rank and the torchtitan split of the weights
 /// (Megatron-LM: the config's split where it has this stage count, else an even one). False
@@ -94,19 +79,6 @@ std::string first_error(const Diagnostics& d) {
   for (const Diagnostic& x : d.all())
     if (x.severity == Severity::kError) return x.message;
   return "it could not be lowered";
-}
-
-/// torchtitan's microbatch rules of the named classes (docs/facts/config-keys.md#pipeline-schedule-names);
-/// "" when `ours` runs `m` microbatches over `stages`.
-std::string microbatch_rule(const std::string& ours, int32_t m, int32_t pp, int32_t stages) {
-  if (ours == "1f1b" && m < stages)
-    return fmt::format("1F1B needs at least as many microbatches as stages ({} < {})", m, stages);
-  if (ours == "interleaved-1f1b" || ours == "interleaved-zb") {
-    const int32_t rounds = std::max(1, m / pp);
-    if (m % rounds != 0) return fmt::format("{} microbatches are not a multiple of the {} rounds", m, rounds);
-  }
-  if (ours == "dualpipev" && m < 2 * pp) return fmt::format("DualPipeV needs at least 2·pp = {} microbatches", 2 * pp);
-  return "";
 }
 
 void verify_row(JobSchedule& s, const config::JobContext& ctx) {
@@ -204,7 +176,7 @@ bool synthesize_job(const TrainingJob& job, const config::JobContext& ctx, const
   }
   config::LoweredJob base;
   if (!config::lower_job(job, ctx, &base, diags)) return false;
-  const int64_t layers = model_layers(base);
+  const int64_t layers = base.costs.model.layers;
   const int64_t hbm = base.costs.hardware.hbm_bytes;
   const bool torchtitan = job.framework == "torchtitan";
   const int32_t m = std::max(1, job.microbatches);
@@ -212,9 +184,7 @@ bool synthesize_job(const TrainingJob& job, const config::JobContext& ctx, const
   const int32_t multi_v = config_multi_loop ? job.stages_per_rank : 2;
 
   // Named schedules at the config's split.
-  auto named = torchtitan ? std::vector<Named>(std::begin(kTorchtitan), std::end(kTorchtitan))
-                          : std::vector<Named>(std::begin(kMegatron), std::end(kMegatron));
-  for (const Named& n : named) {
+  for (const Named& n : torchtitan ? config::torchtitan_schedules() : megatron_schedules()) {
     JobSchedule s;
     s.label = n.torch;
     s.torch_name = n.torch;
@@ -224,7 +194,7 @@ bool synthesize_job(const TrainingJob& job, const config::JobContext& ctx, const
       res.schedules.push_back(std::move(s));
       continue;
     }
-    s.why = microbatch_rule(n.ours, m, pp, pp * v);
+    s.why = config::torchtitan_microbatch_rule(n.ours, m, pp, pp * v);
     if (s.why.empty()) verify_row(s, ctx);
     res.schedules.push_back(std::move(s));
   }
@@ -281,8 +251,7 @@ bool synthesize_job(const TrainingJob& job, const config::JobContext& ctx, const
     res.memory_bytes = *opt.memory_bytes;
     res.memory_source = "--memory-limit";
   } else if (opt.match_named && best_named >= 0) {
-    const config::JobPrediction& p = res.schedules[best_named].verified.prediction;
-    res.memory_bytes = std::max(p.peak_bytes, p.worst_bytes);
+    res.memory_bytes = res.schedules[best_named].verified.prediction.need_bytes();
     res.memory_source = res.schedules[best_named].label;
   }
   SynthOptions so = opt.synth;
@@ -371,7 +340,7 @@ bool synthesize_job(const TrainingJob& job, const config::JobContext& ctx, const
     }
     s.job.schedule_actions = s.synth->actions;
     verify_row(s, ctx);
-    if (s.ran && std::max(s.verified.prediction.peak_bytes, s.verified.prediction.worst_bytes) > res.memory_bytes) {
+    if (s.ran && s.verified.prediction.need_bytes() > res.memory_bytes) {
       s.over_memory = true;
       s.why = fmt::format("its peak is above the {:.4g} GiB per rank the search was given",
                           static_cast<double>(res.memory_bytes) / double(int64_t{1} << 30));

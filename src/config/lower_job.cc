@@ -79,6 +79,33 @@ bool use_schedule_actions(const TrainingJob& job, PipelineSpec* p, Diagnostics& 
 
 }  // namespace
 
+const std::vector<TorchtitanSchedule>& torchtitan_schedules() {
+  static const std::vector<TorchtitanSchedule> table = {
+      {"GPipe", "gpipe", false, false},
+      {"1F1B", "1f1b", false, false},
+      {"Interleaved1F1B", "interleaved-1f1b", true, false},
+      {"LoopedBFS", "looped-bfs", true, false},
+      {"InterleavedZeroBubble", "interleaved-zb", true, false},
+      {"ZBVZeroBubble", "zb-v", true, true},
+      {"DualPipeV", "dualpipev", true, true},
+  };
+  return table;
+}
+
+std::string torchtitan_microbatch_rule(const std::string& ours, int32_t m, int32_t pp, int32_t stages) {
+  if (ours == "1f1b" && m < stages)
+    return fmt::format("Number of microbatches ({}) must be greater than or equal to the number of stages ({}) for "
+                       "1F1B", m, stages);
+  if (ours == "interleaved-1f1b" || ours == "interleaved-zb") {
+    const int32_t rounds = std::max(1, m / pp);
+    if (m % rounds != 0)
+      return fmt::format("Number of microbatches ({}) must be divisible by the number of rounds ({})", m, rounds);
+  }
+  if (ours == "dualpipev" && m < 2 * pp)
+    return fmt::format("DualPipeV needs at least 2 * pp = {} microbatches, got {}", 2 * pp, m);
+  return "";
+}
+
 std::vector<int64_t> torchtitan_stage_layers(int64_t layers, int32_t stages, int64_t input_weight,
                                              int64_t output_weight, std::string* why) {
   if (stages < 1 || layers < 0 || input_weight < 0 || output_weight < 0) {

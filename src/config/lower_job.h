@@ -79,6 +79,23 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
 std::vector<int64_t> torchtitan_stage_layers(int64_t layers, int32_t stages, int64_t input_weight,
                                              int64_t output_weight, std::string* why);
 
+/// A pipeline schedule torchtitan runs by name (get_schedule_class, docs/facts/config-keys.md#pipeline-schedule-names).
+struct TorchtitanSchedule {
+  const char* torch;  ///< torchtitan's (PyTorch's) class name, as written in configs ("Interleaved1F1B")
+  const char* ours;   ///< TrainingJob::schedule ("interleaved-1f1b")
+  bool multi;         ///< a multi-stage class (2 stages per rank unless layers_per_stage says)
+  bool v;             ///< V placement (exactly 2 stages per rank)
+};
+
+/// The schedules torchtitan runs by name, in get_schedule_class's order.
+const std::vector<TorchtitanSchedule>& torchtitan_schedules();
+
+/// torchtitan's (PyTorch's) rule on the microbatch count `m` of schedule `ours` (TrainingJob
+/// names) over `pp` ranks and `stages` stages: 1F1B needs m >= stages, the interleaved schedules
+/// m a multiple of their rounds max(1, m / pp), DualPipeV m >= 2 pp. "" when `m` is allowed,
+/// else the reason in PyTorch's words.
+std::string torchtitan_microbatch_rule(const std::string& ours, int32_t m, int32_t pp, int32_t stages);
+
 /// Largest program lower_job builds, in ops (about 470 bytes each: under 2 GiB); a larger job is
 /// an error naming its size.
 inline constexpr double kMaxJobOps = 4e6;

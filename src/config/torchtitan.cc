@@ -511,21 +511,6 @@ class Reader {
   /// The schedule class, stages per rank and the schedule's own microbatch rule (docs/facts/config-keys.md#pipeline-schedule-names).
   void resolve_schedule() {
     Layout& l = job_.layout;
-    struct Known {
-      const char* torch;
-      const char* ours;
-      bool multi;
-      bool v;
-    };
-    static const Known table[] = {
-        {"gpipe", "gpipe", false, false},
-        {"1f1b", "1f1b", false, false},
-        {"interleaved1f1b", "interleaved-1f1b", true, false},
-        {"loopedbfs", "looped-bfs", true, false},
-        {"interleavedzerobubble", "interleaved-zb", true, false},
-        {"zbvzerobubble", "zb-v", true, true},
-        {"dualpipev", "dualpipev", true, true},
-    };
     if (l.pp == 1) {
       job_.schedule = "1f1b";
       job_.stages_per_rank = 1;
@@ -538,12 +523,13 @@ class Reader {
       return;
     }
     const std::string name = lower(schedule_name_.empty() ? "1F1B" : schedule_name_);
-    const Known* k = nullptr;
-    for (const Known& e : table)
-      if (name == e.torch) k = &e;
+    const TorchtitanSchedule* k = nullptr;
+    std::vector<std::string> names;
+    for (const TorchtitanSchedule& e : torchtitan_schedules()) {
+      if (name == lower(e.torch)) k = &e;
+      names.push_back(e.torch);
+    }
     if (!k) {
-      std::vector<std::string> names = {"GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble",
-                                        "ZBVZeroBubble", "DualPipeV"};
       diags_.error(schedule_loc_, fmt::format("pipeline_parallel_schedule = \"{}\" is not a schedule "
                                               "get_schedule_class knows (or one schedcheck models): expected one of {}",
                                               schedule_name_, fmt::join(names, ", ")));
@@ -592,17 +578,10 @@ class Reader {
       return;  // _PipelineScheduleRuntime runs the CSV: the named class's microbatch rules do not apply
     }
     const SourceLoc mb = job_.loc("microbatches");
-    if (job_.schedule == "1f1b" && n < stages)
-      diags_.error(mb, fmt::format("Number of microbatches ({}) must be greater than or equal to the number of stages "
-                                   "({}) for 1F1B", n, stages));
-    if (job_.schedule == "interleaved-1f1b" || job_.schedule == "interleaved-zb") {
-      const int32_t rounds = std::max(1, n / l.pp);
-      if (n % rounds != 0)
-        diags_.error(mb, fmt::format("Number of microbatches ({}) must be divisible by the number of rounds ({}) of "
-                                     "{}", n, rounds, schedule_name_));
-    }
-    if (job_.schedule == "dualpipev" && n < 2 * l.pp)
-      diags_.error(mb, fmt::format("DualPipeV needs at least 2 * pp = {} microbatches, got {}", 2 * l.pp, n));
+    if (std::string why = torchtitan_microbatch_rule(job_.schedule, n, l.pp, stages); !why.empty())
+      diags_.error(mb, job_.schedule == "interleaved-1f1b" || job_.schedule == "interleaved-zb"
+                           ? fmt::format("{} of {}", why, schedule_name_)
+                           : why);
     if (n < stages && job_.schedule != "1f1b")
       diags_.warning(mb, fmt::format("{} microbatches is fewer than the {} pipeline stages: torchtitan warns that this "
                                      "leaves the pipeline partly idle", n, stages));

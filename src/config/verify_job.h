@@ -2,6 +2,7 @@
 // FSDP front-end's verify, and summarised as the figures a person plans with.
 #pragma once
 
+#include <algorithm>
 #include <optional>
 
 #include "config/lower_job.h"
@@ -21,6 +22,8 @@ struct JobPrediction {
   int64_t peak_bytes = 0;     ///< largest timeline peak over modelled ranks
   int32_t peak_rank = 0;
   int64_t worst_bytes = 0;    ///< largest worst case over all interleavings
+  /// The larger of peak_bytes and worst_bytes: what a rank may need, bytes.
+  int64_t need_bytes() const { return std::max(peak_bytes, worst_bytes); }
 };
 
 /// A job and everything verify established for it.
