@@ -46,7 +46,7 @@ TEST_CASE("fsdp1: without the rate limiter more units are gathered, with it neve
     REQUIRE(fsdp_extras(off)->figures);
     CHECK(on.findings.empty());
     // docs/facts/fsdp-zero.md (pytorch PR #98354): at most 2 gathered units pending free with the limiter.
-    for (int r = 0; r < 4; ++r) {
+    for (int r = 0; r < on.program.num_ranks; ++r) {  // one built rank stands for the 4
       CHECK(fsdp_extras(on)->figures->gathered_worst_case_bytes_per_rank[r] <= 2 * kGiB);
       CHECK(fsdp_extras(on)->figures->gathered_peak_bytes_per_rank[r] <= 2 * kGiB);
     }
@@ -66,7 +66,7 @@ TEST_CASE("fsdp2 with implicit prefetch holds at most three units' parameters", 
     VerifyResult r = verify_fsdp(spec_of("fsdp2", "", bw));
     REQUIRE(fsdp_extras(r)->figures);
     CHECK(r.findings.empty());
-    for (int k = 0; k < 4; ++k) {
+    for (int k = 0; k < r.program.num_ranks; ++k) {  // one built rank stands for the 4
       CHECK(fsdp_extras(r)->figures->gathered_worst_case_bytes_per_rank[k] <= 3 * kGiB);
       CHECK(fsdp_extras(r)->figures->gathered_peak_bytes_per_rank[k] >= 2 * kGiB);  // prefetch overlaps
     }
@@ -202,7 +202,22 @@ TEST_CASE("exposed communication per unit, overlap and step time match a hand-co
 namespace sc {
 namespace {
 
-TEST_CASE("symmetric programs: rank 0's interleaving results equal every rank's computed in full", "[fsdp]") {
+/// `per_class` (one entry per built rank of `p`) written out for every job rank its built rank
+/// stands for (Program::rank_classes).
+template <typename T>
+std::vector<T> per_job_rank(const Program& p, const std::vector<T>& per_class) {
+  std::vector<T> out;
+  for (int32_t r = 0; r < static_cast<int32_t>(per_class.size()); ++r)
+    for (int32_t k = 0; k < p.job_class(r).count; ++k) out.push_back(per_class[r]);
+  return out;
+}
+
+TEST_CASE("the symmetry quotient gives what the full build gives: findings, figures, peaks per rank",
+          "[fsdp][symmetry]") {
+  // docs/facts/symmetry.md: every rank runs the same generated program, so one built rank stands
+  // for all. Each case is built both ways (the quotient and every rank) and compared figure by
+  // figure; the cases cover the three implementations, two microbatches, HSDP and a memory
+  // finding on every rank.
   const std::string programs =
       "  programs:\n    all:\n      - {op: all_gather, unit: layer.0, id: g0}\n"
       "      - {op: forward, unit: layer.0, after: [g0], id: f0}\n      - {op: all_gather, unit: layer.1, id: g1}\n"
@@ -211,31 +226,61 @@ TEST_CASE("symmetric programs: rank 0's interleaving results equal every rank's 
     const char* impl;
     std::string extra;
     int units;
+    std::string top;
   };
-  for (const Case& c : {Case{"fsdp1", "  options: {limit_all_gathers: false}\n", 6}, Case{"fsdp2", "", 6},
-                        Case{"zero3", "", 6}, Case{"fsdp2", "  microbatches: 2\n", 4},
-                        Case{"fsdp2", programs, 2}}) {
-    INFO(c.impl << c.extra);
-    FsdpSpec spec = spec_of(c.impl, c.extra, "4000GB/s", c.units);
+  for (const Case& c : {Case{"fsdp1", "  options: {limit_all_gathers: false}\n", 6, ""}, Case{"fsdp2", "", 6, ""},
+                        Case{"zero3", "", 6, ""}, Case{"fsdp2", "  microbatches: 2\n", 4, ""},
+                        Case{"fsdp2", "", 8, "memory: {limit_bytes: 12GiB}\n"},
+                        Case{"fsdp2", "  replicate_size: 2\n", 3, ""}, Case{"fsdp2", programs, 2, ""}}) {
+    INFO(c.impl << c.extra << c.top);
+    FsdpSpec spec = spec_of(c.impl, c.extra, "100GB/s", c.units, c.top);
     VerifyResult fast = verify_fsdp(spec);
     VerifyResult full = verify_fsdp(spec, false, /*use_symmetry=*/false);
     REQUIRE(fast.worst_case);
     REQUIRE(full.worst_case);
-    CHECK(fast.worst_case->bytes_per_rank == full.worst_case->bytes_per_rank);
-    CHECK(fast.worst_case->live_buffers == full.worst_case->live_buffers);
-    CHECK(fsdp_extras(fast)->figures->gathered_worst_case_bytes_per_rank == fsdp_extras(full)->figures->gathered_worst_case_bytes_per_rank);
+    const Program& q = fast.program;
+    CHECK(full.program.rank_classes.empty());
+    CHECK(full.program.num_ranks == 4);
+    if (c.extra == programs) {
+      // Explicit programs are built on every rank (rank images, not the quotient).
+      CHECK(q.num_ranks == 4);
+      CHECK(q.rank_classes.empty());
+    } else {
+      REQUIRE(q.num_ranks == 1);
+      REQUIRE(q.rank_classes.size() == 1);
+      CHECK(q.rank_classes[0].count == 4);
+      CHECK(q.ops.size() * 4 == full.program.ops.size());
+    }
+    CHECK(fast.exit_code == full.exit_code);
+    CHECK(per_job_rank(q, fast.worst_case->bytes_per_rank) == full.worst_case->bytes_per_rank);
+    CHECK(fast.worst_case->live_buffers[0] == full.worst_case->live_buffers[0]);  // rank 0 is built first both ways
+    REQUIRE(fast.timeline);
+    REQUIRE(full.timeline);
+    CHECK(fast.timeline->makespan_s == Approx(full.timeline->makespan_s).epsilon(1e-12));
+    CHECK(per_job_rank(q, fast.timeline->peak_bytes_per_rank) == full.timeline->peak_bytes_per_rank);
+    CHECK(per_job_rank(q, fast.timeline->busy_per_rank_s) == full.timeline->busy_per_rank_s);
+    const FsdpFigures& a = *fsdp_extras(fast)->figures;
+    const FsdpFigures& b = *fsdp_extras(full)->figures;
+    CHECK(a.step_time_s == b.step_time_s);
+    CHECK(a.comm_bytes_per_step == b.comm_bytes_per_step);
+    CHECK(a.comm_time_s == b.comm_time_s);
+    CHECK(a.exposed_comm_s == b.exposed_comm_s);
+    CHECK(per_job_rank(q, a.gathered_worst_case_bytes_per_rank) == b.gathered_worst_case_bytes_per_rank);
+    CHECK(per_job_rank(q, a.gathered_peak_bytes_per_rank) == b.gathered_peak_bytes_per_rank);
+    for (size_t it = 0; it < a.peak_bytes_per_step.size(); ++it)
+      CHECK(per_job_rank(q, a.peak_bytes_per_step[it]) == b.peak_bytes_per_step[it]);
     REQUIRE(fast.findings.size() == full.findings.size());
     for (size_t i = 0; i < fast.findings.size(); ++i) {
       CHECK(fast.findings[i].message == full.findings[i].message);
       CHECK(fast.findings[i].ranks == full.findings[i].ranks);
+      CHECK(fast.findings[i].details == full.findings[i].details);
+    }
+    if (!c.top.empty()) {
+      // The memory case: one finding naming every rank, as the full build groups them.
+      REQUIRE(fast.findings.size() == 1);
+      CHECK(fast.findings[0].message.rfind("ranks 0-3: each exceeds its memory limit", 0) == 0);
     }
   }
-  // HSDP: shard groups of 2, replicated twice.
-  std::string text =
-      "schedcheck: 1\nranks: 4\nfsdp:\n  replicate_size: 2\n  link: {bandwidth: 100GB/s}\n"
-      "  units:\n    - {name: layer, repeat: 3, params_bytes: 1GiB, forward: 1ms, backward: 2ms}\n";
-  FsdpSpec spec = parse_or_fail("hsdp.yaml", text);
-  CHECK(verify_fsdp(spec).worst_case->bytes_per_rank == verify_fsdp(spec, false, false).worst_case->bytes_per_rank);
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ NumericsPassResult check_numerics(const Program& p) {
     const Op& o = p.ops[id];
     if (o.kind != OpKind::kCollective || o.arith() < 0 || o.comm() < 0) continue;
     if (o.collective != CollectiveKind::kReduceScatter && o.collective != CollectiveKind::kAllReduce) continue;
-    const size_t n = p.comms[o.comm()].ranks.size();
+    const size_t n = static_cast<size_t>(p.comms[o.comm()].group_size());
     if (n < 2) continue;
     Key key{o.arith(), o.dtype.c_str(), static_cast<int>(o.collective), n};
     if (auto it = seen.find(key); it != seen.end()) {

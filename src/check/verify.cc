@@ -67,6 +67,33 @@ std::vector<std::vector<int32_t>> rank_classes(const Program& p) {
   return classes;
 }
 
+/// A symmetry quotient's finding names the job ranks its built ranks stand for
+/// (Program::rank_classes): its ranks become their classes' ranks, a leading "rank N " becomes
+/// "ranks a-b: each " as group_by_rank writes one finding for many ranks, and "on rank N "
+/// becomes "on ranks a-b ".
+void name_job_ranks(Finding& f, const Program& p) {
+  if (p.rank_classes.empty() || f.ranks.empty()) return;
+  std::vector<int32_t> job;
+  for (int32_t r : f.ranks) {
+    if (r < 0 || r >= p.num_ranks) continue;
+    const RankClass c = p.job_class(r);
+    for (int32_t k = 0; k < c.count; ++k) job.push_back(c.first + k);
+  }
+  std::sort(job.begin(), job.end());
+  job.erase(std::unique(job.begin(), job.end()), job.end());
+  if (job.size() <= f.ranks.size()) return;
+  if (f.ranks.size() == 1) {
+    const std::string lead = fmt::format("rank {} ", f.ranks[0]);
+    if (f.message.rfind(lead, 0) == 0) {
+      f.message = fmt::format("ranks {}: each {}", format_rank_ranges(job), f.message.substr(lead.size()));
+      f.details.insert(f.details.begin(), fmt::format("shown for rank {}; the others are the same", f.ranks[0]));
+      f.ranks.assign(job.begin(), job.end());
+      return;
+    }
+  }
+  name_ranks(f, job);
+}
+
 }  // namespace
 
 ProgramResult verify_program(Program program, std::vector<Finding> front_end, const ProgramVerifyOptions& options,
@@ -143,6 +170,7 @@ ProgramResult verify_program(Program program, std::vector<Finding> front_end, co
                return group_by_rank(check_memory(p, &*r.timeline, &*r.worst_case, *p.memory_limit_bytes));
              }));
   }
+  for (Finding& f : r.findings) name_job_ranks(f, p);
   cap_findings(r.findings, r.omitted_findings);
   r.exit_code = exit_code_for(r.findings);
   return r;

@@ -366,12 +366,14 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   if (fsdp)
     jc.fsdp_crossover_tokens = model::fsdp_crossover_tokens(pbytes, dtype_bytes(job.reduce_dtype), rate, jc.dp_bandwidth);
 
-  // Size of the program to verify: every modelled rank's ops (FSDP: iterations × microbatches ×
-  // units × about 12; a pipeline: about 6 per stage and microbatch plus the collectives). At
+  // Size of the program to verify: the ops of every rank built (FSDP: iterations × microbatches
+  // × units × about 12; a pipeline: about 6 per stage and microbatch plus the collectives). At
   // about 470 bytes per op (the FSDP figure measured for the size cap of fsdp specs) the cap
-  // keeps a config's check under 2 GiB and a few seconds.
+  // keeps a config's check under 2 GiB and a few seconds. FSDP without a pipeline builds one
+  // rank for all of them (the symmetry quotient, docs/facts/symmetry.md); a composed pipeline
+  // builds every data-parallel replica of each pipeline rank.
   {
-    const double modelled = static_cast<double>(shard) * replicate * lay.pp;
+    const double modelled = lay.pp == 1 && fsdp ? 1.0 : static_cast<double>(shard) * replicate * lay.pp;
     // A composed pipeline in compute-only form, per modelled rank: F and B (F, I and W where the
     // schedule splits the backward; a gather and a free more under reshard_after_forward) per
     // stage and microbatch; per stage a gather, a free and a reduce-scatter with FSDP (plus the

@@ -35,6 +35,11 @@ void write_fsdp_text_report(std::ostream& os, const VerifyResult& v) {
                     s.name, implementation_name(s.implementation), s.ranks, s.shard_size, s.replicate_size,
                     s.units.size(), s.units.size() == 1 ? "" : "s", s.microbatches, s.microbatches == 1 ? "" : "es",
                     s.programs.empty() ? fmt::format("{} step{}", s.iterations, s.iterations == 1 ? "" : "s") : std::string("explicit programs"), p.ops.size());
+  if (!p.rank_classes.empty())
+    os << fmt::format("  symmetry: every rank runs the same program, so {} built for the {} (each collective timed "
+                      "over its whole group; docs/facts/symmetry.md)\n",
+                      p.num_ranks == 1 ? "one rank is" : fmt::format("{} ranks are", p.num_ranks),
+                      format_count(p.job_ranks(), "rank"));
   write_findings(os, v.findings);
   write_numerics_fixes(os, v);
   if (!x.figures || !v.timeline || !v.worst_case) {
@@ -51,13 +56,13 @@ void write_fsdp_text_report(std::ostream& os, const VerifyResult& v) {
                     s.programs.empty() ? format_bytes(f.expected_comm_bytes_per_step) : "n/a for explicit programs");
   os << fmt::format("  communication time {} over {} step{} on rank {}, exposed {} (overlap {})\n",
                     format_duration(f.comm_time_s), f.step_time_s.size(), f.step_time_s.size() == 1 ? "" : "s",
-                    f.most_exposed_rank, format_duration(f.exposed_comm_s), pct(f.overlap));
+                    p.job_class(f.most_exposed_rank).first, format_duration(f.exposed_comm_s), pct(f.overlap));
   std::vector<FsdpUnitExposure> top = f.exposure;
   std::stable_sort(top.begin(), top.end(), [](const auto& a, const auto& b) { return a.exposed_s > b.exposed_s; });
   if (!top.empty() && top.front().exposed_s > 0) {
     os << fmt::format("  most exposed all-gathers (over {} step{}):", f.step_time_s.size(), f.step_time_s.size() == 1 ? "" : "s");
     for (size_t i = 0; i < top.size() && i < 5 && top[i].exposed_s > 0; ++i)
-      os << fmt::format(" {} {} (rank {}){}", top[i].unit, format_duration(top[i].exposed_s), top[i].rank,
+      os << fmt::format(" {} {} (rank {}){}", top[i].unit, format_duration(top[i].exposed_s), p.job_class(top[i].rank).first,
                         i + 1 < std::min<size_t>(top.size(), 5) && top[i + 1].exposed_s > 0 ? "," : "");
     os << "\n";
   }
@@ -76,13 +81,13 @@ void write_fsdp_text_report(std::ostream& os, const VerifyResult& v) {
                     format_bytes(static_cast<double>(v.worst_case->bytes_per_rank[rk])),
                     format_bytes(static_cast<double>(f.gathered_peak_bytes_per_rank[rk])),
                     format_bytes(static_cast<double>(f.gathered_worst_case_bytes_per_rank[rk])));
-  const std::vector<RankRun> runs = fold_identical_rows(rows);
-  const int width = runs.size() < rows.size() ? 11 : 5;
+  const std::vector<JobRankRun> runs = fold_job_rows(p, rows);
+  const int width = static_cast<int64_t>(runs.size()) < p.job_ranks() ? 11 : 5;
   os << fmt::format("  {:>{}} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "rank", width, "static", "peak step0",
                     "peak last", "worst case", "gathered", "gathered wc");
-  for (const RankRun& run : runs)
-    os << fmt::format("  {:>{}}{}{}\n", run.label(), width, rows[static_cast<size_t>(run.first)],
-                      run.count() > 1 ? fmt::format("  ({} ranks alike)", run.count()) : std::string());
+  for (const JobRankRun& run : runs)
+    os << fmt::format("  {:>{}}{}{}\n", run.ranks.label(), width, rows[static_cast<size_t>(run.row)],
+                      alike_suffix(run.ranks));
 }
 
 std::string fsdp_json_report(const VerifyResult& r) {

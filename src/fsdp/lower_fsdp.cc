@@ -113,9 +113,21 @@ int64_t optimizer_state_bytes(const FsdpSpec& spec) {
 }
 
 /// Creates "shard g" and (with replicate_size > 1) "replicate j" communicators and records
-/// each rank's in `out`.
-void add_communicators(const FsdpSpec& spec, FsdpProgram& out) {
+/// each rank's in `out`; for a quotient, rank 0's two, with the job's group sizes.
+void add_communicators(const FsdpSpec& spec, FsdpProgram& out, bool quotient) {
   const int n = shard_size_of(spec);
+  if (quotient) {
+    // One built rank stands for every rank: it is the one built member of its shard group and
+    // of its replicate group, each of the job's size.
+    out.shard_comm.assign(1, out.program.add_communicator("shard 0", {0}));
+    out.program.comms[out.shard_comm[0]].size = std::min(n, spec.ranks);
+    out.replicate_comm.assign(1, -1);
+    if (spec.replicate_size > 1) {
+      out.replicate_comm[0] = out.program.add_communicator("replicate 0", {0});
+      out.program.comms[out.replicate_comm[0]].size = (spec.ranks + n - 1) / n;
+    }
+    return;
+  }
   out.shard_comm.assign(spec.ranks, -1);
   out.replicate_comm.assign(spec.ranks, -1);
   for (int g = 0; g * n < spec.ranks; ++g) {
@@ -544,23 +556,30 @@ const std::vector<FsdpProgramOp>* program_of(const FsdpSpec& spec, int rank) {
 
 }  // namespace
 
-FsdpProgram lower_fsdp(const FsdpSpec& spec) {
+bool fsdp_quotient_applies(const FsdpSpec& spec) {
+  return spec.ranks > 1 && spec.overrides.empty() && spec.programs.empty();
+}
+
+FsdpProgram lower_fsdp(const FsdpSpec& spec, bool quotient) {
   FsdpProgram out;
   Program& p = out.program;
-  p.num_ranks = spec.ranks;
+  quotient = quotient && fsdp_quotient_applies(spec);
+  const int32_t built = quotient ? 1 : spec.ranks;
+  p.num_ranks = built;
+  if (quotient) p.rank_classes = {RankClass{0, spec.ranks}};
   p.link.latency_s = spec.latency_s;
   if (spec.bandwidth_bytes_per_s > 0) p.link.bandwidth_bytes_per_s = spec.bandwidth_bytes_per_s;
-  p.static_bytes_per_rank.assign(spec.ranks, static_param_bytes(spec));
-  add_communicators(spec, out);
+  p.static_bytes_per_rank.assign(built, static_param_bytes(spec));
+  add_communicators(spec, out, quotient);
   Builder b(spec, out);
-  for (int32_t r = 0; r < spec.ranks; ++r) {
+  for (int32_t r = 0; r < built; ++r) {
     if (spec.programs.empty()) {
       RankGen(b, r, out.shard_comm[r], out.replicate_comm[r]).run();
     } else if (const auto* ops = program_of(spec, r)) {
       lower_explicit_rank(b, r, out.shard_comm[r], out.replicate_comm[r], *ops, out.findings);
     }
   }
-  p.rank_streams.resize(spec.ranks);  // a rank without an explicit program has no streams
+  p.rank_streams.resize(built);  // a rank without an explicit program has no streams
   return out;
 }
 

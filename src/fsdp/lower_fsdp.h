@@ -92,6 +92,18 @@ double collective_time_s(const FsdpSpec& spec, CollectiveKind kind, int64_t byte
 ///
 /// With spec.programs non-empty, each rank's explicit program (its own, else key -1, else none)
 /// is translated op by op instead, and static problems go to FsdpProgram::findings.
-FsdpProgram lower_fsdp(const FsdpSpec& spec);
+///
+/// `quotient` (where fsdp_quotient_applies): the symmetry quotient of docs/facts/symmetry.md.
+/// Every rank runs the same generated program up to renumbering, so one rank is built and
+/// stands for all of them (Program::rank_classes = {{0, ranks}}): num_ranks 1, its "shard 0"
+/// and "replicate 0" communicators with the built rank as their one member and the job's group
+/// sizes (Communicator::size), so each collective is timed and its arithmetic analysed for the
+/// whole group and completes when the built rank reaches it. The per-rank vectors (shard_comm,
+/// replicate_comm, static bytes) have one entry.
+FsdpProgram lower_fsdp(const FsdpSpec& spec, bool quotient = false);
+
+/// Whether lower_fsdp can build the quotient of `spec`: more than one rank, no rank overrides
+/// and generated programs (no `programs:`), so every rank's program is the same.
+bool fsdp_quotient_applies(const FsdpSpec& spec);
 
 }  // namespace sc

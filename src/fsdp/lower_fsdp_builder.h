@@ -101,7 +101,7 @@ class Builder {
     op.collective = kind;
     op.bytes = bytes;
     op.dtype = static_dtype_name(dtype.name);
-    const int n = comm >= 0 ? static_cast<int>(out_.program.comms[comm].ranks.size()) : 1;
+    const int n = comm >= 0 ? out_.program.comms[comm].group_size() : 1;
     if (kind != CollectiveKind::kAllGather) op.set_arith(reduction_arithmetic(n));
     op.duration_s = collective_time_s(spec_, kind, bytes, n);
     return op;

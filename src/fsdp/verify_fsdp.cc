@@ -96,7 +96,7 @@ FsdpFigures compute_figures(const FsdpSpec& spec, const Program& p, const std::v
     const FsdpOpInfo& in = info[id];
     int it = std::clamp<int>(in.iteration, 0, iters - 1);
     if (o.kind == OpKind::kCollective && o.comm() >= 0) {
-      double n = static_cast<double>(p.comms[o.comm()].ranks.size());
+      double n = static_cast<double>(p.comms[o.comm()].group_size());
       double share = n > 1 ? (n - 1) / n * static_cast<double>(o.bytes) : 0.0;
       volume[o.rank][it] += o.collective == CollectiveKind::kAllReduce ? 2 * share : share;
       comm_time[o.rank] += t.ops[id].end_s - t.ops[id].start_s;
@@ -167,12 +167,12 @@ VerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut, bool use_symm
   v.spec.ranks = spec.ranks;
   v.spec.memory.limit_bytes = spec.limit_bytes;
   FsdpProgram lowered;
-  timer.run("lower", [&] { lowered = lower_fsdp(spec); });
+  timer.run("lower", [&] { lowered = lower_fsdp(spec, use_symmetry); });
   v.program = std::move(lowered.program);
   extras->info = std::move(lowered.info);
   for (auto& f : group_by_rank(std::move(lowered.findings))) v.findings.push_back(std::move(f));
 
-  if (use_symmetry)
+  if (use_symmetry && v.program.rank_classes.empty())
     if (auto blocks = rank_blocks(spec, v.program)) {
       v.program.rank_images.assign(v.program.num_ranks, RankImage{});
       for (int32_t r = 1; r < v.program.num_ranks; ++r)

@@ -70,9 +70,13 @@ inline const FsdpExtras* fsdp_extras(const VerifyResult& r) { return dynamic_cas
 /// in every interleaving: a gather and the free must be ordered with the use by stream order or
 /// events; else a "residency" finding with the interleaving that breaks it); timeline; worst-case
 /// memory over all interleavings; the memory limit; FSDP figures. `force_min_cut` as for
-/// pipelines. When every rank runs the same program (no overrides, one program for all), the
-/// residency and worst-case passes run on rank 0 and are copied to the others (exact by
-/// symmetry; `use_symmetry` false computes every rank, for tests). Never fails: problems are
+/// pipelines. When every rank runs the same generated program (fsdp_quotient_applies), one
+/// rank is built and stands for all of them (lower_fsdp's quotient, docs/facts/symmetry.md):
+/// the result's per-rank vectors then have one entry per class (Program::rank_classes) and
+/// findings name the class's job ranks. With one explicit program for all ranks, every rank
+/// is built and the residency and worst-case passes run on rank 0 and are copied to the others
+/// (exact by symmetry). `use_symmetry` false builds and computes every rank (the comparison in
+/// tests). Never fails: problems are
 /// findings.
 VerifyResult verify_fsdp(const FsdpSpec& spec, bool force_min_cut = false, bool use_symmetry = true);
 

@@ -85,6 +85,18 @@ int32_t Communicator::member_index(int32_t rank) const {
   return it != ranks.end() && *it == rank ? static_cast<int32_t>(it - ranks.begin()) : -1;
 }
 
+int64_t Program::job_ranks() const {
+  if (rank_classes.empty()) return num_ranks;
+  int64_t n = 0;
+  for (const RankClass& c : rank_classes) n += c.count;
+  return n;
+}
+
+RankClass Program::job_class(int32_t r) const {
+  if (r >= 0 && r < static_cast<int32_t>(rank_classes.size())) return rank_classes[r];
+  return RankClass{r, 1};
+}
+
 OpId Program::add_op(const Op& op) {
   OpId id = static_cast<OpId>(ops.size());
   Op o = op;

@@ -186,8 +186,14 @@ struct Communicator {
   std::string name;                     ///< "shard 0", "replicate 3", ...
   std::vector<int32_t> ranks;           ///< members, ascending
   std::vector<std::vector<OpId>> ops;   ///< per member (index into `ranks`), in issue order
+  /// Ranks of the job's group when the program is a symmetry quotient (Program::rank_classes)
+  /// and each built member stands for several; 0: the group is `ranks`. Collective times and
+  /// reduction arithmetic use group_size(); agreement and completion use the built `ranks`.
+  int32_t size = 0;
   /// Index of `rank` in `ranks`, or -1.
   int32_t member_index(int32_t rank) const;
+  /// Ranks in the job's group: `size` when set, else the built members.
+  int32_t group_size() const { return size > 0 ? size : static_cast<int32_t>(ranks.size()); }
 };
 
 /// The arithmetic of a reducing collective (reduce-scatter, all-reduce), as the front-end's
@@ -211,6 +217,14 @@ struct LinkModel {
   double bandwidth_bytes_per_s = std::numeric_limits<double>::infinity();
   int64_t message_bytes = 0;  ///< bytes of an implicit (kTransfer) message
   double transfer_s(int64_t bytes) const;
+};
+
+/// A class of job ranks that one built rank of a symmetry quotient stands for: job ranks
+/// [first, first + count), whose programs are identical up to renumbering
+/// (docs/facts/symmetry.md).
+struct RankClass {
+  int32_t first = 0;
+  int32_t count = 1;
 };
 
 /// A rank whose program is another rank's (its representative, `of`) up to renumbering ranks,
@@ -268,6 +282,15 @@ struct Program {
   bool explicit_comms = false;  ///< built from a schedule with SEND/RECV actions
   std::optional<int64_t> memory_limit_bytes;  ///< per rank; none = no limit check
   std::vector<RankImage> rank_images;         ///< per rank (or empty): set only by a front-end that guarantees it
+  /// Symmetry quotient (docs/facts/symmetry.md): per built rank, the class of job ranks it
+  /// stands for; empty when every job rank is built (built rank r is job rank r). Set only by a
+  /// front-end that builds one rank per class of ranks with identical programs; per-rank results
+  /// (timeline, worst case, figures) are then per class.
+  std::vector<RankClass> rank_classes;
+  /// Job ranks the program stands for: the sum of the classes, or num_ranks.
+  int64_t job_ranks() const;
+  /// The job ranks built rank `r` stands for ({r, 1} without a quotient).
+  RankClass job_class(int32_t r) const;
 
   /// Appends an op (deps, memory effects and uses are added with add_dep / add_mem / add_use
   /// right after, in order: an op's ranges start where the previous op's end) and puts it at

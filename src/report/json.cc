@@ -72,6 +72,12 @@ json json_report_value(const VerifyResult& r) {
                           {"router", m->moe->router}};
     }
   }
+  if (!r.program.rank_classes.empty()) {
+    // A symmetry quotient: every per-rank array below has one entry per class.
+    json classes = json::array();
+    for (const RankClass& c : r.program.rank_classes) classes.push_back({{"first", c.first}, {"ranks", c.count}});
+    j["rank_classes"] = classes;
+  }
   json findings = json::array();
   for (const Finding& f : r.findings) {
     json locs = json::array();

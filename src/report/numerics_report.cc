@@ -94,13 +94,22 @@ std::optional<double> numerics_collective_time_s(const NumericsFixes& fx, const 
   return per_rank.empty() ? 0.0 : *std::max_element(per_rank.begin(), per_rank.end());
 }
 
+/// The job's collective ops of `fx`: its built ops, each counted once per job rank its built
+/// rank stands for (Program::rank_classes).
+static int64_t job_collective_ops(const NumericsFixes& fx, const Program& p) {
+  if (p.rank_classes.empty()) return static_cast<int64_t>(fx.ops.size());
+  int64_t n = 0;
+  for (OpId id : fx.ops) n += p.job_class(p.ops[static_cast<size_t>(id)].rank).count;
+  return n;
+}
+
 void write_numerics_fixes(std::ostream& os, const ProgramResult& r) {
   if (r.numerics_fixes.empty()) return;
   os << "\nnumerics fixes:\n";
   for (const NumericsFixes& fx : r.numerics_fixes) {
     std::optional<double> t = numerics_collective_time_s(fx, r);
-    os << fmt::format("  {} ({} collective op{}{})\n", describe(fx.analysis.config), fx.ops.size(),
-                      fx.ops.size() == 1 ? "" : "s",
+    const int64_t ops = job_collective_ops(fx, r.program);
+    os << fmt::format("  {} ({} collective op{}{})\n", describe(fx.analysis.config), ops, ops == 1 ? "" : "s",
                       t ? fmt::format(", {} on the busiest rank", format_duration(*t)) : std::string());
     os << numerics_fixes_text(fx.analysis, "    ", t);
   }
@@ -248,7 +257,7 @@ json numerics_fixes_json(const ProgramResult& r) {
                        {"figures", figures_json(fix.figures)}, {"sent_bytes_per_element", num(fix.sent_bytes_per_element)},
                        {"bytes_ratio", num(fix.bytes_ratio)}, {"time_s", t ? num(*t * fix.bytes_ratio) : json(nullptr)}});
     out.push_back({{"config", config_json(a.config)}, {"figures", figures_json(a.figures)},
-                   {"sent_bytes_per_element", num(a.sent_bytes_per_element)}, {"collective_ops", fx.ops.size()},
+                   {"sent_bytes_per_element", num(a.sent_bytes_per_element)}, {"collective_ops", job_collective_ops(fx, r.program)},
                    {"collective_time_s", t ? num(*t) : json(nullptr)}, {"fixes", fixes}});
   }
   return out;

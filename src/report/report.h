@@ -7,6 +7,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "pipeline/verify_pipeline.h"
+#include "support/units.h"
 
 namespace sc {
 
@@ -32,6 +33,22 @@ void write_text_report(std::ostream& os, const VerifyResult& r, size_t timeline_
 /// schedule does not complete. Ranks with equal rows are alike in every figure the report
 /// shows: the text table and the SVG fold consecutive ones (fold_identical_rows).
 std::vector<std::string> rank_rows(const VerifyResult& r);
+
+/// A run of consecutive job ranks whose report rows are identical: `ranks` the job ranks
+/// (through Program::rank_classes, so a symmetry quotient's one built rank prints as the
+/// ranks it stands for), `row` the built rank whose row it prints.
+struct JobRankRun {
+  RankRun ranks;
+  int32_t row = 0;
+};
+
+/// Folds `rows` (one per built rank of `p`) into runs of consecutive identical rows, in rank
+/// order, each over the job ranks its built ranks stand for (fold_identical_rows, then
+/// Program::job_class).
+std::vector<JobRankRun> fold_job_rows(const Program& p, const std::vector<std::string>& rows);
+
+/// " (N ranks alike)" for a run of more than one job rank, else "".
+std::string alike_suffix(const RankRun& run);
 
 /// One JSON object with the keys of the issue: verdict, exit_code, semantics, findings
 /// ({kind, message, ranks, ops, locations}), timing ({span, makespan, bubble_rate,

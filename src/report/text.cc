@@ -146,6 +146,19 @@ std::vector<std::string> rank_rows(const VerifyResult& r) {
   return rows;
 }
 
+std::vector<JobRankRun> fold_job_rows(const Program& p, const std::vector<std::string>& rows) {
+  std::vector<JobRankRun> out;
+  for (const RankRun& run : fold_identical_rows(rows)) {
+    const RankClass a = p.job_class(run.first), b = p.job_class(run.last);
+    out.push_back(JobRankRun{RankRun{a.first, b.first + b.count - 1}, run.first});
+  }
+  return out;
+}
+
+std::string alike_suffix(const RankRun& run) {
+  return run.count() > 1 ? fmt::format("  ({} ranks alike)", run.count()) : std::string();
+}
+
 void write_text_report(std::ostream& os, const VerifyResult& r, size_t timeline_max_ops) {
   const PipelineSpec& s = r.spec;
   const Program& p = r.program;
@@ -192,13 +205,13 @@ void write_text_report(std::ostream& os, const VerifyResult& r, size_t timeline_
   os << fmt::format("memory limit per rank: {}\n", limit);
   // One row per run of consecutive ranks with identical figures (replicas fold into one line).
   const std::vector<std::string> rows = rank_rows(r);
-  const std::vector<RankRun> runs = fold_identical_rows(rows);
-  const int width = runs.size() < rows.size() ? 11 : 5;
+  const std::vector<JobRankRun> runs = fold_job_rows(p, rows);
+  const int width = static_cast<int64_t>(runs.size()) < p.job_ranks() ? 11 : 5;
   os << fmt::format("  {:<{}} {:>12} {:>12} {:>12} {:>12} {:>14} {:>14}\n", "rank", width, "start", "end", "busy",
                     "idle", "peak memory", "worst case");
-  for (const RankRun& run : runs)
-    os << fmt::format("  {:<{}}{}{}\n", run.label(), width, rows[static_cast<size_t>(run.first)],
-                      run.count() > 1 ? fmt::format("  ({} ranks alike)", run.count()) : std::string());
+  for (const JobRankRun& run : runs)
+    os << fmt::format("  {:<{}}{}{}\n", run.ranks.label(), width, rows[static_cast<size_t>(run.row)],
+                      alike_suffix(run.ranks));
   if (p.ops.size() <= timeline_max_ops) write_timeline(os, r);
   else if (timeline_max_ops > 0)
     os << fmt::format("\ntimeline: omitted, {} ops is more than --timeline-ops {} (raise it, or draw the timeline with "
