@@ -191,7 +191,7 @@ TEST_CASE("every arrow of every example's trace binds in Perfetto to the ops the
     auto r = verify_example(path, semantics);
     if (!r) continue;
     INFO(path << (semantics ? " under " + format_semantics(*semantics) : std::string()));
-    json trace = json::parse(chrome_trace(*r));
+    json trace = json::parse(chrome_trace(*r, /*all_ranks=*/true));  // every arrow, images' too
     Binding b = bind_like_perfetto(trace);
     CHECK(b.problems.empty());
     for (const auto& p : b.problems) UNSCOPED_INFO(p);
@@ -208,6 +208,49 @@ TEST_CASE("every arrow of every example's trace binds in Perfetto to the ops the
   }
   WARN(bound << " of " << total << " arrows bind to the intended ops");
   CHECK(total > 0);
+}
+
+/// The process names of `trace`, by pid.
+std::map<int, std::string> process_names(const json& trace) {
+  std::map<int, std::string> names;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "process_name") names[e["pid"].get<int>()] = e["args"]["name"];
+  return names;
+}
+
+TEST_CASE("a trace draws one process per class of identical ranks, named for its ranks, every rank on request",
+          "[report][trace][symmetry]") {
+  // PP 4 x HSDP (2 x 4): 32 ranks, the 8 replicas of each pipeline rank are images of one
+  // (docs/facts/symmetry.md), so 4 processes.
+  auto r = verify_example(test::source_path("examples/composed-pp4-hsdp.yaml"));
+  REQUIRE(r);
+  REQUIRE(r->program.num_ranks == 32);
+  json folded = json::parse(chrome_trace(*r));
+  auto names = process_names(folded);
+  REQUIRE(names.size() == 4);
+  CHECK(names[0] == "ranks 0-7 (8 ranks alike)");
+  CHECK(names[24] == "ranks 24-31 (8 ranks alike)");
+  CHECK(folded["otherData"]["folded"].get<std::string>().rfind("32 ranks drawn as 4 processes", 0) == 0);
+  CHECK(bind_like_perfetto(folded).problems.empty());
+  size_t x = 0;
+  for (const auto& e : folded["traceEvents"])
+    if (e["ph"] == "X") {
+      ++x;
+      CHECK(e["pid"].get<int>() % 8 == 0);  // only the representatives' ops
+    }
+  CHECK(x * 8 == r->program.ops.size());
+  json all = json::parse(chrome_trace(*r, true));
+  CHECK(process_names(all).size() == 32);
+  CHECK(process_names(all)[5] == "rank 5");
+  CHECK_FALSE(all["otherData"].contains("folded"));
+
+  // An FSDP spec built as the quotient: its one built rank is named for the 8 it stands for.
+  auto f = verify_example(test::source_path("examples/fsdp2-llama3-8b.yaml"));
+  REQUIRE(f);
+  REQUIRE(f->program.num_ranks == 1);
+  json q = json::parse(chrome_trace(*f));
+  CHECK(process_names(q) == std::map<int, std::string>{{0, "ranks 0-7 (8 ranks alike)"}});
+  CHECK(q["distributedInfo"]["world_size"] == 8);
 }
 
 TEST_CASE("a stuck run's trace shows the executed prefix and where each stuck stream stops", "[report][trace]") {

@@ -16,6 +16,7 @@ struct ConfigOutputs {
   std::string trace, dot, svg;  ///< empty: not written
   bool min_cut = false;
   size_t timeline_ops = 400;
+  bool trace_all_ranks = false;  ///< --trace-all-ranks (chrome_trace)
 };
 
 /// Reads a framework config into a job with the reader its kind takes (torchtitan TOML,

@@ -14,7 +14,7 @@ namespace sc::cli {
 // The runners of the other front-ends (router_cmd.cc, fsdp_cmd.cc).
 int run_router_verify(const std::vector<std::string>& files, ReportSink& sink, double time_limit_s, uint64_t rlimit);
 int run_fsdp_verify(const std::vector<std::string>& files, ReportSink& sink, const std::string& trace,
-                    const std::string& dot, bool force_min_cut, const std::string& svg);
+                    const std::string& dot, bool force_min_cut, const std::string& svg, bool trace_all_ranks);
 
 namespace {
 
@@ -25,13 +25,14 @@ constexpr double kRouterDefaultTimeLimitS = 60;
 int run_configs(const std::vector<std::string>& files, const VerifyRequest& q, ReportSink& sink) {
   return run_config_verify(files, sink, q.job,
                            ConfigOutputs{q.trace.value_or(""), q.dot.value_or(""), q.svg.value_or(""), q.min_cut,
-                                         q.timeline_ops});
+                                         q.timeline_ops, q.trace_all_ranks});
 }
 int run_routers(const std::vector<std::string>& files, const VerifyRequest& q, ReportSink& sink) {
   return run_router_verify(files, sink, q.time_limit_s.value_or(kRouterDefaultTimeLimitS), q.rlimit);
 }
 int run_fsdp(const std::vector<std::string>& files, const VerifyRequest& q, ReportSink& sink) {
-  return run_fsdp_verify(files, sink, q.trace.value_or(""), q.dot.value_or(""), q.min_cut, q.svg.value_or(""));
+  return run_fsdp_verify(files, sink, q.trace.value_or(""), q.dot.value_or(""), q.min_cut, q.svg.value_or(""),
+                         q.trace_all_ranks);
 }
 
 bool declares(const std::string& path, const char* key) {

@@ -20,6 +20,7 @@ struct VerifyRequest {
   std::optional<std::string> semantics, placement, blocking, lower;  ///< as the verify options
   std::optional<std::string> trace, dot, svg;                        ///< output paths
   bool min_cut = false;
+  bool trace_all_ranks = false;             ///< --trace-all-ranks: a process per rank, none folded
   bool forward_only = false;
   size_t timeline_ops = 400;
   std::string engine = "graph";            ///< graph or smt

@@ -68,10 +68,10 @@ void check_fsdp_size(const FsdpSpec& spec, Diagnostics& d) {
 /// Verifies FSDP specs `files`, adding each file's report to `sink` (its text when the sink
 /// wants text); writes
 /// the Chrome trace of the single input to `trace`, its DOT picture to `dot` and its SVG timeline
-/// to `svg` when given (empty: not written). Spec errors in any file stop
+/// to `svg` when given (empty: not written; `trace_all_ranks` as chrome_trace's `all_ranks`). Spec errors in any file stop
 /// the run before anything is checked (exit 2). Returns the exit code.
 int run_fsdp_verify(const std::vector<std::string>& files, ReportSink& sink, const std::string& trace,
-                    const std::string& dot, bool force_min_cut, const std::string& svg) {
+                    const std::string& dot, bool force_min_cut, const std::string& svg, bool trace_all_ranks) {
   std::vector<FsdpSpec> specs;
   Diagnostics diags;
   for (const auto& f : files) {
@@ -98,7 +98,7 @@ int run_fsdp_verify(const std::vector<std::string>& files, ReportSink& sink, con
     sink.add(fsdp_json_value(r));
     if (sink.wants_text()) write_fsdp_text_report(sink.text(), r);
     std::vector<OutputFile> outputs;  // all or none, as for a pipeline spec
-    if (!trace.empty()) outputs.push_back({"--trace", trace, chrome_trace(r)});
+    if (!trace.empty()) outputs.push_back({"--trace", trace, chrome_trace(r, trace_all_ranks)});
     if (!dot.empty()) outputs.push_back({"--dot", dot, dot_graph(r)});
     if (!svg.empty()) outputs.push_back({"--svg", svg, svg_timeline(r)});
     if (!outputs.empty() && !write_outputs(outputs, files)) return exit != 0 ? exit : kExitUsage;

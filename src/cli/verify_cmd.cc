@@ -36,6 +36,7 @@ struct VerifyArgs {
   std::optional<std::string> dot;
   std::optional<std::string> svg;
   bool min_cut = false;
+  bool trace_all_ranks = false;
   bool forward_only = false;
   size_t timeline_ops = 400;
   std::string engine = "graph";
@@ -162,6 +163,7 @@ int run_verify(const VerifyArgs& a_in, ReportSink& sink) {
   q.dot = a.dot;
   q.svg = a.svg;
   q.min_cut = a.min_cut;
+  q.trace_all_ranks = a.trace_all_ranks;
   q.forward_only = a.forward_only;
   q.timeline_ops = a.timeline_ops;
   q.engine = a.engine;
@@ -240,7 +242,7 @@ int run_pipeline_verify(const std::vector<std::string>& files, const VerifyReque
     sink.add(json_report_value(r));
     if (sink.wants_text()) write_text_report(sink.text(), r, a.timeline_ops);
     std::vector<OutputFile> outputs;  // all or none (an output that cannot be written keeps the verdict's exit code)
-    if (a.trace) outputs.push_back({"--trace", *a.trace, chrome_trace(r)});
+    if (a.trace) outputs.push_back({"--trace", *a.trace, chrome_trace(r, a.trace_all_ranks)});
     if (a.dot) outputs.push_back({"--dot", *a.dot, dot_graph(r)});
     if (a.svg) outputs.push_back({"--svg", *a.svg, svg_timeline(r)});
     if (!outputs.empty() && !write_outputs(outputs, files)) return exit != 0 ? exit : kExitUsage;
@@ -292,7 +294,12 @@ Command add_verify(CLI::App& parent) {
                   "add SEND/RECV to a compute-only schedule before checking: pytorch (PyTorch's _add_send_recv) "
                   "or deferred (each RECV just before its consumer, rank-parity order)")
       ->check(CLI::IsMember({"pytorch", "deferred"}));
-  cmd->add_option("--trace", a->trace, "write the predicted timeline as Chrome trace JSON (open in Perfetto)");
+  auto* trace = cmd->add_option("--trace", a->trace,
+                                "write the predicted timeline as Chrome trace JSON (open in Perfetto): one process per "
+                                "class of ranks that run the same program, named for its ranks");
+  cmd->add_flag("--trace-all-ranks", a->trace_all_ranks,
+                "with --trace: a process for every modelled rank instead of one per class of identical ranks")
+      ->needs(trace);
   cmd->add_option("--dot", a->dot, "write a Graphviz picture of the stuck state (or of the schedule)");
   cmd->add_flag("--forward-only", a->forward_only,
                 "check an evaluation or inference schedule (as the spec key forward_only: true): no backward is "

@@ -68,7 +68,7 @@ nlohmann::json json_report_value(const VerifyResult& r);
 /// distributedInfo. Times are whole nanoseconds that survive Perfetto's conversion. For a stuck
 /// run: the executed prefix, an instant event where each stuck stream stops (args: the op, what
 /// it waits for) and otherData.stuck.
-std::string chrome_trace(const VerifyResult& r);
+std::string chrome_trace(const VerifyResult& r, bool all_ranks = false);
 
 /// An SVG picture of the timeline (the predicted one, or for a stuck run the executed prefix):
 /// a lane per rank and stream with time left to right, ops coloured by kind and labelled where

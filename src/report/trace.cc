@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <limits>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "report/report.h"
@@ -148,7 +149,7 @@ class FlowPlanner {
 // Writes the trace of one result; each part of the trace is one method.
 class TraceWriter {
  public:
-  explicit TraceWriter(const VerifyResult& r) : r_(r), p_(r.program), v_(timeline_view(r)) {}
+  TraceWriter(const VerifyResult& r, bool all_ranks) : r_(r), p_(r.program), v_(timeline_view(r)) { fold(all_ranks); }
 
   std::string write() {
     metadata();
@@ -163,8 +164,14 @@ class TraceWriter {
                   {"timeline", v_.complete ? "predicted" : "executed prefix of a stuck run"}};
     if (!stuck.empty()) other["stuck"] = stuck;
     if (unplaced_) other["arrows_not_drawn"] = unplaced_;
+    if (folded_)
+      other["folded"] = fmt::format("{} drawn as {}, one per class of ranks that run the same program "
+                                    "(docs/facts/symmetry.md){}",
+                                    format_count(p_.job_ranks(), "rank"),
+                                    format_count(shown_count_, "process", "processes"),
+                                    shown_count_ < p_.num_ranks ? "; --trace-all-ranks draws every modelled rank" : "");
     json out = {{"displayTimeUnit", "ms"},
-                {"distributedInfo", {{"backend", "schedcheck-prediction"}, {"world_size", p_.num_ranks}}},
+                {"distributedInfo", {{"backend", "schedcheck-prediction"}, {"world_size", p_.job_ranks()}}},
                 {"otherData", other}};
     // "traceEvents" sorts last among the keys: splice the serialised events in before the final brace.
     std::string text = out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -178,10 +185,48 @@ class TraceWriter {
     return static_cast<int>(std::find(rs.begin(), rs.end(), stream) - rs.begin());
   }
 
+  /// Which built ranks get a process and its name. A symmetry quotient's built rank is named
+  /// for the job ranks it stands for. Rank images (composed specs) fold into their
+  /// representative when the run completed and `all_ranks` is false: an image's timeline is its
+  /// representative's (docs/facts/symmetry.md), so one process per class, named for its ranks,
+  /// shows the whole job; arrows to and from an image are left out with its ops.
+  void fold(bool all_ranks) {
+    shown_.assign(static_cast<size_t>(p_.num_ranks), 1);
+    names_.resize(static_cast<size_t>(p_.num_ranks));
+    std::vector<std::vector<int32_t>> members(static_cast<size_t>(p_.num_ranks));
+    const bool images = !all_ranks && r_.execution.completed && !p_.rank_images.empty();
+    for (int32_t rank = 0; rank < p_.num_ranks; ++rank) {
+      const int32_t of = images && rank < static_cast<int32_t>(p_.rank_images.size()) ? p_.rank_images[rank].of : -1;
+      if (of >= 0) {
+        shown_[static_cast<size_t>(rank)] = 0;
+        members[static_cast<size_t>(of)].push_back(rank);
+        folded_ = true;
+      } else {
+        members[static_cast<size_t>(rank)].insert(members[static_cast<size_t>(rank)].begin(), rank);
+      }
+    }
+    for (int32_t rank = 0; rank < p_.num_ranks; ++rank) {
+      if (!shown_[static_cast<size_t>(rank)]) continue;
+      ++shown_count_;
+      std::vector<int32_t> job;
+      for (int32_t m : members[static_cast<size_t>(rank)]) {
+        const RankClass c = p_.job_class(m);
+        for (int32_t k = 0; k < c.count; ++k) job.push_back(c.first + k);
+      }
+      std::sort(job.begin(), job.end());
+      folded_ |= job.size() > 1;
+      names_[static_cast<size_t>(rank)] =
+          job.size() == 1 ? "rank " + std::to_string(job.front())
+                          : fmt::format("ranks {} ({} ranks alike)", format_rank_ranges(job), job.size());
+    }
+  }
+  bool shown(int32_t rank) const { return shown_[static_cast<size_t>(rank)] != 0; }
+
   // Process and thread names and their order.
   void metadata() {
     for (int32_t rank = 0; rank < p_.num_ranks; ++rank) {
-      events_.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
+      if (!shown(rank)) continue;
+      events_.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", rank}, {"args", {{"name", names_[static_cast<size_t>(rank)]}}}});
       events_.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", rank}, {"args", {{"sort_index", rank}}}});
       for (size_t k = 0; k < p_.rank_streams[rank].size(); ++k) {
         int32_t s = p_.rank_streams[rank][k];
@@ -213,7 +258,7 @@ class TraceWriter {
     std::vector<int64_t> exec_pos(n, 0);
     for (size_t i = 0; i < r_.execution.order.size(); ++i) exec_pos[r_.execution.order[i]] = static_cast<int64_t>(i);
     for (OpId id = 0; id < static_cast<OpId>(n); ++id)
-      if (v_.ran[id]) sorted_.push_back(id);
+      if (v_.ran[id] && shown(op_rank(id))) sorted_.push_back(id);
     std::sort(sorted_.begin(), sorted_.end(), [&](OpId a, OpId b) {
       int64_t da = v_.end_ns[a] - start_[a], db = v_.end_ns[b] - start_[b];
       if (start_[a] != start_[b]) return start_[a] < start_[b];
@@ -230,6 +275,7 @@ class TraceWriter {
     std::stable_sort(arrows.begin(), arrows.end(),
                      [&](const Arrow& a, const Arrow& b) { return planner.pos(a.from) < planner.pos(b.from); });
     for (const Arrow& a : arrows) {
+      if (!shown(op_rank(a.from)) || !shown(op_rank(a.to))) continue;  // an image's arrow: drawn on its representative
       uint64_t v2_id = 0;
       FlowPlanner::V1 t{};
       if (!planner.plan(a, &v2_id, &t)) {
@@ -269,6 +315,7 @@ class TraceWriter {
     const auto& curves = v_.timeline.memory_curve;
     for (int32_t rank = 0; rank < p_.num_ranks && rank < static_cast<int32_t>(curves.size()); ++rank)
       for (const auto& [time, bytes] : curves[rank]) {
+        if (!shown(rank)) break;
         json args = {{"live bytes", bytes}};
         if (limit) args["limit bytes"] = *limit;
         events_.push_back({{"ph", "C"}, {"name", "memory"}, {"pid", rank}, {"ts", us_of(to_ns(time))}, {"args", args}});
@@ -291,9 +338,15 @@ class TraceWriter {
     return stuck;
   }
 
+  int32_t op_rank(OpId id) const { return p_.ops[static_cast<size_t>(id)].rank; }
+
   const VerifyResult& r_;
   const Program& p_;
   TimelineView v_;
+  std::vector<char> shown_;          ///< per built rank: drawn as a process
+  std::vector<std::string> names_;   ///< per shown rank: its process name
+  bool folded_ = false;              ///< a process stands for more than one rank
+  int32_t shown_count_ = 0;
   EventList events_;
   std::vector<int64_t> start_, stop_;
   std::vector<OpId> sorted_;
@@ -302,6 +355,6 @@ class TraceWriter {
 
 }  // namespace
 
-std::string chrome_trace(const VerifyResult& r) { return TraceWriter(r).write(); }
+std::string chrome_trace(const VerifyResult& r, bool all_ranks) { return TraceWriter(r, all_ranks).write(); }
 
 }  // namespace sc
