@@ -18,6 +18,7 @@
 #include "cli/common.h"
 #include "config/verify_job.h"
 #include "model/cost_model.h"
+#include "support/source.h"
 
 namespace sc::cli {
 namespace {
@@ -31,9 +32,13 @@ constexpr int kExitNoLayout = 13;
 constexpr int kExitPlanInconclusive = 5;
 
 struct PlanArgs {
-  std::string model, hardware = "h100", batch_tokens, format = "text";
-  int32_t gpus = 0;
+  std::vector<std::string> models, hardware;  ///< the sweep's presets (one each for a single plan)
+  std::vector<int32_t> gpus;                  ///< the sweep's GPU counts
+  std::string batch_tokens, format = "text";
   int64_t seq_len = 0;
+  std::optional<std::string> shard;           ///< --shard K/N
+  std::vector<std::string> merge;             ///< --merge SHARE...
+  std::optional<std::string> output;          ///< -o: where a share or a sweep report goes
   size_t verify_top = 12;
   size_t show = 10;
   int32_t max_pp = 64;
@@ -190,63 +195,64 @@ std::string torchtitan_toml(const TrainingJob& j, const model::ModelDesc& m, con
   return out;
 }
 
-int run_plan(const PlanArgs& a) {
-  if (std::string problem = check_output_paths({{"--emit", a.emit}}, {}); !problem.empty()) {  // before the search
-    std::cerr << "schedcheck: error: " << problem << "\n";
-    return kExitUsage;
-  }
-  auto m = model::model_preset(a.model);
-  if (!m) {
-    std::cerr << fmt::format("schedcheck: error: --model {}: unknown preset; the presets are {}\n", a.model,
-                             fmt::join(model::model_preset_names(), ", "));
-    return kExitSpec;
-  }
-  auto hw = model::hardware_preset(a.hardware);
-  if (!hw) {
-    std::cerr << fmt::format("schedcheck: error: --hardware {}: unknown preset; the presets are {}\n", a.hardware,
-                             fmt::join(model::hardware_preset_names(), ", "));
-    return kExitSpec;
-  }
-  auto tokens = parse_tokens(a.batch_tokens);
-  if (!tokens) {
-    std::cerr << fmt::format("schedcheck: error: --global-batch-tokens {}: expected a token count such as 4M "
-                             "(4·2^20) or 4194304\n", a.batch_tokens);
-    return kExitSpec;
-  }
-  if (*tokens % a.seq_len != 0) {
-    std::cerr << fmt::format("schedcheck: error: --global-batch-tokens {} = {} is not a whole number of sequences of "
-                             "{} tokens\n", a.batch_tokens, *tokens, a.seq_len);
-    return kExitSpec;
-  }
-  const int64_t seqs = *tokens / a.seq_len;
-  const bool tty = isatty(STDERR_FILENO);
+/// One point of a sweep: a model, a GPU preset and a GPU count.
+struct PlanPoint {
+  model::ModelDesc m;
+  model::HardwareDesc hw;
+  int32_t gpus = 0;
+  size_t index = 0;  ///< position in the sweep (model-major, then hardware, then GPU count)
+};
+
+/// What planning one point found: the candidates (the first n_verify built and verified, those
+/// that hold first by predicted step time, then the others), the rejections by reason, and the
+/// exit code of the point as a single plan gives it.
+struct PointPlan {
+  PlanPoint point;
+  int64_t tokens = 0, seqs = 0;
+  double flops_step = 0, secs = 0;
+  std::vector<Candidate> cands;
+  size_t n_verify = 0, holding = 0;
+  std::map<std::string, std::pair<int, std::string>> rejected;  // reason -> (count, example)
+  int too_large = 0;
+  int exit_code = 0;
+};
+
+PointPlan plan_point(const PlanArgs& a, const PlanPoint& pt, int64_t tokens, bool tty) {
+  PointPlan out;
+  out.point = pt;
+  out.tokens = tokens;
+  const model::ModelDesc* m = &out.point.m;
+  const model::HardwareDesc* hw = &out.point.hw;
+  const int32_t gpus = pt.gpus;
+  const int64_t seqs = tokens / a.seq_len;
+  out.seqs = seqs;
   const auto t0 = std::chrono::steady_clock::now();
   config::JobContext ctx;
-  ctx.gpus = a.gpus;
+  ctx.gpus = gpus;
   ctx.model = m->name;
   ctx.hardware = hw->name;
   ctx.efficiency = a.efficiency;
 
   // Enumerate; count rejections by family and reason.
-  std::map<std::string, std::pair<int, std::string>> rejected;  // reason -> (count, example)
+  auto& rejected = out.rejected;
   auto reject = [&](const std::string& why, const std::string& example) {
     auto& r = rejected[why];
     if (r.first++ == 0) r.second = example;
   };
-  std::vector<Candidate> cands;
+  std::vector<Candidate>& cands = out.cands;
   struct Sched {
     const char* name;
     int32_t v;
   };
   const std::vector<Sched> scheds = {{"1f1b", 1}, {"interleaved-1f1b", 2}, {"zb-h1", 1}, {"interleaved-1f1b", 4}};
   for (int32_t tp : {1, 2, 4, 8}) {
-    if (tp > hw->gpus_per_node || a.gpus % tp != 0) continue;
+    if (tp > hw->gpus_per_node || gpus % tp != 0) continue;
     if (m->heads % tp != 0) {
       reject("tensor parallel degree does not divide the attention heads", fmt::format("tp{}", tp));
       continue;
     }
-    for (int32_t pp = 1; pp <= std::min<int64_t>(a.max_pp, m->layers) && (a.gpus / tp) % pp == 0; pp *= 2) {
-      const int32_t dp = a.gpus / (tp * pp);
+    for (int32_t pp = 1; pp <= std::min<int64_t>(a.max_pp, m->layers) && (gpus / tp) % pp == 0; pp *= 2) {
+      const int32_t dp = gpus / (tp * pp);
       const std::string fam = fmt::format("pp{} tp{} dp{}", pp, tp, dp);
       if (dp > seqs) {
         reject(fmt::format("data-parallel degree above the global batch of {} sequences (docs/facts/cost-formulas.md#batch-size-bounds)", seqs), fam);
@@ -278,7 +284,7 @@ int run_plan(const PlanArgs& a) {
               j.path = fmt::format("plan-{}", cands.size());
               j.model = m->name;
               j.hardware = hw->name;
-              j.world = a.gpus;
+              j.world = gpus;
               j.layout.tp = tp;
               j.layout.pp = pp;
               j.layout.dp_shard = shard;
@@ -315,7 +321,8 @@ int run_plan(const PlanArgs& a) {
   std::sort(cands.begin(), cands.end(), [](const Candidate& x, const Candidate& y) { return x.est_step_s < y.est_step_s; });
   // Verify in the order of the estimate until verify_top hold (or 4 × verify_top were tried):
   // the analytic memory bound is a filter, not the answer.
-  size_t n_verify = 0, holding = 0;
+  size_t& n_verify = out.n_verify;
+  size_t& holding = out.holding;
   for (size_t i = 0; i < cands.size() && holding < a.verify_top && n_verify < 4 * a.verify_top; ++i, ++n_verify) {
     if (tty) std::cerr << fmt::format("\rverifying candidate {} ({} hold so far): {} ...", i + 1, holding, layout_label(cands[i])) << std::flush;
     config::VerifiedJob v;
@@ -353,47 +360,61 @@ int run_plan(const PlanArgs& a) {
     if (hx != hy) return hx;
     return x.pred.step_s < y.pred.step_s;
   });
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out.secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Layouts that only our own size limit kept from being verified are not refuted: when no
   // layout was verified and some were set aside for size, the answer is inconclusive (exit 5),
   // not "no layout holds" (exit 13).
-  int too_large = 0;
+  int& too_large = out.too_large;
   for (const auto& [why, r] : rejected)
     if (why.rfind("the program to verify is too large", 0) == 0) too_large += r.first;
   const bool holds = n_verify > 0 && cands.front().verdict == "holds";
-  const int exit_code = holds ? 0 : n_verify == 0 && too_large > 0 ? kExitPlanInconclusive : kExitNoLayout;
-  const double flops_step = m->training_flops_per_token(a.seq_len) * static_cast<double>(*tokens);
+  out.exit_code = holds ? 0 : n_verify == 0 && too_large > 0 ? kExitPlanInconclusive : kExitNoLayout;
+  out.flops_step = m->training_flops_per_token(a.seq_len) * static_cast<double>(tokens);
+  return out;
+}
 
-  if (a.format == "json") {
-    nlohmann::json out = {{"model", m->name}, {"hardware", hw->name}, {"gpus", a.gpus}, {"global_batch_tokens", *tokens},
-                          {"seq_len", a.seq_len}, {"flops_per_step", flops_step}, {"candidates_considered", cands.size()},
-                          {"seconds", secs}};
-    nlohmann::json list = nlohmann::json::array();
-    for (size_t i = 0; i < n_verify; ++i) {
-      const Candidate& c = cands[i];
-      const auto& l = c.job.layout;
-      list.push_back({{"pp", l.pp}, {"dp_replicate", l.dp_replicate}, {"dp_shard", l.dp_shard}, {"tp", l.tp},
-                      {"schedule", c.job.schedule}, {"stages_per_rank", c.job.stages_per_rank},
-                      {"microbatches", c.job.microbatches}, {"microbatch_sequences", c.job.microbatch_sequences},
-                      {"recompute", recompute_label(c.job.recompute)}, {"verdict", c.verdict}, {"exit_code", c.exit_code},
-                      {"step_time_s", c.pred.step_s}, {"mfu", c.pred.mfu}, {"bubble_rate", c.pred.bubble_rate},
-                      {"peak_bytes", c.pred.peak_bytes}, {"worst_case_bytes", c.pred.worst_bytes},
-                      {"fsdp_crossover_tokens", c.crossover}, {"estimated_step_time_s", c.est_step_s}});
-      if (!c.reason.empty()) list.back()["reason"] = c.reason;
-    }
-    out["ranked"] = list;
-    nlohmann::json rej = nlohmann::json::array();
-    for (const auto& [why, r] : rejected) rej.push_back({{"reason", why}, {"count", r.first}, {"example", r.second}});
-    out["rejected"] = rej;
-    out["exit_code"] = exit_code;
-    std::cout << out.dump(2) << "\n";
-    return exit_code;
+/// The JSON of one point, as `plan --format json` prints it for a single point.
+nlohmann::json point_json(const PlanArgs& a, const PointPlan& pp) {
+  const auto& m = pp.point.m;
+  const auto& hw = pp.point.hw;
+  nlohmann::json out = {{"model", m.name}, {"hardware", hw.name}, {"gpus", pp.point.gpus},
+                        {"global_batch_tokens", pp.tokens}, {"seq_len", a.seq_len}, {"flops_per_step", pp.flops_step},
+                        {"candidates_considered", pp.cands.size()}, {"seconds", pp.secs}};
+  nlohmann::json list = nlohmann::json::array();
+  for (size_t i = 0; i < pp.n_verify; ++i) {
+    const Candidate& c = pp.cands[i];
+    const auto& l = c.job.layout;
+    list.push_back({{"pp", l.pp}, {"dp_replicate", l.dp_replicate}, {"dp_shard", l.dp_shard}, {"tp", l.tp},
+                    {"schedule", c.job.schedule}, {"stages_per_rank", c.job.stages_per_rank},
+                    {"microbatches", c.job.microbatches}, {"microbatch_sequences", c.job.microbatch_sequences},
+                    {"recompute", recompute_label(c.job.recompute)}, {"verdict", c.verdict}, {"exit_code", c.exit_code},
+                    {"step_time_s", c.pred.step_s}, {"mfu", c.pred.mfu}, {"bubble_rate", c.pred.bubble_rate},
+                    {"peak_bytes", c.pred.peak_bytes}, {"worst_case_bytes", c.pred.worst_bytes},
+                    {"fsdp_crossover_tokens", c.crossover}, {"estimated_step_time_s", c.est_step_s}});
+    if (!c.reason.empty()) list.back()["reason"] = c.reason;
   }
+  out["ranked"] = list;
+  nlohmann::json rej = nlohmann::json::array();
+  for (const auto& [why, r] : pp.rejected) rej.push_back({{"reason", why}, {"count", r.first}, {"example", r.second}});
+  out["rejected"] = rej;
+  out["exit_code"] = pp.exit_code;
+  return out;
+}
 
+/// The text report of one point (a plan of one model, GPU and count).
+int print_point(const PlanArgs& a, const PointPlan& pp) {
+  const auto* m = &pp.point.m;
+  const auto* hw = &pp.point.hw;
+  const auto& cands = pp.cands;
+  const size_t n_verify = pp.n_verify, holding = pp.holding;
+  const auto& rejected = pp.rejected;
+  const int64_t seqs = pp.seqs;
+  const int exit_code = pp.exit_code;
+  const int too_large = pp.too_large;
   std::cout << fmt::format("plan: {} on {} × {}, {} tokens per step ({} sequences of {}), {:.3g} FLOP per step\n",
-                           m->name, a.gpus, hw->name, *tokens, seqs, a.seq_len, flops_step);
+                           m->name, pp.point.gpus, hw->name, pp.tokens, seqs, a.seq_len, pp.flops_step);
   std::cout << fmt::format("{} candidates fit the analytic bounds; the best {} by estimate were built and verified, "
-                           "{} hold ({:.1f} s)\n\n", cands.size(), n_verify, holding, secs);
+                           "{} hold ({:.1f} s)\n\n", cands.size(), n_verify, holding, pp.secs);
   std::cout << fmt::format("{:>2}  {:<18} {:<6} {:<20} {:>4} {:>4} {:<9} {:>9} {:>6} {:>7} {:>10} {:>13}  {}\n", "#",
                            "layout", "shard", "schedule", "mbs", "m", "recompute", "step (s)", "MFU", "bubble",
                            "peak GiB", "tok/GPU/mb", "verdict");
@@ -455,6 +476,266 @@ int run_plan(const PlanArgs& a) {
   return exit_code;
 }
 
+/// Version of the share files `plan --shard` writes and `plan --merge` reads.
+constexpr int kShareVersion = 1;
+
+/// The sweep's parameters as a JSON object: what every share of one sweep must agree on.
+nlohmann::json sweep_json(const PlanArgs& a, int64_t tokens) {
+  return {{"models", a.models}, {"hardware", a.hardware}, {"gpus", a.gpus}, {"global_batch_tokens", tokens},
+          {"seq_len", a.seq_len}, {"verify_top", a.verify_top}, {"max_pp", a.max_pp}, {"efficiency", a.efficiency}};
+}
+
+/// A sweep's report from its points' JSON (point_json plus "index", in sweep order): the points,
+/// a ranking of each point's best layout that holds by MFU (the measure comparable across
+/// models, GPUs and counts; ties by sweep order), the points where none holds after them, and
+/// the exit code: 0 when some point has a layout that holds, else 13 when a layout was refuted,
+/// else 5 (nothing verified).
+nlohmann::json sweep_report(const nlohmann::json& sweep, const nlohmann::json& points) {
+  nlohmann::json ranking = nlohmann::json::array(), none = nlohmann::json::array();
+  int exit_code = kExitPlanInconclusive;
+  for (const auto& pt : points) {
+    const int code = pt["exit_code"].get<int>();
+    if (code == 0) exit_code = 0;
+    else if (code == kExitNoLayout && exit_code != 0) exit_code = kExitNoLayout;
+    nlohmann::json row = {{"index", pt["index"]}, {"model", pt["model"]}, {"hardware", pt["hardware"]}, {"gpus", pt["gpus"]}};
+    const auto& ranked = pt["ranked"];
+    if (code != 0 || ranked.empty()) {
+      row["verdict"] = code == kExitPlanInconclusive ? "nothing verified" : "no layout holds";
+      none.push_back(row);
+      continue;
+    }
+    const auto& b = ranked[0];
+    for (const char* k : {"pp", "dp_replicate", "dp_shard", "tp", "schedule", "stages_per_rank", "microbatch_sequences",
+                          "recompute", "step_time_s", "mfu", "peak_bytes"})
+      row[k] = b[k];
+    row["tokens_per_s_per_gpu"] =
+        pt["global_batch_tokens"].get<double>() / b["step_time_s"].get<double>() / pt["gpus"].get<double>();
+    ranking.push_back(row);
+  }
+  std::stable_sort(ranking.begin(), ranking.end(), [](const nlohmann::json& x, const nlohmann::json& y) {
+    return x["mfu"].get<double>() > y["mfu"].get<double>();
+  });
+  for (auto& r : none) ranking.push_back(std::move(r));
+  return {{"sweep", sweep}, {"points", points}, {"ranking", ranking}, {"exit_code", exit_code}};
+}
+
+/// The text of a sweep's report: one row per point, ranked as sweep_report ranks them.
+std::string sweep_text(const nlohmann::json& report) {
+  const auto& sw = report["sweep"];
+  std::string out = fmt::format(
+      "plan sweep: {} point{} ({} × {} × {} GPUs), {} tokens per step of {}\n"
+      "each point's best layout that holds, ranked by MFU (`schedcheck plan` on one point lists its layouts):\n\n",
+      report["points"].size(), report["points"].size() == 1 ? "" : "s",
+      fmt::join(sw["models"].get<std::vector<std::string>>(), ", "),
+      fmt::join(sw["hardware"].get<std::vector<std::string>>(), ", "),
+      fmt::join(sw["gpus"].get<std::vector<int32_t>>(), ", "), sw["global_batch_tokens"].get<int64_t>(),
+      sw["seq_len"].get<int64_t>());
+  out += fmt::format("{:>3}  {:<16} {:<10} {:>7}  {:<18} {:<20} {:>4} {:<9} {:>9} {:>6} {:>10} {:>9}\n", "#", "model",
+                     "hardware", "GPUs", "layout", "schedule", "mbs", "recompute", "step (s)", "MFU", "tok/s/GPU",
+                     "peak GiB");
+  size_t n = 0;
+  for (const auto& r : report["ranking"]) {
+    ++n;
+    if (!r.contains("mfu")) {
+      out += fmt::format("{:>3}  {:<16} {:<10} {:>7}  {}\n", n, r["model"].get<std::string>(),
+                         r["hardware"].get<std::string>(), r["gpus"].get<int32_t>(), r["verdict"].get<std::string>());
+      continue;
+    }
+    const std::string layout = fmt::format("pp{} dp{}x{} tp{}", r["pp"].get<int>(), r["dp_replicate"].get<int>(),
+                                           r["dp_shard"].get<int>(), r["tp"].get<int>());
+    const std::string sched = r["pp"].get<int>() == 1 ? "-"
+                              : r["stages_per_rank"].get<int>() > 1
+                                  ? fmt::format("{} v{}", r["schedule"].get<std::string>(), r["stages_per_rank"].get<int>())
+                                  : r["schedule"].get<std::string>();
+    out += fmt::format("{:>3}  {:<16} {:<10} {:>7}  {:<18} {:<20} {:>4} {:<9} {:>9.3f} {:>5.1f}% {:>10.0f} {:>9.1f}\n", n,
+                       r["model"].get<std::string>(), r["hardware"].get<std::string>(), r["gpus"].get<int32_t>(), layout,
+                       sched, r["microbatch_sequences"].get<int>(), r["recompute"].get<std::string>(),
+                       r["step_time_s"].get<double>(), 100 * r["mfu"].get<double>(),
+                       r["tokens_per_s_per_gpu"].get<double>(),
+                       r["peak_bytes"].get<double>() / double(int64_t{1} << 30));
+  }
+  return out;
+}
+
+/// Writes `text` to -o FILE (whole or not at all) or standard output; false after an error.
+bool emit_report(const PlanArgs& a, const std::string& text) { return write_output(a.output, text); }
+
+/// `plan --merge SHARE...`: the shares of one sweep, checked to be whole (every share 1..N of
+/// the same sweep, once), ranked as the single-process sweep ranks them.
+int run_merge(const PlanArgs& a) {
+  nlohmann::json sweep;
+  int64_t count = -1;
+  std::map<int64_t, std::string> seen;  // share index -> file
+  std::map<int64_t, nlohmann::json> points;
+  for (const std::string& path : a.merge) {
+    std::string text, why;
+    if (!read_input_file(path, &text, &why)) {
+      std::cerr << fmt::format("schedcheck: error: --merge {}: {}\n", path, why);
+      return kExitSpec;
+    }
+    nlohmann::json share = nlohmann::json::parse(text, nullptr, false);
+    if (share.is_discarded() || !share.is_object() || !share.contains("schedcheck_plan_share") ||
+        !share.contains("sweep") || !share.contains("shard") || !share.contains("points") ||
+        !share["shard"].contains("index") || !share["shard"].contains("count") || !share["points"].is_array()) {
+      std::cerr << fmt::format("schedcheck: error: --merge {}: not a plan share (the JSON `schedcheck plan --shard K/N` "
+                               "writes)\n", path);
+      return kExitSpec;
+    }
+    if (share["schedcheck_plan_share"] != kShareVersion) {
+      std::cerr << fmt::format("schedcheck: error: --merge {}: share version {}, this schedcheck reads {}\n", path,
+                               share["schedcheck_plan_share"].dump(), kShareVersion);
+      return kExitSpec;
+    }
+    const int64_t k = share["shard"]["index"].get<int64_t>(), n = share["shard"]["count"].get<int64_t>();
+    if (count < 0) {
+      sweep = share["sweep"];
+      count = n;
+    } else if (share["sweep"] != sweep || n != count) {
+      std::cerr << fmt::format("schedcheck: error: --merge {}: a share of another sweep than {} (the sweep's options "
+                               "and the share count must be the same in every share)\n", path, seen.begin()->second);
+      return kExitSpec;
+    }
+    if (auto it = seen.find(k); it != seen.end()) {
+      std::cerr << fmt::format("schedcheck: error: --merge {}: share {}/{} again (also {})\n", path, k, n, it->second);
+      return kExitSpec;
+    }
+    seen[k] = path;
+    for (const auto& pt : share["points"]) points[pt["index"].get<int64_t>()] = pt;
+  }
+  std::vector<std::string> missing;
+  for (int64_t k = 1; k <= count; ++k)
+    if (!seen.count(k)) missing.push_back(fmt::format("{}/{}", k, count));
+  if (!missing.empty()) {
+    std::cerr << fmt::format("schedcheck: error: --merge: share{} {} missing; run `schedcheck plan --shard K/N` with "
+                             "the same options for {}\n", missing.size() == 1 ? "" : "s", fmt::join(missing, ", "),
+                             missing.size() == 1 ? "it" : "each");
+    return kExitSpec;
+  }
+  nlohmann::json list = nlohmann::json::array();
+  for (auto& [index, pt] : points) list.push_back(std::move(pt));
+  const nlohmann::json report = sweep_report(sweep, list);
+  const std::string text = a.format == "json" ? report.dump(2) + "\n" : sweep_text(report);
+  if (!emit_report(a, text)) return kExitUsage;
+  return report["exit_code"].get<int>();
+}
+
+int run_plan(const PlanArgs& given) {
+  PlanArgs a = given;
+  if (a.hardware.empty()) a.hardware = {"h100"};
+  if (!a.merge.empty()) {
+    if (!a.models.empty() || !a.gpus.empty() || !given.hardware.empty() || !a.batch_tokens.empty() || a.seq_len > 0 ||
+        a.shard || a.emit) {
+      std::cerr << "schedcheck: error: --merge takes the shares alone: the sweep's options are in them\n";
+      return kExitUsage;
+    }
+    return run_merge(a);
+  }
+  for (const auto& [opt, given] : std::vector<std::pair<const char*, bool>>{
+           {"--model", !a.models.empty()}, {"--gpus", !a.gpus.empty()},
+           {"--global-batch-tokens", !a.batch_tokens.empty()}, {"--seq-len", a.seq_len > 0}})
+    if (!given) {
+      std::cerr << fmt::format("schedcheck: error: {} is required (or --merge SHARE... to rank a sweep's shares)\n", opt);
+      return kExitUsage;
+    }
+  if (std::string problem = check_output_paths({{"--emit", a.emit}, {"-o", a.output}}, {}); !problem.empty()) {
+    std::cerr << "schedcheck: error: " << problem << "\n";
+    return kExitUsage;
+  }
+  std::vector<PlanPoint> points;
+  std::vector<model::ModelDesc> models;
+  for (const std::string& name : a.models) {
+    auto m = model::model_preset(name);
+    if (!m) {
+      std::cerr << fmt::format("schedcheck: error: --model {}: unknown preset; the presets are {}\n", name,
+                               fmt::join(model::model_preset_names(), ", "));
+      return kExitSpec;
+    }
+    models.push_back(*m);
+  }
+  std::vector<model::HardwareDesc> hws;
+  for (const std::string& name : a.hardware) {
+    auto hw = model::hardware_preset(name);
+    if (!hw) {
+      std::cerr << fmt::format("schedcheck: error: --hardware {}: unknown preset; the presets are {}\n", name,
+                               fmt::join(model::hardware_preset_names(), ", "));
+      return kExitSpec;
+    }
+    hws.push_back(*hw);
+  }
+  for (const auto& m : models)
+    for (const auto& hw : hws)
+      for (int32_t g : a.gpus) points.push_back(PlanPoint{m, hw, g, points.size()});
+  auto tokens = parse_tokens(a.batch_tokens);
+  if (!tokens) {
+    std::cerr << fmt::format("schedcheck: error: --global-batch-tokens {}: expected a token count such as 4M "
+                             "(4·2^20) or 4194304\n", a.batch_tokens);
+    return kExitSpec;
+  }
+  if (*tokens % a.seq_len != 0) {
+    std::cerr << fmt::format("schedcheck: error: --global-batch-tokens {} = {} is not a whole number of sequences of "
+                             "{} tokens\n", a.batch_tokens, *tokens, a.seq_len);
+    return kExitSpec;
+  }
+  int64_t shard_k = 1, shard_n = 1;
+  if (a.shard) {
+    // K/N with 1 <= K <= N: this process plans the points whose index is K-1 modulo N.
+    const std::string& t = *a.shard;
+    const size_t slash = t.find('/');
+    char* end = nullptr;
+    shard_k = slash == std::string::npos ? 0 : std::strtoll(t.c_str(), &end, 10);
+    const bool k_ok = slash != std::string::npos && end == t.c_str() + slash;
+    shard_n = k_ok ? std::strtoll(t.c_str() + slash + 1, &end, 10) : 0;
+    if (!k_ok || *end != '\0' || shard_n < 1 || shard_k < 1 || shard_k > shard_n || shard_n > 1000000) {
+      std::cerr << fmt::format("schedcheck: error: --shard {}: expected K/N with 1 <= K <= N, such as 2/3\n", t);
+      return kExitUsage;
+    }
+  }
+  const bool sweep = points.size() > 1 || a.shard;
+  if (sweep && a.emit) {
+    std::cerr << "schedcheck: error: --emit writes one plan's best layout; a sweep has one per point (plan that point "
+                 "alone to write its config)\n";
+    return kExitUsage;
+  }
+  const bool tty = isatty(STDERR_FILENO);
+  if (!sweep) {
+    const PointPlan pp = plan_point(a, points.front(), *tokens, tty);
+    if (a.format == "json") {
+      if (!emit_report(a, point_json(a, pp).dump(2) + "\n")) return kExitUsage;
+      return pp.exit_code;
+    }
+    if (a.output) {
+      std::cerr << "schedcheck: error: -o writes a sweep's report, a share or --format json; a single plan's text goes "
+                   "to standard output\n";
+      return kExitUsage;
+    }
+    return print_point(a, pp);
+  }
+  nlohmann::json list = nlohmann::json::array();
+  size_t mine = 0;
+  for (const PlanPoint& pt : points) mine += static_cast<int64_t>(pt.index % shard_n) == shard_k - 1;
+  size_t done = 0;
+  for (const PlanPoint& pt : points) {
+    if (static_cast<int64_t>(pt.index % shard_n) != shard_k - 1) continue;
+    if (tty)
+      std::cerr << fmt::format("\rplanning point {} of {}: {} on {} × {}{}", ++done, mine, pt.m.name, pt.gpus,
+                               pt.hw.name, std::string(20, ' ')) << std::flush;
+    nlohmann::json j = point_json(a, plan_point(a, pt, *tokens, tty));
+    j["index"] = pt.index;
+    list.push_back(std::move(j));
+  }
+  if (tty) std::cerr << "\r" << std::string(78, ' ') << "\r" << std::flush;
+  const nlohmann::json sw = sweep_json(a, *tokens);
+  if (a.shard) {
+    nlohmann::json share = {{"schedcheck_plan_share", kShareVersion}, {"sweep", sw},
+                            {"shard", {{"index", shard_k}, {"count", shard_n}}}, {"points", list}};
+    if (!emit_report(a, share.dump(2) + "\n")) return kExitUsage;
+    return 0;  // a share is not a verdict: the merge ranks the sweep
+  }
+  const nlohmann::json report = sweep_report(sw, list);
+  if (!emit_report(a, a.format == "json" ? report.dump(2) + "\n" : sweep_text(report))) return kExitUsage;
+  return report["exit_code"].get<int>();
+}
+
 }  // namespace
 
 Command add_plan(CLI::App& parent) {
@@ -467,16 +748,26 @@ Command add_plan(CLI::App& parent) {
               "the microbatch count and an analytic memory bound; verifies the best by estimate (deadlock, memory per\n"
               "rank over all interleavings, timeline) and prints them ranked, why the others were rejected, and the\n"
               "best as a torchtitan job config (--emit FILE writes it).\n"
-              "Exit codes: 0 a layout holds; 13 none does; 5 none was verified because every candidate left lowers past "
-              "schedcheck's size limit (not a verdict); 2 an unknown preset or a malformed batch.");
-  cmd->add_option("--model", a->model, fmt::format("model preset: {}", fmt::join(model::model_preset_names(), ", ")))
-      ->required();
+              "A sweep: lists for --model, --hardware and --gpus plan every combination and rank each one's best\n"
+              "layout by MFU; --shard K/N plans every N-th point from the K-th as a share (JSON) on its own machine,\n"
+              "and --merge SHARE... ranks the shares as one process would:\n"
+              "  schedcheck plan --model llama3-8b,llama3-70b --gpus 64,512 --global-batch-tokens 4M --seq-len 8192 \\\n"
+              "    --shard 1/2 -o share-1.json\n"
+              "  schedcheck plan --merge share-1.json share-2.json\n"
+              "Exit codes: 0 a layout holds (a sweep: at some point; a share: written); 13 none does; 5 none was\n"
+              "verified because every candidate left lowers past schedcheck's size limit (not a verdict); 1 misused\n"
+              "options; 2 an unknown preset, a malformed batch, or shares that are not one whole sweep.");
+  cmd->add_option("--model", a->models,
+                  fmt::format("model preset, or a comma-separated list for a sweep: {}", fmt::join(model::model_preset_names(), ", ")))
+      ->delimiter(',');
   cmd->add_option("--hardware", a->hardware,
-                  fmt::format("GPU preset (default h100): {}", fmt::join(model::hardware_preset_names(), ", ")));
-  cmd->add_option("--gpus", a->gpus, "number of GPUs")->required()->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--global-batch-tokens", a->batch_tokens, "tokens per optimizer step: 4M (= 4·2^20), 512K or 4194304")
-      ->required();
-  cmd->add_option("--seq-len", a->seq_len, "sequence length in tokens")->required()->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+                  fmt::format("GPU preset (default h100), or a list: {}", fmt::join(model::hardware_preset_names(), ", ")))
+      ->delimiter(',');
+  cmd->add_option("--gpus", a->gpus, "number of GPUs, or a list such as 512,1024,2048")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--global-batch-tokens", a->batch_tokens, "tokens per optimizer step: 4M (= 4·2^20), 512K or 4194304");
+  cmd->add_option("--seq-len", a->seq_len, "sequence length in tokens")->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   cmd->add_option("--verify-top", a->verify_top, "build and verify candidates, best by estimate first, until this many hold (default 12; at most 4x as many are tried)")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--show", a->show, "layouts that hold listed in the ranked table (default 10); every verified layout that fails is listed after them with its reason");
@@ -484,6 +775,12 @@ Command add_plan(CLI::App& parent) {
   cmd->add_option("--efficiency", a->efficiency, "achieved fraction of peak FLOP/s per op (default: the GPU preset's)")
       ->check(CLI::Range(0.01, 1.0));
   cmd->add_option("--emit", a->emit, "write the best layout torchtitan runs by name as a job TOML (schedcheck verify reads it back)");
+  cmd->add_option("--shard", a->shard,
+                  "K/N: plan the sweep's points K-1, K-1+N, ... (points in model, hardware, GPU-count order) and write "
+                  "them as a share (JSON) for --merge");
+  cmd->add_option("--merge", a->merge, "rank the shares of one sweep (every K/N once) as the single-process sweep would")
+      ->expected(1, -1);
+  cmd->add_option("-o,--output", a->output, "write the share, or the sweep's report, to this file (whole or not at all)");
   cmd->add_option("--format", a->format, "text (for people) or json")->check(CLI::IsMember({"text", "json"}));
   return {cmd, [a] { return run_plan(*a); }};
 }

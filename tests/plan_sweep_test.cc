@@ -1,0 +1,116 @@
+// plan sweeps: lists of models, GPUs and counts, split into shares run as separate processes
+// (--shard K/N) and ranked together (--merge), as docs/commands/plan.md describes.
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "catch.h"
+#include "cli_util.h"
+
+namespace sc {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+/// `j` without wall-clock figures ("seconds"), which differ between any two runs.
+json without_seconds(json j) {
+  if (j.is_object()) {
+    j.erase("seconds");
+    for (auto& [k, v] : j.items()) v = without_seconds(v);
+  } else if (j.is_array()) {
+    for (auto& v : j) v = without_seconds(v);
+  }
+  return j;
+}
+
+const std::string kSweep =
+    "plan --model llama3-8b,llama3-70b --hardware h100,a100-80gb --gpus 64,128 --global-batch-tokens 4M "
+    "--seq-len 8192 --verify-top 2";
+
+TEST_CASE("three shards run as separate processes merge to the single-process ranking", "[plan][sweep]") {
+  const fs::path dir = fs::temp_directory_path() / "schedcheck_plan_sweep";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string shares;
+  for (int k = 1; k <= 3; ++k) {
+    const std::string path = (dir / ("share-" + std::to_string(k) + ".json")).string();
+    test::CliRun r = test::run_schedcheck(kSweep + " --shard " + std::to_string(k) + "/3 -o '" + path + "'");
+    INFO(r.out);
+    REQUIRE(r.exit_code == 0);
+    json share = json::parse(std::ifstream(path));
+    CHECK(share["shard"]["index"] == k);
+    CHECK(share["shard"]["count"] == 3);
+    // 8 points (2 models x 2 GPUs x 2 counts): share k holds points k-1, k+2, k+5.
+    CHECK(share["points"].size() == (k < 3 ? 3u : 2u));
+    CHECK(share["points"][0]["index"] == k - 1);
+    shares += " '" + path + "'";
+  }
+  test::CliRun merged = test::run_schedcheck("plan --format json --merge" + shares, false);
+  INFO(merged.out);
+  REQUIRE(merged.exit_code == 0);
+  test::CliRun single = test::run_schedcheck(kSweep + " --format json", false);
+  REQUIRE(single.exit_code == 0);
+  const json m = json::parse(merged.out), s = json::parse(single.out);
+  CHECK(without_seconds(m) == without_seconds(s));
+  REQUIRE(m["points"].size() == 8);
+  for (size_t i = 0; i < 8; ++i) CHECK(m["points"][i]["index"] == i);
+  // Each point's best holding layout, ranked by MFU, highest first.
+  REQUIRE(m["ranking"].size() == 8);
+  for (size_t i = 0; i + 1 < m["ranking"].size(); ++i)
+    CHECK(m["ranking"][i]["mfu"].get<double>() >= m["ranking"][i + 1]["mfu"].get<double>());
+  // A ranking row is its point's first layout, with tokens/s per GPU from its step time.
+  const json& top = m["ranking"][0];
+  const json& pt = m["points"][top["index"].get<size_t>()];
+  CHECK(top["step_time_s"] == pt["ranked"][0]["step_time_s"]);
+  CHECK(top["tokens_per_s_per_gpu"].get<double>() ==
+        Approx(4194304.0 / pt["ranked"][0]["step_time_s"].get<double>() / pt["gpus"].get<double>()));
+
+  // The text of the merge: one row per point.
+  test::CliRun text = test::run_schedcheck("plan --merge" + shares);
+  CHECK(text.exit_code == 0);
+  CHECK(text.out.find("plan sweep: 8 points (llama3-8b, llama3-70b × h100, a100-80gb × 64, 128 GPUs)") !=
+        std::string::npos);
+
+  // Shares that are not one whole sweep are refused, naming what is wrong.
+  const std::string one = (dir / "share-1.json").string(), three = (dir / "share-3.json").string();
+  test::CliRun missing = test::run_schedcheck("plan --merge '" + one + "' '" + three + "'");
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.out.find("share 2/3 missing") != std::string::npos);
+  test::CliRun twice = test::run_schedcheck("plan --merge '" + one + "' '" + one + "' '" + three + "'");
+  CHECK(twice.exit_code == 2);
+  CHECK(twice.out.find("share 1/3 again") != std::string::npos);
+  const std::string other = (dir / "other.json").string();
+  std::string other_sweep = kSweep;
+  other_sweep.replace(other_sweep.find("--verify-top 2"), 14, "--verify-top 1");  // another sweep's share 2/3
+  REQUIRE(test::run_schedcheck(other_sweep + " --shard 2/3 -o '" + other + "'").exit_code == 0);
+  test::CliRun mixed = test::run_schedcheck("plan --merge '" + one + "' '" + other + "' '" + three + "'");
+  CHECK(mixed.exit_code == 2);
+  CHECK(mixed.out.find("a share of another sweep") != std::string::npos);
+  const std::string junk = (dir / "junk.json").string();
+  std::ofstream(junk) << "{\"verdict\": \"holds\"}\n";
+  test::CliRun bad = test::run_schedcheck("plan --merge '" + junk + "'");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.out.find("not a plan share") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("plan refuses a malformed --shard and sweep options beside --merge", "[plan][sweep]") {
+  for (const char* shard : {"0/3", "4/3", "3", "a/b", "1/0", "1/3x"}) {
+    test::CliRun r = test::run_schedcheck(kSweep + " --shard " + shard);
+    INFO(shard << ": " << r.out);
+    CHECK(r.exit_code == 1);
+    CHECK(r.out.find("expected K/N") != std::string::npos);
+  }
+  test::CliRun r = test::run_schedcheck("plan --merge x.json --gpus 8");
+  CHECK(r.exit_code == 1);
+  CHECK(r.out.find("--merge takes the shares alone") != std::string::npos);
+  test::CliRun none = test::run_schedcheck("plan --gpus 8 --global-batch-tokens 4M --seq-len 8192");
+  CHECK(none.exit_code == 1);
+  CHECK(none.out.find("--model is required") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace sc
