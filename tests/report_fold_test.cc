@@ -92,6 +92,8 @@ TEST_CASE("the size check's estimate of a config's program is its built size", "
       {"specs/reference/published/llama3-paper-405b-h100x8192.toml", 8192},    // FSDP, interleaved, PP 16
       {"examples/torchtitan-llama3-8b-pp2.toml", 0},                           // FSDP, interleaved, PP 2
       {"examples/megatron-mixtral-8x7b.sh", 0},                                // MoE, PP 4
+      // FSDP without a pipeline on 16,384 GPUs: one rank built for all (docs/facts/symmetry.md).
+      {"specs/reference/published/torchtitan-llama3-70b-a100x64-fsdp.toml", 16384},
   };
   for (const Case& c : cases) {
     const std::string path = test::source_path(c.file);
@@ -109,4 +111,29 @@ TEST_CASE("the size check's estimate of a config's program is its built size", "
     const double built = static_cast<double>(v.result.program.ops.size());
     CHECK(v.lowered.costs.estimated_ops == Approx(built).epsilon(0.10));
   }
+}
+
+TEST_CASE("an FSDP config on 16,384 GPUs is verified on one built rank and its report names them all in one row",
+          "[config][fold][symmetry]") {
+  // torchtitan's 70B FSDP config (TP 1) on 16,384 H100s: 16,384 FSDP ranks, which the size limit
+  // refused when every rank was built; every rank runs the same program, so one is built
+  // (docs/facts/symmetry.md).
+  const auto r = test::run_schedcheck(
+      "verify specs/reference/published/torchtitan-llama3-70b-a100x64-fsdp.toml --gpus 16384 --hardware h100");
+  INFO(r.out);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("one rank is built for the 16384 ranks") != std::string::npos);
+  CHECK(r.out.find("\n      0-16383 ") != std::string::npos);
+  CHECK(r.out.find("(16384 ranks alike)") != std::string::npos);
+  CHECK(count_lines(r.out) < 40);
+}
+
+TEST_CASE("Meta's Llama 3 405B layout on 16,384 GPUs prints a report of one screen", "[config][fold]") {
+  // TP 8, PP 16, DP 128 (FSDP), interleaved: 2,048 modelled ranks, one row per pipeline rank.
+  const auto r = test::run_schedcheck("verify specs/reference/published/llama3-paper-405b-h100x16384.toml");
+  INFO(r.out);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("\n  0-127 ") != std::string::npos);
+  CHECK(r.out.find("\n  1920-2047 ") != std::string::npos);
+  CHECK(count_lines(r.out) <= 150);
 }

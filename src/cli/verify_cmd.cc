@@ -1,6 +1,7 @@
 // `schedcheck verify`: check schedules and predict their timeline.
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -201,10 +202,13 @@ int run_pipeline_verify(const std::vector<std::string>& files, const VerifyReque
   opt.force_min_cut = a.min_cut;
   opt.keep_actions = false;  // only reported from here on
   std::vector<PipelineSpec> specs;
+  std::vector<double> read_s;  // per spec: reading and parsing its files (the "read" pass)
   Diagnostics diags;
   for (const auto& f : files) {
     Diagnostics d;
+    const auto t0 = std::chrono::steady_clock::now();
     auto spec = load_spec(f, a.placement, d);
+    if (spec) read_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     diags.merge(d);
     if (spec && a.forward_only) spec->forward_only = true;
     if (spec) specs.push_back(std::move(*spec));
@@ -230,6 +234,7 @@ int run_pipeline_verify(const std::vector<std::string>& files, const VerifyReque
   int exit = 0;
   for (size_t i = 0; i < specs.size(); ++i) {
     VerifyResult r = verify(std::move(specs[i]), opt);  // not used after this
+    r.pass_times.insert(r.pass_times.begin(), PassTime{"read", read_s[i]});
     if (a.engine == "smt") {
       std::string note;
       SmtOptions smt;
