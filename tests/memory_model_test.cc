@@ -455,3 +455,32 @@ TEST_CASE("the split backward with and without AC moves per-rank peaks as torcht
   const int64_t zb_ac = fullest(peaks("405B", 16, 8192, 8, "InterleavedZeroBubble", "full", 512));
   CHECK(zb_ac > i1f1b_ac);
 }
+
+TEST_CASE("torchtitan's loss holds 12·V bytes per token in its backward, 2·V more than in its forward",
+          "[config][memory]") {
+  // docs/facts/activation-memory.md#the-loss: forward bf16 logits, their fp32 copy and the kept
+  // log-softmax output (2 + 4 + 4 = 10·V per token); backward (the bf16 logits freed by `del pred`)
+  // the kept output and the gradients of nll_loss and log_softmax (4 + 4 + 4 = 12·V).
+  const std::string text = "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 2\n"
+                           "seq_len = 8192\n[parallelism]\ndata_parallel_shard_degree = 8\n[activation_checkpoint]\n"
+                           "mode = \"full\"\n";
+  config::JobContext ctx;
+  ctx.hardware = "h100";
+  config::VerifiedJob v;
+  predicted_peak(test::write_temp("schedcheck-memory-test", "loss.toml", text), ctx, &v);
+  REQUIRE(v.lowered.is_fsdp);
+  const FsdpUnit& out = v.lowered.fsdp.units.back();
+  REQUIRE(out.name == "norm+output");
+  const double tokens = 2 * 8192, vocab = 128256;  // Llama-3's vocabulary (docs/facts/config-keys.md)
+  CHECK(out.transient_bytes == static_cast<int64_t>(6 * tokens * vocab));
+  CHECK(out.backward_transient_bytes == static_cast<int64_t>(8 * tokens * vocab));
+  // The built program holds exactly those transients around the output unit's forward and backward.
+  const Program& p = v.result.program;
+  std::vector<int64_t> tmp;
+  for (const Buffer& b : p.buffers)
+    if (std::string(b.kind.c_str()) == "act-tmp" && b.stage == static_cast<int32_t>(v.lowered.fsdp.units.size()) - 1)
+      tmp.push_back(b.bytes);
+  REQUIRE(tmp.size() == 4);  // forward and backward of each of the two modelled steps
+  CHECK(tmp[0] == out.transient_bytes);
+  CHECK(tmp[1] == out.backward_transient_bytes);
+}

@@ -462,8 +462,13 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
     // (4) before cross_entropy, whose log-softmax output (4, kept) is in logits_bytes: 6·V per
     // token live around the loss (torchtitan/components/loss.py::cross_entropy_loss @238fa995;
     // docs/facts/activation-memory.md#the-loss).
-    if (job.framework == "torchtitan")
+    // Its backward holds more: nll_loss's gradient (4·V, fp32) and log_softmax's (4·V) beside the
+    // kept output, 8·V per token more before the cast back to bf16 (torchtitan frees the bf16
+    // logits before backward: `del pred` in train_step; docs/facts/activation-memory.md#the-loss).
+    if (job.framework == "torchtitan") {
       outu.transient_bytes = static_cast<int64_t>(6 * tokens * static_cast<double>(m.vocab) / lay.tp);
+      outu.backward_transient_bytes = static_cast<int64_t>(8 * tokens * static_cast<double>(m.vocab) / lay.tp);
+    }
     outu.loc = job.loc("model");
     f.units.push_back(outu);
     double st = 0;

@@ -45,6 +45,9 @@ struct FsdpUnit {
   /// Live only while the unit's forward runs and again while its backward runs, per microbatch,
   /// bytes: activations a checkpointed unit recomputes, or a loss's transient copies (0: none).
   int64_t transient_bytes = 0;
+  /// Live while the unit's backward runs instead of transient_bytes when >= 0, bytes: a loss
+  /// whose backward holds more than its forward (docs/facts/activation-memory.md#the-loss).
+  int64_t backward_transient_bytes = -1;
   SourceLoc loc;                  ///< the unit's entry in the spec
 };
 

@@ -429,15 +429,15 @@ class RankGen {
     add(Builder::compute(rank_, compute_, un.forward_s, un.loc), FsdpOpKind::kForward, s,
         fmt::format("F {} ({})", unit_name(s), mb_tag()));
     b_.alloc(act_[s], false);
-    transient(s);
+    transient(s, un.transient_bytes);
     b_.use(gather_[s].param);
   }
 
-  /// The unit's transient bytes, live for the op just added (FsdpUnit::transient_bytes).
-  void transient(int32_t s) {
-    const FsdpUnit& un = unit(s);
-    if (un.transient_bytes <= 0) return;
-    const int32_t tmp = b_.buffer(rank_, "act-tmp", un.transient_bytes, slots_[s].unit, mb_,
+  /// `bytes` of the unit's transients, live for the op just added (FsdpUnit::transient_bytes,
+  /// backward_transient_bytes).
+  void transient(int32_t s, int64_t bytes) {
+    if (bytes <= 0) return;
+    const int32_t tmp = b_.buffer(rank_, "act-tmp", bytes, slots_[s].unit, mb_,
                                   fmt::format("act-tmp {} {}", unit_name(s), mb_tag()));
     b_.alloc(tmp, false);
     b_.free(tmp, true);
@@ -451,7 +451,7 @@ class RankGen {
                           fmt::format("B {} ({})", unit_name(s), mb_tag()));
     b_.alloc(grad_[s], false);
     b_.free(act_[s], true);
-    transient(s);
+    transient(s, un.backward_transient_bytes >= 0 ? un.backward_transient_bytes : un.transient_bytes);
     b_.use(gather_[s].param);
     act_[s] = -1;
   }
