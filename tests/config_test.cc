@@ -96,8 +96,21 @@ TEST_CASE("cost model: activation bytes per layer and recompute", "[model]") {
   in.layout.tp = 8;
   const LayerCost t = layer_cost(in, 0);
   CHECK(t.activation_bytes == c.activation_bytes / 8);
-  const double bytes = 8192.0 * 4096 * 2, bw = 450e9 * 0.6;
+  // NVLink at 0.8 of its 450 GB/s: the 360 GB/s bus bandwidth NCCL reaches on 8 H100s
+  // (docs/facts/hardware.md#published-mfu).
+  const double bytes = 8192.0 * 4096 * 2, bw = 450e9 * 0.8;
   CHECK(rel(t.tp_comm_s, 4 * (10e-6 + 7.0 / 8 * bytes / bw)) < 1e-9);
+  // The elementwise ops stream 34·h + 12·kv + 5·F elements per token in eager PyTorch (h = 4096,
+  // kv = 1024, F = 14336: 223,232) and 12·h + 2·kv + 3·F fused (94,208), 2 bytes each at the
+  // HBM's 3.35 TB/s, split over the TP ranks (docs/facts/cost-formulas.md#elementwise-ops).
+  CHECK(elementwise_elements_per_token(in.model, 0, false) == 223232);
+  CHECK(elementwise_elements_per_token(in.model, 0, true) == 94208);
+  CHECK(rel(t.elementwise_s, 8192.0 * 223232 * 2 / 8 / 3.35e12) < 1e-9);
+  in.fused_elementwise = true;
+  CHECK(rel(layer_cost(in, 0).elementwise_s, 8192.0 * 94208 * 2 / 8 / 3.35e12) < 1e-9);
+  // The forward pays it once, the input-gradient pass twice.
+  CHECK(rel(t.forward_s - t.tp_comm_s - t.elementwise_s, (t.input_grad_s - t.tp_comm_s - 2 * t.elementwise_s) -
+                                                           8192.0 * in.model.layer_attention_flops_per_token(8192) / 8 / 2 / rate) < 1e-9);
 }
 
 TEST_CASE("cost model: model-state bytes per parameter and the FSDP crossover", "[model]") {

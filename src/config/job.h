@@ -81,6 +81,10 @@ struct TrainingJob {
   /// TP collectives pipelined with the GEMMs (model::CostInputs::tp_comm_overlap): Megatron-LM
   /// `--tp-comm-overlap`, torchtitan `enable_async_tensor_parallel`.
   bool tp_comm_overlap = false;
+  /// The blocks' elementwise ops run fused (model::CostInputs::fused_elementwise): torchtitan
+  /// `compile.enable` (`training.compile` before 2025-04) with the model compiled; always for
+  /// Megatron-LM, whose blocks use fused kernels (apex / TransformerEngine).
+  bool fused_elementwise = false;
   /// Gradient reduction under the last backward (Composition::overlap_grad_reduce): Megatron-LM
   /// `--overlap-grad-reduce`; torchtitan always (FSDP2 and DDP reduce per unit or bucket as the
   /// backward produces them); DeepSpeed ZeRO-1/2 `overlap_comm`.

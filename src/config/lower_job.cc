@@ -215,6 +215,7 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   in.recompute_method = job.recompute_method;
   in.recompute_layers = job.recompute_layers;
   in.tp_comm_overlap = job.tp_comm_overlap && lay.tp > 1;
+  in.fused_elementwise = job.fused_elementwise || job.framework == "megatron";
   jc.total_params = m.total_params();
   jc.active_params = m.active_params();
   jc.tokens_per_step = job.global_batch_sequences * job.seq_len;

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <initializer_list>
 #include <regex>
 #include <set>
 
@@ -49,7 +50,9 @@ const std::map<std::string, std::set<std::string>>& modelled() {
       {"experimental", {"enable_async_tensor_parallel"}},
       {"training",
        {"local_batch_size", "batch_size", "global_batch_size", "seq_len", "num_tokens_per_microbatch_per_dp_rank",
-        "num_tokens_per_train_step", "max_context_length", "mixed_precision_param", "mixed_precision_reduce", "dtype"}},
+        "num_tokens_per_train_step", "max_context_length", "mixed_precision_param", "mixed_precision_reduce", "dtype",
+        "compile"}},
+      {"compile", {"enable", "components"}},
       {"activation_checkpoint", {"mode", "selective_ac_option"}},
       {"model", {"name", "flavor"}},
   };
@@ -113,6 +116,24 @@ class Reader {
     for (auto it = t->begin(); it != t->end(); ++it)
       if (it->first.str() == key && it->first.source().begin.line > 0) loc = at(it->first.source().begin);
     return Value{n, loc, section + "." + key};
+  }
+
+  /// Reads the boolean `key` from the first of `sections` that has it into `*out`, recording
+  /// where it was set true under `where`; a value that is not a boolean is an error at it.
+  /// Returns whether a section had the key.
+  bool read_flag(std::initializer_list<const char*> sections, const std::string& key, const char* where, bool* out) {
+    for (const char* section : sections) {
+      auto v = get(section, key);
+      if (!v) continue;
+      if (auto b = v->node->value<bool>()) {
+        *out = *b;
+        if (*b) job_.where[where] = v->loc;
+      } else {
+        diags_.error(v->loc, fmt::format("{} must be true or false", v->key));
+      }
+      return true;
+    }
+    return false;
   }
 
   std::optional<int64_t> integer(const std::optional<Value>& v, int64_t lo) {
@@ -244,14 +265,18 @@ class Reader {
       set_where("dp_shard", shard);
     }
     // Async TP: parallelism.enable_async_tensor_parallel (experimental.* before 2025-02).
-    auto async_tp = get("parallelism", "enable_async_tensor_parallel");
-    if (!async_tp) async_tp = get("experimental", "enable_async_tensor_parallel");
-    if (async_tp) {
-      if (auto b = async_tp->node->value<bool>()) {
-        job_.tp_comm_overlap = *b;
-        if (*b) job_.where["tp_comm_overlap"] = async_tp->loc;
-      } else {
-        diags_.error(async_tp->loc, fmt::format("{} must be true or false", async_tp->key));
+    read_flag({"parallelism", "experimental"}, "enable_async_tensor_parallel", "tp_comm_overlap", &job_.tp_comm_overlap);
+    // torch.compile of the model fuses each block's elementwise chains (compile.enable with
+    // "model" among compile.components, default ["model", "loss"]; training.compile before
+    // 2025-04; docs/facts/cost-formulas.md#elementwise-ops).
+    if (!read_flag({"compile"}, "enable", "compile", &job_.fused_elementwise))
+      read_flag({"training"}, "compile", "compile", &job_.fused_elementwise);
+    if (auto comps = get("compile", "components"); comps && job_.fused_elementwise) {
+      if (const toml::array* a = comps->node->as_array()) {
+        bool model = false;
+        for (const toml::node& n : *a)
+          if (auto v = n.value<std::string>(); v && *v == "model") model = true;
+        job_.fused_elementwise = model;
       }
     }
     // FSDP2 reduce-scatters each unit's gradients as its backward ends, and DDP buckets do the

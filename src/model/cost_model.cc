@@ -150,8 +150,16 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
   c.tp_exposed_s = in.tp_comm_overlap ? tp_exposed_s(c.tp_comm_s, lin / rate, lay.tp) : c.tp_comm_s;
   const double comm = c.tp_exposed_s + c.cp_comm_s + c.ep_comm_s;
   const double attn_run = in.causal_attention ? attn / 2 : attn;
-  c.forward_s = (lin + attn_run) / rate + comm;
-  c.input_grad_s = (lin + 2 * attn_run) / rate + comm;
+  // Memory-bound elementwise ops at the HBM bandwidth, in the activation width; split over the
+  // TP ranks (the h-wide ones by sequence parallelism, the others by the column split; without
+  // SP the h-wide ones are replicated, which this leaves out). Their backward reads the saved
+  // inputs and the output gradient and writes the input gradient: about twice the forward
+  // (docs/facts/cost-formulas.md#elementwise-ops).
+  if (in.hardware.hbm_bw > 0)
+    c.elementwise_s = tokens * elementwise_elements_per_token(m, layer, in.fused_elementwise) *
+                      in.activation_element_bytes / lay.tp / in.hardware.hbm_bw;
+  c.forward_s = (lin + attn_run) / rate + comm + c.elementwise_s;
+  c.input_grad_s = (lin + 2 * attn_run) / rate + comm + 2 * c.elementwise_s;
   c.weight_grad_s = lin / rate;
   const int64_t dense = m.layer_params(layer) - m.layer_expert_params(layer);
   c.expert_params = m.layer_expert_params(layer) / (static_cast<int64_t>(lay.ep) * lay.expert_tp());
@@ -191,7 +199,7 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
           const double kv = static_cast<double>(m.kv_heads * m.head_dim);
           const double q = static_cast<double>(m.heads * m.head_dim);
           const double recomputed_per_token = 2.0 * (h * kv + q * h + h * static_cast<double>(active_ffn(m, layer)));
-          c.recompute_s = tokens * recomputed_per_token / lay.tp / rate;
+          c.recompute_s = tokens * recomputed_per_token / lay.tp / rate + c.elementwise_s;
           break;
         }
         case SelectivePolicy::kCoreAttention:
@@ -201,6 +209,13 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
       break;
   }
   return c;
+}
+
+double elementwise_elements_per_token(const ModelDesc& m, int64_t layer, bool fused) {
+  const double h = static_cast<double>(m.dim);
+  const double kv = static_cast<double>(m.mla ? m.mla->kv_lora_rank + m.mla->qk_rope_head_dim : m.kv_heads * m.head_dim);
+  const double f = static_cast<double>(active_ffn(m, layer));
+  return fused ? 12 * h + 2 * kv + 3 * f : 34 * h + 12 * kv + 5 * f;
 }
 
 double op_policy_saved_bytes_per_token(const ModelDesc& m, int64_t layer, const Layout& lay) {

@@ -89,13 +89,16 @@ struct HardwareDesc {
   /// is False), for jobs that compute in fp32; 0 when the preset does not know it
   /// (docs/facts/hardware.md#gpus).
   double fp32_flops = 0;
+  /// HBM bandwidth, bytes/s, the vendor's figure (docs/facts/hardware.md#gpus): what the
+  /// memory-bound elementwise ops of a block stream at (layer_cost); 0 when unknown (no term).
+  double hbm_bw = 0;
 };
 
 /// Achieved fractions of peak. Defaults: docs/facts/hardware.md#published-mfu "Suggested defaults" (dense bf16
 /// 0.40; NVLink 0.6 and InfiniBand 0.9 of nominal, calculon's efficiency model).
 struct Efficiency {
   double compute = 0.40;
-  double intra_node = 0.6;
+  double intra_node = 0.8;
   double inter_node = 0.9;
   double latency_s = 10e-6;     ///< per collective or message
 };
@@ -182,6 +185,7 @@ struct LayerCost {
   double tp_exposed_s = 0;      ///< of tp_comm_s, what the forward waits for (all of it without overlap)
   double cp_comm_s = 0;         ///< CP key/value all-gather time in forward
   double ep_comm_s = 0;         ///< EP all-to-all time in forward (dispatch + combine)
+  double elementwise_s = 0;     ///< memory-bound elementwise ops of the forward (in forward_s; twice in input_grad_s)
   int64_t params = 0;           ///< parameters held per rank (dense / tp, experts / (ep·tp))
   int64_t activation_bytes = 0; ///< saved for backward without recompute
   int64_t retained_bytes = 0;   ///< saved for backward with the chosen recompute (full: per block)
@@ -211,7 +215,17 @@ struct CostInputs {
   /// skips the key blocks above the diagonal, so it executes about half of the QK^T and AV
   /// FLOPs that the MFU convention counts (docs/facts/cost-formulas.md#flops).
   bool causal_attention = true;
+  /// The block's elementwise ops run fused, one kernel per chain (torch.compile, Megatron-LM's
+  /// fused kernels), instead of one kernel per op (PyTorch eager): see elementwise_elements_per_token.
+  bool fused_elementwise = false;
 };
+
+/// Elements the elementwise ops of block `layer`'s forward read and write per token (RMSNorms,
+/// RoPE, the SwiGLU product, residual adds, the attention layout copies), with h = dim, kv =
+/// key/value width, f = the active MLP width: fused (each chain one kernel: it reads its inputs
+/// and writes its outputs once) 12·h + 2·kv + 3·f; eager (PyTorch's kernel per op, torchtitan's
+/// Llama code) 34·h + 12·kv + 5·f (docs/facts/cost-formulas.md#elementwise-ops, derived op by op).
+double elementwise_elements_per_token(const ModelDesc& m, int64_t layer, bool fused);
 
 /// Time of TP communication `comm_s` left exposed when it is split into `chunks` pieces
 /// pipelined with GEMMs of `gemm_s` (chunk k's transfer runs under chunk k-1's GEMM; Wang et al.,

@@ -17,8 +17,8 @@ struct FidelityBand {
 };
 
 inline constexpr FidelityBand kFidelityBands[] = {
-    {"megatron", 9, -15.9, 38.2},
-    {"torchtitan", 13, -24.9, 15.5},
+    {"megatron", 9, -14.4, 29.8},
+    {"torchtitan", 13, -20.6, 23.0},
 };
 
 /// The band of `framework` ("torchtitan", "megatron", "deepspeed"), or null when no
