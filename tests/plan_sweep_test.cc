@@ -94,6 +94,22 @@ TEST_CASE("three shards run as separate processes merge to the single-process ra
   test::CliRun bad = test::run_schedcheck("plan --merge '" + junk + "'");
   CHECK(bad.exit_code == 2);
   CHECK(bad.out.find("not a plan share") != std::string::npos);
+  // A share edited into another shape: a key of another type, a point moved to another share.
+  json edited = json::parse(std::ifstream(one));
+  edited["points"][0]["index"] = 1;  // point 1 belongs to share 2/3
+  const std::string moved = (dir / "moved.json").string();
+  std::ofstream(moved) << edited.dump();
+  test::CliRun m2 = test::run_schedcheck("plan --merge '" + moved + "' '" + (dir / "share-2.json").string() + "' '" +
+                                         three + "'");
+  CHECK(m2.exit_code == 2);
+  CHECK(m2.out.find("point 1 does not belong to share 1/3") != std::string::npos);
+  edited = json::parse(std::ifstream(one));
+  edited["points"][0].erase("ranked");
+  std::ofstream(moved) << edited.dump();
+  test::CliRun m3 = test::run_schedcheck("plan --merge '" + moved + "' '" + (dir / "share-2.json").string() + "' '" +
+                                         three + "'");
+  CHECK(m3.exit_code == 2);
+  CHECK(m3.out.find("is not what `schedcheck plan --shard K/N` writes") != std::string::npos);
   fs::remove_all(dir);
 }
 

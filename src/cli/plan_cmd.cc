@@ -494,11 +494,11 @@ nlohmann::json sweep_report(const nlohmann::json& sweep, const nlohmann::json& p
   nlohmann::json ranking = nlohmann::json::array(), none = nlohmann::json::array();
   int exit_code = kExitPlanInconclusive;
   for (const auto& pt : points) {
-    const int code = pt["exit_code"].get<int>();
+    const int code = pt.at("exit_code").get<int>();
     if (code == 0) exit_code = 0;
     else if (code == kExitNoLayout && exit_code != 0) exit_code = kExitNoLayout;
-    nlohmann::json row = {{"index", pt["index"]}, {"model", pt["model"]}, {"hardware", pt["hardware"]}, {"gpus", pt["gpus"]}};
-    const auto& ranked = pt["ranked"];
+    nlohmann::json row = {{"index", pt.at("index")}, {"model", pt.at("model")}, {"hardware", pt.at("hardware")}, {"gpus", pt.at("gpus")}};
+    const auto& ranked = pt.at("ranked");
     if (code != 0 || ranked.empty()) {
       row["verdict"] = code == kExitPlanInconclusive ? "nothing verified" : "no layout holds";
       none.push_back(row);
@@ -507,9 +507,9 @@ nlohmann::json sweep_report(const nlohmann::json& sweep, const nlohmann::json& p
     const auto& b = ranked[0];
     for (const char* k : {"pp", "dp_replicate", "dp_shard", "tp", "schedule", "stages_per_rank", "microbatch_sequences",
                           "recompute", "step_time_s", "mfu", "peak_bytes"})
-      row[k] = b[k];
+      row[k] = b.at(k);
     row["tokens_per_s_per_gpu"] =
-        pt["global_batch_tokens"].get<double>() / b["step_time_s"].get<double>() / pt["gpus"].get<double>();
+        pt.at("global_batch_tokens").get<double>() / b.at("step_time_s").get<double>() / pt.at("gpus").get<double>();
     ranking.push_back(row);
   }
   std::stable_sort(ranking.begin(), ranking.end(), [](const nlohmann::json& x, const nlohmann::json& y) {
@@ -521,38 +521,38 @@ nlohmann::json sweep_report(const nlohmann::json& sweep, const nlohmann::json& p
 
 /// The text of a sweep's report: one row per point, ranked as sweep_report ranks them.
 std::string sweep_text(const nlohmann::json& report) {
-  const auto& sw = report["sweep"];
+  const auto& sw = report.at("sweep");
   std::string out = fmt::format(
       "plan sweep: {} point{} ({} × {} × {} GPUs), {} tokens per step of {}\n"
       "each point's best layout that holds, ranked by MFU (`schedcheck plan` on one point lists its layouts):\n\n",
-      report["points"].size(), report["points"].size() == 1 ? "" : "s",
-      fmt::join(sw["models"].get<std::vector<std::string>>(), ", "),
-      fmt::join(sw["hardware"].get<std::vector<std::string>>(), ", "),
-      fmt::join(sw["gpus"].get<std::vector<int32_t>>(), ", "), sw["global_batch_tokens"].get<int64_t>(),
-      sw["seq_len"].get<int64_t>());
+      report.at("points").size(), report.at("points").size() == 1 ? "" : "s",
+      fmt::join(sw.at("models").get<std::vector<std::string>>(), ", "),
+      fmt::join(sw.at("hardware").get<std::vector<std::string>>(), ", "),
+      fmt::join(sw.at("gpus").get<std::vector<int32_t>>(), ", "), sw.at("global_batch_tokens").get<int64_t>(),
+      sw.at("seq_len").get<int64_t>());
   out += fmt::format("{:>3}  {:<16} {:<10} {:>7}  {:<18} {:<20} {:>4} {:<9} {:>9} {:>6} {:>10} {:>9}\n", "#", "model",
                      "hardware", "GPUs", "layout", "schedule", "mbs", "recompute", "step (s)", "MFU", "tok/s/GPU",
                      "peak GiB");
   size_t n = 0;
-  for (const auto& r : report["ranking"]) {
+  for (const auto& r : report.at("ranking")) {
     ++n;
     if (!r.contains("mfu")) {
-      out += fmt::format("{:>3}  {:<16} {:<10} {:>7}  {}\n", n, r["model"].get<std::string>(),
-                         r["hardware"].get<std::string>(), r["gpus"].get<int32_t>(), r["verdict"].get<std::string>());
+      out += fmt::format("{:>3}  {:<16} {:<10} {:>7}  {}\n", n, r.at("model").get<std::string>(),
+                         r.at("hardware").get<std::string>(), r.at("gpus").get<int32_t>(), r.at("verdict").get<std::string>());
       continue;
     }
-    const std::string layout = fmt::format("pp{} dp{}x{} tp{}", r["pp"].get<int>(), r["dp_replicate"].get<int>(),
-                                           r["dp_shard"].get<int>(), r["tp"].get<int>());
-    const std::string sched = r["pp"].get<int>() == 1 ? "-"
-                              : r["stages_per_rank"].get<int>() > 1
-                                  ? fmt::format("{} v{}", r["schedule"].get<std::string>(), r["stages_per_rank"].get<int>())
-                                  : r["schedule"].get<std::string>();
+    const std::string layout = fmt::format("pp{} dp{}x{} tp{}", r.at("pp").get<int>(), r.at("dp_replicate").get<int>(),
+                                           r.at("dp_shard").get<int>(), r.at("tp").get<int>());
+    const std::string sched = r.at("pp").get<int>() == 1 ? "-"
+                              : r.at("stages_per_rank").get<int>() > 1
+                                  ? fmt::format("{} v{}", r.at("schedule").get<std::string>(), r.at("stages_per_rank").get<int>())
+                                  : r.at("schedule").get<std::string>();
     out += fmt::format("{:>3}  {:<16} {:<10} {:>7}  {:<18} {:<20} {:>4} {:<9} {:>9.3f} {:>5.1f}% {:>10.0f} {:>9.1f}\n", n,
-                       r["model"].get<std::string>(), r["hardware"].get<std::string>(), r["gpus"].get<int32_t>(), layout,
-                       sched, r["microbatch_sequences"].get<int>(), r["recompute"].get<std::string>(),
-                       r["step_time_s"].get<double>(), 100 * r["mfu"].get<double>(),
-                       r["tokens_per_s_per_gpu"].get<double>(),
-                       r["peak_bytes"].get<double>() / double(int64_t{1} << 30));
+                       r.at("model").get<std::string>(), r.at("hardware").get<std::string>(), r.at("gpus").get<int32_t>(), layout,
+                       sched, r.at("microbatch_sequences").get<int>(), r.at("recompute").get<std::string>(),
+                       r.at("step_time_s").get<double>(), 100 * r.at("mfu").get<double>(),
+                       r.at("tokens_per_s_per_gpu").get<double>(),
+                       r.at("peak_bytes").get<double>() / double(int64_t{1} << 30));
   }
   return out;
 }
@@ -560,9 +560,22 @@ std::string sweep_text(const nlohmann::json& report) {
 /// Writes `text` to -o FILE (whole or not at all) or standard output; false after an error.
 bool emit_report(const PlanArgs& a, const std::string& text) { return write_output(a.output, text); }
 
+int run_merge_shares(const PlanArgs& a);
+
 /// `plan --merge SHARE...`: the shares of one sweep, checked to be whole (every share 1..N of
-/// the same sweep, once), ranked as the single-process sweep ranks them.
+/// the same sweep, once), ranked as the single-process sweep ranks them. A share whose JSON has
+/// not the shape `--shard` writes (a key missing, a value of another type) is an error, exit 2.
 int run_merge(const PlanArgs& a) {
+  try {
+    return run_merge_shares(a);
+  } catch (const nlohmann::json::exception& e) {
+    std::cerr << fmt::format("schedcheck: error: --merge: a share is not what `schedcheck plan --shard K/N` writes "
+                             "({})\n", e.what());
+    return kExitSpec;
+  }
+}
+
+int run_merge_shares(const PlanArgs& a) {
   nlohmann::json sweep;
   int64_t count = -1;
   std::map<int64_t, std::string> seen;  // share index -> file
@@ -599,8 +612,22 @@ int run_merge(const PlanArgs& a) {
       std::cerr << fmt::format("schedcheck: error: --merge {}: share {}/{} again (also {})\n", path, k, n, it->second);
       return kExitSpec;
     }
+    if (k < 1 || k > n) {
+      std::cerr << fmt::format("schedcheck: error: --merge {}: share {}/{} is not one of 1..{}\n", path, k, n, n);
+      return kExitSpec;
+    }
     seen[k] = path;
-    for (const auto& pt : share["points"]) points[pt["index"].get<int64_t>()] = pt;
+    const int64_t total = static_cast<int64_t>(sweep.at("models").size() * sweep.at("hardware").size() *
+                                               sweep.at("gpus").size());
+    for (const auto& pt : share["points"]) {
+      const int64_t index = pt.at("index").get<int64_t>();
+      if (index < 0 || index >= total || index % n != k - 1 || points.count(index)) {
+        std::cerr << fmt::format("schedcheck: error: --merge {}: point {} does not belong to share {}/{} of a sweep "
+                                 "of {} points\n", path, index, k, n, total);
+        return kExitSpec;
+      }
+      points[index] = pt;
+    }
   }
   std::vector<std::string> missing;
   for (int64_t k = 1; k <= count; ++k)
@@ -609,6 +636,12 @@ int run_merge(const PlanArgs& a) {
     std::cerr << fmt::format("schedcheck: error: --merge: share{} {} missing; run `schedcheck plan --shard K/N` with "
                              "the same options for {}\n", missing.size() == 1 ? "" : "s", fmt::join(missing, ", "),
                              missing.size() == 1 ? "it" : "each");
+    return kExitSpec;
+  }
+  const size_t total = sweep.at("models").size() * sweep.at("hardware").size() * sweep.at("gpus").size();
+  if (points.size() != total) {
+    std::cerr << fmt::format("schedcheck: error: --merge: the shares hold {} of the sweep's {} points\n", points.size(),
+                             total);
     return kExitSpec;
   }
   nlohmann::json list = nlohmann::json::array();
