@@ -111,7 +111,7 @@ TEST_CASE("the FSDP example (8 ranks, collectives as copies) runs within 5 perce
   Diagnostics diags;
   auto spec = load_fsdp_spec(test::source_path("examples/gpu-fsdp2-8layers.yaml"), diags);
   REQUIRE(spec);
-  Ran x = run_result(verify_fsdp(*spec));
+  Ran x = run_result(verify_fsdp(*spec, false, /*use_symmetry=*/false));  // every rank, as `run` builds them
   require_agrees(x);
 }
 
