@@ -196,6 +196,17 @@ TEST_CASE("the SVG folds ranks alike into one labelled lane group and labels eve
   CHECK(labels == lanes.size());
 }
 
+TEST_CASE("the SVG of an FSDP job built as one rank labels its lanes with every rank it stands for",
+          "[report][svg][symmetry]") {
+  // examples/fsdp2-llama3-8b.yaml: 8 ranks running one program, built once (docs/facts/symmetry.md).
+  std::string path = write_svg("verify examples/fsdp2-llama3-8b.yaml", "fsdp-quotient.svg", 0);
+  std::string svg = test::read_file(path);
+  CHECK(svg.find(">ranks 0-7 (8) compute</text>") != std::string::npos);
+  CHECK(svg.find(": holds, 8 ranks, ") != std::string::npos);
+  CHECK(svg.find("8 ranks drawn in 1 group:") != std::string::npos);
+  CHECK(svg.find(">rank 0 compute<") == std::string::npos);
+}
+
 TEST_CASE("compare --svg draws each schedule's timeline on one time scale", "[report][svg][compare]") {
   std::string path = write_svg("compare examples/compare-p4-m8.yaml --schedules 1f1b,zb-h1", "compare.svg", 0);
   std::string svg = test::read_file(path);

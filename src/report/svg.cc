@@ -156,7 +156,11 @@ class SvgWriter {
   /// run its ranks and their number ("ranks 0-15 (16) compute").
   std::string lane_label(int32_t s) const {
     const int32_t rank = p_.streams[s].rank;
-    const RankRun& run = fold_.runs[static_cast<size_t>(fold_.run_of[static_cast<size_t>(rank)])];
+    const RankRun& built = fold_.runs[static_cast<size_t>(fold_.run_of[static_cast<size_t>(rank)])];
+    // The job ranks the run's built ranks stand for (Program::rank_classes: a symmetry
+    // quotient's one built rank is all of them).
+    const RankClass a = p_.job_class(built.first), b = p_.job_class(built.last);
+    const RankRun run{a.first, b.first + b.count - 1};
     if (run.count() == 1) return p_.stream_label(s);
     return fmt::format("ranks {} ({}) {}", run.label(), run.count(), p_.streams[s].name);
   }
@@ -165,10 +169,11 @@ class SvgWriter {
     // Labels shrink to fit the lane, but never below 7 px, and never vanish: a lane too thin for
     // that gets its label at 7 px all the same.
     double font = std::max(7.0, std::min(12.0, l_.lane_h - 1));
-    if (fold_.runs.size() < static_cast<size_t>(p_.num_ranks))
-      notes_.push_back(fmt::format("{} ranks drawn in {} groups: consecutive ranks alike in every figure (start, end, "
+    if (static_cast<int64_t>(fold_.runs.size()) < p_.job_ranks())
+      notes_.push_back(fmt::format("{} drawn in {}: consecutive ranks alike in every figure (start, end, "
                                    "busy, idle, peak and worst-case memory) are drawn once, their lanes labelled with "
-                                   "their ranks and number", p_.num_ranks, fold_.runs.size()));
+                                   "their ranks and number", format_count(p_.job_ranks(), "rank"),
+                                   format_count(static_cast<int64_t>(fold_.runs.size()), "group")));
     for (size_t s = 0; s < p_.streams.size(); ++s) {
       if (!has_lane(static_cast<int32_t>(s))) continue;
       out_ += fmt::format("<rect class=\"lane\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#f1f1f1\"/>\n",
@@ -340,7 +345,7 @@ class SvgWriter {
 
   void header() {
     const Timeline& t = v_.timeline;
-    std::string title = fmt::format("{}: {}, {}, {}", r_.spec.name, r_.verdict(), format_count(p_.num_ranks, "rank"),
+    std::string title = fmt::format("{}: {}, {}, {}", r_.spec.name, r_.verdict(), format_count(p_.job_ranks(), "rank"),
                                     format_count(static_cast<int64_t>(p_.ops.size()), "op"));
     if (v_.complete)
       title += fmt::format(" | makespan {}, bubble rate {:.3f}", format_duration(t.makespan_s), t.bubble_rate);
