@@ -110,6 +110,21 @@ TEST_CASE("three shards run as separate processes merge to the single-process ra
                                          three + "'");
   CHECK(m3.exit_code == 2);
   CHECK(m3.out.find("is not what `schedcheck plan --shard K/N` writes") != std::string::npos);
+  // A point whose contents are not the sweep's at its index, or not a plan's figures.
+  edited = json::parse(std::ifstream(one));
+  edited["points"][0]["model"] = "llama3-405b";
+  std::ofstream(moved) << edited.dump();
+  test::CliRun m4 = test::run_schedcheck("plan --merge '" + moved + "' '" + (dir / "share-2.json").string() + "' '" +
+                                         three + "'");
+  CHECK(m4.exit_code == 2);
+  CHECK(m4.out.find("point 0: model, hardware and GPUs are not the sweep's llama3-8b on 64 × h100") != std::string::npos);
+  edited = json::parse(std::ifstream(one));
+  edited["points"][0]["ranked"][0]["mfu"] = 5.0;
+  std::ofstream(moved) << edited.dump();
+  test::CliRun m5 = test::run_schedcheck("plan --merge '" + moved + "' '" + (dir / "share-2.json").string() + "' '" +
+                                         three + "'");
+  CHECK(m5.exit_code == 2);
+  CHECK(m5.out.find("figures are not a plan's") != std::string::npos);
   fs::remove_all(dir);
 }
 
@@ -123,6 +138,9 @@ TEST_CASE("plan refuses a malformed --shard and sweep options beside --merge", "
   test::CliRun r = test::run_schedcheck("plan --merge x.json --gpus 8");
   CHECK(r.exit_code == 1);
   CHECK(r.out.find("--merge takes the shares alone") != std::string::npos);
+  test::CliRun twice = test::run_schedcheck("plan --model llama3-8b --gpus 64,64 --global-batch-tokens 4M --seq-len 8192");
+  CHECK(twice.exit_code == 1);
+  CHECK(twice.out.find("--gpus 64,64: a count twice") != std::string::npos);
   test::CliRun none = test::run_schedcheck("plan --gpus 8 --global-batch-tokens 4M --seq-len 8192");
   CHECK(none.exit_code == 1);
   CHECK(none.out.find("--model is required") != std::string::npos);

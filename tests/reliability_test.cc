@@ -293,10 +293,12 @@ TEST_CASE("a send with no peer stage says so instead of naming rank -1", "[check
 
 TEST_CASE("the FSDP size cap rests on the measured bytes per op", "[fsdp][reliability]") {
   // 128 ranks x 1 iteration x 62 microbatches x 100 units x 12 = 9.5 million ops: under the old
-  // 10^7 cap (which assumed 300 bytes per op), above the honest one (470 bytes, 4 GiB).
+  // 10^7 cap (which assumed 300 bytes per op), above the honest one (470 bytes, 4 GiB). A rank
+  // override keeps every rank built (without it one rank stands for all, docs/facts/symmetry.md).
   std::string path = write_temp(kDir, "fsdp-cap.yaml",
                                 "schedcheck: 1\nname: cap\nranks: 128\nfsdp:\n  implementation: fsdp2\n  shard_size: 128\n"
                                 "  microbatches: 62\n  iterations: 1\n  dtypes: {param: bf16, reduce: bf16}\n"
+                                "  ranks_override: {5: {microbatches: 62}}\n"
                                 "  link: {bandwidth: 450GB/s, latency: 10us, model: ring}\n"
                                 "  units:\n    - {name: layer, repeat: 100, params: 1M, forward: 1ms, backward: 2ms, "
                                 "activation_bytes: 1MiB}\n");

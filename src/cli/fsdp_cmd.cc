@@ -34,14 +34,17 @@ void check_fsdp_size(const FsdpSpec& spec, Diagnostics& d) {
   int max_mb = spec.microbatches;
   for (const auto& [rank, o] : spec.overrides)
     if (o.microbatches) max_mb = std::max(max_mb, *o.microbatches);
-  const double ops = static_cast<double>(spec.ranks) * spec.iterations * max_mb * static_cast<double>(spec.units.size()) * 12;
+  // The ranks built: one when every rank runs the same program (the symmetry quotient,
+  // docs/facts/symmetry.md), else every rank.
+  const double built = fsdp_quotient_applies(spec) ? 1.0 : static_cast<double>(spec.ranks);
+  const double ops = built * spec.iterations * max_mb * static_cast<double>(spec.units.size()) * 12;
   if (ops > kMaxFsdpOps)
-    d.error(spec.locs.fsdp, fmt::format("this spec lowers to about {:.3g} ops (ranks x iterations x microbatches x "
-                                        "units x 12), more than the {:.3g} schedcheck checks at once (about {:.0f} "
-                                        "bytes each, {:.0f} GiB in all); model fewer ranks (one shard group shows the "
-                                        "same gathers and frees) or fewer units",
+    d.error(spec.locs.fsdp, fmt::format("this spec lowers to about {:.3g} ops (built ranks x iterations x microbatches "
+                                        "x units x 12; every rank is built because ranks differ), more than the {:.3g} "
+                                        "schedcheck checks at once (about {:.0f} bytes each, {:.0f} GiB in all); model "
+                                        "fewer ranks (one shard group shows the same gathers and frees) or fewer units",
                                         ops, kMaxFsdpOps, kFsdpBytesPerOp, kFsdpMemoryBudgetBytes / (1 << 30)));
-  const double per_rank = ops / spec.ranks;
+  const double per_rank = ops / built;
   if (ops <= kMaxFsdpOps && per_rank > kMaxFsdpOpsPerRank)
     d.error(spec.locs.fsdp, fmt::format("each rank runs about {:.3g} ops (iterations x microbatches x units x 12), "
                                         "more than the {:.0e} whose worst case over all interleavings schedcheck "

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -562,6 +563,33 @@ bool emit_report(const PlanArgs& a, const std::string& text) { return write_outp
 
 int run_merge_shares(const PlanArgs& a);
 
+/// What is wrong with point `index` of a share of `sweep`, or "": its model, GPU and count must
+/// be the sweep's at that index (model-major, then hardware, then count), and each layout's
+/// figures what a plan writes (a positive finite step, MFU in (0, 1], peaks >= 0, degrees
+/// >= 1 whose product is the GPU count).
+std::string point_problem(const nlohmann::json& sweep, int64_t index, const nlohmann::json& pt) {
+  const auto& models = sweep.at("models");
+  const auto& hws = sweep.at("hardware");
+  const auto& gpus = sweep.at("gpus");
+  const size_t g = static_cast<size_t>(index) % gpus.size();
+  const size_t h = static_cast<size_t>(index) / gpus.size() % hws.size();
+  const size_t m = static_cast<size_t>(index) / gpus.size() / hws.size();
+  if (pt.at("model") != models.at(m) || pt.at("hardware") != hws.at(h) || pt.at("gpus") != gpus.at(g))
+    return fmt::format("model, hardware and GPUs are not the sweep's {} on {} × {}", models.at(m).get<std::string>(),
+                       gpus.at(g).get<int64_t>(), hws.at(h).get<std::string>());
+  for (const auto& c : pt.at("ranked")) {
+    const double step = c.at("step_time_s").get<double>(), mfu = c.at("mfu").get<double>();
+    const int64_t pp = c.at("pp").get<int64_t>(), dr = c.at("dp_replicate").get<int64_t>(),
+                  ds = c.at("dp_shard").get<int64_t>(), tp = c.at("tp").get<int64_t>();
+    if (c.at("verdict") != "error" &&
+        (!(step > 0) || !std::isfinite(step) || !(mfu > 0) || mfu > 1 || c.at("peak_bytes").get<double>() < 0))
+      return "a layout's figures are not a plan's (step, MFU or peak out of range)";
+    if (pp < 1 || dr < 1 || ds < 1 || tp < 1 || pp * dr * ds * tp != pt.at("gpus").get<int64_t>())
+      return "a layout's degrees do not multiply to the point's GPUs";
+  }
+  return {};
+}
+
 /// `plan --merge SHARE...`: the shares of one sweep, checked to be whole (every share 1..N of
 /// the same sweep, once), ranked as the single-process sweep ranks them. A share whose JSON has
 /// not the shape `--shard` writes (a key missing, a value of another type) is an error, exit 2.
@@ -599,6 +627,12 @@ int run_merge_shares(const PlanArgs& a) {
                                share["schedcheck_plan_share"].dump(), kShareVersion);
       return kExitSpec;
     }
+    if (!share["shard"]["index"].is_number_integer() || !share["shard"]["count"].is_number_integer() ||
+        share["shard"]["count"].get<int64_t>() < 1 || share["shard"]["count"].get<int64_t>() > 1000000) {
+      std::cerr << fmt::format("schedcheck: error: --merge {}: shard.index and shard.count must be whole numbers, "
+                               "the count 1 to 1000000\n", path);
+      return kExitSpec;
+    }
     const int64_t k = share["shard"]["index"].get<int64_t>(), n = share["shard"]["count"].get<int64_t>();
     if (count < 0) {
       sweep = share["sweep"];
@@ -621,9 +655,17 @@ int run_merge_shares(const PlanArgs& a) {
                                                sweep.at("gpus").size());
     for (const auto& pt : share["points"]) {
       const int64_t index = pt.at("index").get<int64_t>();
-      if (index < 0 || index >= total || index % n != k - 1 || points.count(index)) {
+      if (index < 0 || index >= total || index % n != k - 1) {
         std::cerr << fmt::format("schedcheck: error: --merge {}: point {} does not belong to share {}/{} of a sweep "
                                  "of {} points\n", path, index, k, n, total);
+        return kExitSpec;
+      }
+      if (points.count(index)) {
+        std::cerr << fmt::format("schedcheck: error: --merge {}: point {} is in the share twice\n", path, index);
+        return kExitSpec;
+      }
+      if (std::string why = point_problem(sweep, index, pt); !why.empty()) {
+        std::cerr << fmt::format("schedcheck: error: --merge {}: point {}: {}\n", path, index, why);
         return kExitSpec;
       }
       points[index] = pt;
@@ -672,6 +714,23 @@ int run_plan(const PlanArgs& given) {
     }
   if (std::string problem = check_output_paths({{"--emit", a.emit}, {"-o", a.output}}, {}); !problem.empty()) {
     std::cerr << "schedcheck: error: " << problem << "\n";
+    return kExitUsage;
+  }
+  // Lists: no empty item, no item twice (a sweep would plan and rank it twice).
+  for (const auto& [opt, items] : std::vector<std::pair<const char*, std::vector<std::string>>>{
+           {"--model", a.models}, {"--hardware", a.hardware}}) {
+    std::set<std::string> seen;
+    for (const std::string& item : items)
+      if (item.empty() || item.find_first_of(" \t") != std::string::npos || !seen.insert(item).second) {
+        std::cerr << fmt::format("schedcheck: error: {} {}: {}\n", opt, fmt::join(items, ","),
+                                 item.empty() ? "an empty item" : !seen.count(item) || item.find_first_of(" \t") != std::string::npos
+                                                                      ? fmt::format("'{}' has a space", item)
+                                                                      : fmt::format("'{}' twice", item));
+        return kExitUsage;
+      }
+  }
+  if (std::set<int32_t>(a.gpus.begin(), a.gpus.end()).size() != a.gpus.size()) {
+    std::cerr << fmt::format("schedcheck: error: --gpus {}: a count twice\n", fmt::join(a.gpus, ","));
     return kExitUsage;
   }
   std::vector<PlanPoint> points;

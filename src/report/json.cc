@@ -135,7 +135,8 @@ json json_report_value(const VerifyResult& r) {
   }
   double compute_s = 0;  // the work: every compute op's duration, summed over ranks
   for (const Op& op : r.program.ops)
-    if (op.kind == OpKind::kCompute) compute_s += op.duration_s;
+    if (op.kind == OpKind::kCompute)  // a quotient's built rank counts once per job rank it stands for
+      compute_s += op.duration_s * r.program.job_class(op.rank).count;
   j["stats"] = {{"ops", r.program.ops.size()},
                 {"compute_s", compute_s},
                 {"edges", r.edges},
