@@ -694,6 +694,23 @@ int run_merge_shares(const PlanArgs& a) {
   return report["exit_code"].get<int>();
 }
 
+/// Looks up each of `names` with `lookup` into `out`; false after an "unknown preset" error
+/// naming `option` and the presets `known`.
+template <typename Desc, typename Lookup>
+bool resolve_presets(const char* option, const std::vector<std::string>& names, Lookup lookup,
+                     const std::vector<std::string>& known, std::vector<Desc>* out) {
+  for (const std::string& name : names) {
+    std::optional<Desc> d = lookup(name);
+    if (!d) {
+      std::cerr << fmt::format("schedcheck: error: {} {}: unknown preset; the presets are {}\n", option, name,
+                               fmt::join(known, ", "));
+      return false;
+    }
+    out->push_back(std::move(*d));
+  }
+  return true;
+}
+
 int run_plan(const PlanArgs& given) {
   PlanArgs a = given;
   if (a.hardware.empty()) a.hardware = {"h100"};
@@ -716,18 +733,20 @@ int run_plan(const PlanArgs& given) {
     std::cerr << "schedcheck: error: " << problem << "\n";
     return kExitUsage;
   }
-  // Lists: no empty item, no item twice (a sweep would plan and rank it twice).
+  // Lists: no empty item, no item with a space, no item twice (a sweep would plan and rank it twice).
   for (const auto& [opt, items] : std::vector<std::pair<const char*, std::vector<std::string>>>{
            {"--model", a.models}, {"--hardware", a.hardware}}) {
     std::set<std::string> seen;
-    for (const std::string& item : items)
-      if (item.empty() || item.find_first_of(" \t") != std::string::npos || !seen.insert(item).second) {
-        std::cerr << fmt::format("schedcheck: error: {} {}: {}\n", opt, fmt::join(items, ","),
-                                 item.empty() ? "an empty item" : !seen.count(item) || item.find_first_of(" \t") != std::string::npos
-                                                                      ? fmt::format("'{}' has a space", item)
-                                                                      : fmt::format("'{}' twice", item));
+    for (const std::string& item : items) {
+      std::string why = item.empty()                                    ? "an empty item"
+                        : item.find_first_of(" \t") != std::string::npos ? fmt::format("'{}' has a space", item)
+                        : !seen.insert(item).second                     ? fmt::format("'{}' twice", item)
+                                                                        : std::string();
+      if (!why.empty()) {
+        std::cerr << fmt::format("schedcheck: error: {} {}: {}\n", opt, fmt::join(items, ","), why);
         return kExitUsage;
       }
+    }
   }
   if (std::set<int32_t>(a.gpus.begin(), a.gpus.end()).size() != a.gpus.size()) {
     std::cerr << fmt::format("schedcheck: error: --gpus {}: a count twice\n", fmt::join(a.gpus, ","));
@@ -735,25 +754,10 @@ int run_plan(const PlanArgs& given) {
   }
   std::vector<PlanPoint> points;
   std::vector<model::ModelDesc> models;
-  for (const std::string& name : a.models) {
-    auto m = model::model_preset(name);
-    if (!m) {
-      std::cerr << fmt::format("schedcheck: error: --model {}: unknown preset; the presets are {}\n", name,
-                               fmt::join(model::model_preset_names(), ", "));
-      return kExitSpec;
-    }
-    models.push_back(*m);
-  }
   std::vector<model::HardwareDesc> hws;
-  for (const std::string& name : a.hardware) {
-    auto hw = model::hardware_preset(name);
-    if (!hw) {
-      std::cerr << fmt::format("schedcheck: error: --hardware {}: unknown preset; the presets are {}\n", name,
-                               fmt::join(model::hardware_preset_names(), ", "));
-      return kExitSpec;
-    }
-    hws.push_back(*hw);
-  }
+  if (!resolve_presets("--model", a.models, model::model_preset, model::model_preset_names(), &models) ||
+      !resolve_presets("--hardware", a.hardware, model::hardware_preset, model::hardware_preset_names(), &hws))
+    return kExitSpec;
   for (const auto& m : models)
     for (const auto& hw : hws)
       for (int32_t g : a.gpus) points.push_back(PlanPoint{m, hw, g, points.size()});
