@@ -215,6 +215,7 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   in.recompute_method = job.recompute_method;
   in.recompute_layers = job.recompute_layers;
   in.tp_comm_overlap = job.tp_comm_overlap && lay.tp > 1;
+  in.tp_comm_overlap_backward = job.framework == "megatron";
   in.fused_elementwise = job.fused_elementwise || job.framework == "megatron";
   jc.total_params = m.total_params();
   jc.active_params = m.active_params();
@@ -309,10 +310,12 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   if (lay.tp > 1 && in.tp_comm_overlap)
     jc.notes.push_back(fmt::format("each modelled rank stands for its {} tensor-parallel ranks; their per-layer "
                                    "all-gathers and reduce-scatters ({:.3f} ms per layer and direction over {}) are "
-                                   "pipelined with the GEMMs in {} chunks ({}), leaving {:.3f} ms exposed in F and I",
+                                   "pipelined with the GEMMs in {} chunks ({}), leaving {:.3f} ms exposed in F{}",
                                    lay.tp, jc.tp_comm_per_layer_s * 1e3, tier_name(jc.tp_tier), lay.tp,
                                    job.framework == "megatron" ? "--tp-comm-overlap" : "async TP",
-                                   jc.tp_exposed_per_layer_s * 1e3));
+                                   jc.tp_exposed_per_layer_s * 1e3,
+                                   in.tp_comm_overlap_backward ? " and I" : "; I's are added whole (async TP's "
+                                   "published gains are the forward's)"));
   if (lay.cp > 1)
     jc.notes.push_back(fmt::format("context parallelism: each rank computes 1/{} of the tokens; the key/value "
                                    "all-gather ({:.3f} ms per layer) is added to F and I", lay.cp,

@@ -148,7 +148,9 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
   // TP overlap: the forward's and the input-gradient pass's collectives each pipeline with
   // that pass's linear GEMMs (the same FLOPs both ways), in tp chunks.
   c.tp_exposed_s = in.tp_comm_overlap ? tp_exposed_s(c.tp_comm_s, lin / rate, lay.tp) : c.tp_comm_s;
+  c.tp_exposed_backward_s = in.tp_comm_overlap && in.tp_comm_overlap_backward ? c.tp_exposed_s : c.tp_comm_s;
   const double comm = c.tp_exposed_s + c.cp_comm_s + c.ep_comm_s;
+  const double comm_backward = c.tp_exposed_backward_s + c.cp_comm_s + c.ep_comm_s;
   const double attn_run = in.causal_attention ? attn / 2 : attn;
   // Memory-bound elementwise ops at the HBM bandwidth, in the activation width; split over the
   // TP ranks (the h-wide ones by sequence parallelism, the others by the column split; without
@@ -159,7 +161,7 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
     c.elementwise_s = tokens * elementwise_elements_per_token(m, layer, in.fused_elementwise) *
                       in.activation_element_bytes / lay.tp / in.hardware.hbm_bw;
   c.forward_s = (lin + attn_run) / rate + comm + c.elementwise_s;
-  c.input_grad_s = (lin + 2 * attn_run) / rate + comm + 2 * c.elementwise_s;
+  c.input_grad_s = (lin + 2 * attn_run) / rate + comm_backward + 2 * c.elementwise_s;
   c.weight_grad_s = lin / rate;
   const int64_t dense = m.layer_params(layer) - m.layer_expert_params(layer);
   c.expert_params = m.layer_expert_params(layer) / (static_cast<int64_t>(lay.ep) * lay.expert_tp());

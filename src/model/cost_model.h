@@ -183,6 +183,7 @@ struct LayerCost {
   double recompute_s = 0;       ///< forward work redone before I with recompute
   double tp_comm_s = 0;         ///< TP all-gather/reduce-scatter (or all-reduce) time in forward
   double tp_exposed_s = 0;      ///< of tp_comm_s, what the forward waits for (all of it without overlap)
+  double tp_exposed_backward_s = 0;  ///< of tp_comm_s, what the input-gradient pass waits for
   double cp_comm_s = 0;         ///< CP key/value all-gather time in forward
   double ep_comm_s = 0;         ///< EP all-to-all time in forward (dispatch + combine)
   double elementwise_s = 0;     ///< memory-bound elementwise ops of the forward (in forward_s; twice in input_grad_s)
@@ -211,6 +212,11 @@ struct CostInputs {
   /// `--tp-comm-overlap`, TransformerEngine userbuffers; torchtitan
   /// `enable_async_tensor_parallel`, symmetric-memory micro-pipelining): see tp_exposed_s.
   bool tp_comm_overlap = false;
+  /// With tp_comm_overlap, the input-gradient pass's collectives are pipelined too (Megatron-LM:
+  /// TransformerEngine overlaps the dgrad reduce-scatter and the wgrad all-gather). torchtitan's
+  /// async TP hides only the forward's (and a recompute's): the end-to-end gains published for it
+  /// are what hiding the forward's collectives alone gives (docs/facts/cost-formulas.md#tensor-parallel-overlap).
+  bool tp_comm_overlap_backward = true;
   /// The attention core runs with a causal mask (decoder-only language models): FlashAttention
   /// skips the key blocks above the diagonal, so it executes about half of the QK^T and AV
   /// FLOPs that the MFU convention counts (docs/facts/cost-formulas.md#flops).
@@ -238,7 +244,8 @@ double tp_exposed_s(double comm_s, double gemm_s, int64_t chunks);
 
 /// The costs of block `layer`. Compute: FLOPs / (peak·eff.compute), the attention core at half
 /// its counted FLOPs when causal. TP communication is added whole, or only its exposed part
-/// with tp_comm_overlap (tp_exposed_s against the block's linear GEMMs). Activations (16-bit,
+/// with tp_comm_overlap (tp_exposed_s against the block's linear GEMMs; in the input-gradient
+/// pass only with tp_comm_overlap_backward). Activations (16-bit,
 /// FlashAttention, so no stored softmax): s·b·h·(18 + 4·F/h)/t with sequence parallelism, per
 /// Megatron's compute_activation_memory (Korthikanti et al. 2022, Table 2; docs/facts/cost-formulas.md#activation-memory),
 /// with the token count divided by cp; without SP the 10·s·b·h of LayerNorm and dropout inputs

@@ -87,10 +87,10 @@ std::vector<HardwareDesc> gpus() {
       // neither a pipeline nor a data-parallel group on one NIC per node (docs/fidelity.md).
       {"h100", 989e12, 80 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H100 SXM", 0.537, 67e12, 3350e9},
       // Meta's Grand Teton H100 (96 GB HBM2e, 500 W), where torchtitan's H100 figures were measured;
-      // torchtitan counts MFU against the SXM peak. 0.367 reproduces its Llama 3.1 8B on 8 GPUs
-      // (5,762 TPS/GPU, benchmarks/llama3_h100_202412_torchtitan.md). Its HBM bandwidth is not
-      // published: the SXM's 3.35 TB/s.
-      {"h100-96gb", 989e12, 96 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H100 (Meta Grand Teton variant)", 0.367, 67e12, 3350e9},
+      // torchtitan counts MFU against the SXM peak. 0.384 reproduces its Llama 3.1 8B on 8 GPUs
+      // (5,762 TPS/GPU, benchmarks/llama3_h100_202412_torchtitan.md). HBM2e at 2.4 TB/s, as
+      // torchtitan's benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md @ b5bcd76 states it.
+      {"h100-96gb", 989e12, 96 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H100 (Meta Grand Teton variant)", 0.384, 67e12, 2400e9},
       // H200: the H100 SXM's die and clocks with more and faster HBM; no published run of its own
       // is checked, so it takes the H100 SXM fit.
       {"h200", 989e12, 141 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H200", 0.537, 67e12, 4800e9},
