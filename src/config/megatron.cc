@@ -499,6 +499,7 @@ class MegatronReader {
     // Megatron's default FFN size: 4h, or int(4h·2/3 / 64)·64 with SwiGLU (arguments.py).
     const int64_t ffn_default = swiglu ? (4 * m.dim * 2 / 3) / 64 * 64 : 4 * m.dim;
     m.ffn = integer("--ffn-hidden-size", ffn_default).value_or(ffn_default);
+    m.gated_mlp = swiglu;  // GeLU MLP (two matrices) unless --swiglu (megatron/core/transformer/mlp.py)
     const bool gqa = args_.has("--group-query-attention");
     auto groups = integer("--num-query-groups", m.heads);
     m.kv_heads = gqa && groups ? *groups : m.heads;

@@ -43,19 +43,19 @@ int64_t active_ffn(const ModelDesc& m, int64_t layer) {
 }  // namespace
 
 int64_t ModelDesc::layer_expert_params(int64_t layer) const {
-  return is_moe_layer(layer) ? moe->experts * 3 * dim * moe->ffn : 0;
+  return is_moe_layer(layer) ? moe->experts * mlp_matrices() * dim * moe->ffn : 0;
 }
 
 int64_t ModelDesc::layer_params(int64_t layer) const {
   const int64_t norms = 2 * dim;
-  if (!is_moe_layer(layer)) return attention_params(*this) + 3 * dim * ffn + norms;
-  return attention_params(*this) + layer_expert_params(layer) + moe->shared * 3 * dim * moe->ffn + dim * moe->experts +
+  if (!is_moe_layer(layer)) return attention_params(*this) + mlp_matrices() * dim * ffn + norms;
+  return attention_params(*this) + layer_expert_params(layer) + moe->shared * mlp_matrices() * dim * moe->ffn + dim * moe->experts +
          norms;
 }
 
 int64_t ModelDesc::layer_active_params(int64_t layer) const {
   if (!is_moe_layer(layer)) return layer_params(layer);
-  return attention_params(*this) + active_ffn(*this, layer) * 3 * dim + dim * moe->experts + 2 * dim;
+  return attention_params(*this) + active_ffn(*this, layer) * mlp_matrices() * dim + dim * moe->experts + 2 * dim;
 }
 
 int64_t ModelDesc::total_params() const {
@@ -217,7 +217,10 @@ double elementwise_elements_per_token(const ModelDesc& m, int64_t layer, bool fu
   const double h = static_cast<double>(m.dim);
   const double kv = static_cast<double>(m.mla ? m.mla->kv_lora_rank + m.mla->qk_rope_head_dim : m.kv_heads * m.head_dim);
   const double f = static_cast<double>(active_ffn(m, layer));
-  return fused ? 12 * h + 2 * kv + 3 * f : 34 * h + 12 * kv + 5 * f;
+  // A gated MLP's product reads two F-wide inputs; GeLU reads one (fused: read F, write F;
+  // eager: the activation alone, 2·F).
+  const double mlp = m.gated_mlp ? (fused ? 3 : 5) : 2;
+  return fused ? 12 * h + 2 * kv + mlp * f : 34 * h + 12 * kv + mlp * f;
 }
 
 double op_policy_saved_bytes_per_token(const ModelDesc& m, int64_t layer, const Layout& lay) {

@@ -43,14 +43,20 @@ struct ModelDesc {
   int64_t head_dim = 0;         ///< per head; dim / heads unless given
   int64_t vocab = 0;
   int64_t ffn = 0;              ///< dense MLP hidden size F
+  /// The MLP (and each expert) is gated, three matrices (SwiGLU: w2(silu(w1 x) · w3 x), Llama,
+  /// Megatron-LM `--swiglu`), or not, two (GPT's fc2(gelu(fc1 x)), Megatron-LM's default).
+  bool gated_mlp = true;
   bool tied_embeddings = false; ///< input and output embeddings share one matrix
   std::optional<Mla> mla;
   std::optional<Moe> moe;
   std::string source;           ///< where the dimensions come from
 
   bool is_moe_layer(int64_t layer) const;
-  /// Parameters of block `layer`: attention, MLP (every expert, shared experts and router for
-  /// an MoE layer) and its two RMSNorms. docs/facts/cost-formulas.md#parameter-counts (Llama row); MLA per the DeepSeek-V3
+  /// Weight matrices of the MLP and of each expert: 3 when gated_mlp, else 2.
+  int64_t mlp_matrices() const { return gated_mlp ? 3 : 2; }
+  /// Parameters of block `layer`: attention, MLP (mlp_matrices()·h·F; every expert, shared
+  /// experts and router for an MoE layer) and its two norms. docs/facts/cost-formulas.md#parameter-counts
+  /// (Llama and GPT rows; GPT's biases are left out); MLA per the DeepSeek-V3
   /// projections (wq or wq_a/wq_b, wkv_a, kv_norm, wkv_b, wo).
   int64_t layer_params(int64_t layer) const;
   /// The same with only the top_k routed experts (plus shared ones) of an MoE layer.
@@ -231,6 +237,7 @@ struct CostInputs {
 /// key/value width, f = the active MLP width: fused (each chain one kernel: it reads its inputs
 /// and writes its outputs once) 12·h + 2·kv + 3·f; eager (PyTorch's kernel per op, torchtitan's
 /// Llama code) 34·h + 12·kv + 5·f (docs/facts/cost-formulas.md#elementwise-ops, derived op by op).
+/// A GeLU MLP (gated_mlp false) reads and writes 2·f either way, in place of 3·f and 5·f.
 double elementwise_elements_per_token(const ModelDesc& m, int64_t layer, bool fused);
 
 /// Time of TP communication `comm_s` left exposed when it is split into `chunks` pieces

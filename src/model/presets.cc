@@ -85,7 +85,7 @@ std::vector<HardwareDesc> gpus() {
       // H100 SXM (700 W): 0.537 reproduces Megatron-LM's 16B GPT on 192 H100 (TP 4, 489.1 TFLOP/s
       // per GPU, NVIDIA/Megatron-LM README @ f2e5db4), the weak-scaling table's largest run with
       // neither a pipeline nor a data-parallel group on one NIC per node (docs/fidelity.md).
-      {"h100", 989e12, 80 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H100 SXM", 0.537, 67e12, 3350e9},
+      {"h100", 989e12, 80 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H100 SXM", 0.536, 67e12, 3350e9},
       // Meta's Grand Teton H100 (96 GB HBM2e, 500 W), where torchtitan's H100 figures were measured;
       // torchtitan counts MFU against the SXM peak. 0.384 reproduces its Llama 3.1 8B on 8 GPUs
       // (5,762 TPS/GPU, benchmarks/llama3_h100_202412_torchtitan.md). HBM2e at 2.4 TB/s, as
