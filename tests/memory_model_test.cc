@@ -509,12 +509,16 @@ TEST_CASE("torchtitan's compile fuses the elementwise ops: the same job is faste
   const double compiled = step("compiled.toml", "[compile]\nenable = true\n");
   const double older = step("older.toml", "compile = true\n");  // training.compile
   const double loss_only = step("loss-only.toml", "[compile]\nenable = true\ncomponents = [\"loss\"]\n");
+  const double model_only = step("model-only.toml", "[compile]\nenable = true\ncomponents = [\"model\"]\n");
   CHECK(compiled < eager);
   CHECK(older == Approx(compiled));
-  CHECK(loss_only == Approx(eager));
-  // The saving is the elementwise time of 32 blocks: (223,232 - 94,208) elements per token, 2
-  // bytes each, three passes (the forward, twice in the input gradient), at 3.35 TB/s, for the
-  // 8192 tokens of the one microbatch, in each of the two modelled steps' time.
-  const double saving = 32 * 8192.0 * (223232 - 94208) * 2 * 3 / 3.35e12;
-  CHECK(eager - compiled == Approx(saving).epsilon(0.02));
+  // The blocks' saving is the elementwise time of 32 blocks: (223,232 - 94,208) elements per
+  // token, 2 bytes each, three passes (the forward, twice in the input gradient), at 3.35 TB/s,
+  // for the 8192 tokens of the one microbatch. The loss's is 48 - 8 bytes per logit
+  // (docs/facts/cost-formulas.md#the-loss) over 8192 tokens × 128,256 logits.
+  const double blocks = 32 * 8192.0 * (223232 - 94208) * 2 * 3 / 3.35e12;
+  const double loss = 8192.0 * 128256 * (48 - 8) / 3.35e12;
+  CHECK(eager - loss_only == Approx(loss).epsilon(0.02));
+  CHECK(eager - model_only == Approx(blocks).epsilon(0.02));
+  CHECK(eager - compiled == Approx(blocks + loss).epsilon(0.02));
 }

@@ -206,3 +206,54 @@ TEST_CASE("torchtitan enable_async_tensor_parallel pipelines TP communication wi
   CHECK(text.out.find("pipelined with the GEMMs in 8 chunks (async TP)") != std::string::npos);
   CHECK(text.out.find("enable_async_tensor_parallel") == std::string::npos);  // modelled, so not listed as ignored
 }
+
+namespace {
+
+/// The published 1.7B GPT script (TP 1, DP 48) with `extra` lines added to its model flags,
+/// verified on 48 H100; the JSON report's `job`.
+nlohmann::json megatron_1_7b_job(const std::string& extra, const std::string& name) {
+  std::string text = test::read_file(test::source_path("specs/reference/published/megatron-gpt-1.7b-h100x48.sh"));
+  REQUIRE(!text.empty());
+  const std::string anchor = "    --untie-embeddings-and-output-weights\n";
+  REQUIRE(text.find(anchor) != std::string::npos);
+  text.replace(text.find(anchor), anchor.size(), anchor + extra);
+  const std::string path = test::write_temp("schedcheck-loss-test", name + ".sh", text);
+  const auto r = test::run_schedcheck("verify '" + path + "' --gpus 48 --hardware h100 --format json");
+  INFO(r.out);
+  REQUIRE(r.exit_code == 0);
+  return nlohmann::json::parse(r.out)["job"];
+}
+
+}  // namespace
+
+TEST_CASE("the loss streams the logits: bytes per logit by kernel, and Megatron's fusion flag saves them",
+          "[model][overlap]") {
+  // Op by op (docs/facts/cost-formulas.md#the-loss): Megatron-LM's vocab-parallel cross entropy
+  // (cross_entropy.py @00611e6) upcast 2+4, max 4, subtract 8, exp 8, sum 4, divide 8 = 38;
+  // backward multiply 8, downcast 4+2 = 14.
+  CHECK(model::loss_traffic(model::LossKernel::kMegatron).forward_bytes == 38);
+  CHECK(model::loss_traffic(model::LossKernel::kMegatron).backward_bytes == 14);
+  CHECK(model::loss_traffic(model::LossKernel::kMegatronFused).forward_bytes == 16);
+  CHECK(model::loss_traffic(model::LossKernel::kEager).forward_bytes + model::loss_traffic(model::LossKernel::kEager).backward_bytes == 48);
+  CHECK(model::loss_traffic(model::LossKernel::kCompiled).forward_bytes == 4);
+
+  // --cross-entropy-loss-fusion on the 1.7B GPT (V = 131,072, 4 microbatches of 4,096 tokens,
+  // TP 1): 52 - 30 = 22 bytes per logit fewer, 4 × 4096 × 131072 × 22 B / 3.35 TB/s = 14.1 ms.
+  const nlohmann::json plain = megatron_1_7b_job("", "plain");
+  const nlohmann::json fused = megatron_1_7b_job("    --cross-entropy-loss-fusion\n", "fused");
+  const double saved = plain["predicted"]["step_time_s"].get<double>() - fused["predicted"]["step_time_s"].get<double>();
+  CHECK(saved == Approx(4.0 * 4096 * 131072 * 22 / 3.35e12).epsilon(0.01));
+  for (const auto& u : fused["unmodelled"]) CHECK(u["key"] != "--cross-entropy-loss-fusion");
+}
+
+TEST_CASE("a Megatron GPT block without --swiglu has a two-matrix GeLU MLP", "[model][config]") {
+  // NVIDIA/Megatron-LM README @ f2e5db4 names the h = 2048, 24-layer, V = 131,072 GPT "1.7B":
+  // 24 × (12h² + 2h) + 2·V·h (untied) + h = 1.745B (norm weights counted, biases left out:
+  // docs/facts/cost-formulas.md#parameter-counts). A gated MLP would make it 2.15B.
+  const nlohmann::json gelu = megatron_1_7b_job("", "gelu");
+  CHECK(gelu["params"].get<double>() == Approx(24.0 * (12.0 * 2048 * 2048 + 2 * 2048) + 2.0 * 131072 * 2048 + 2048).epsilon(1e-9));
+  // --swiglu: F = int(4h·2/3 / 64)·64 = 5440 and three matrices (arguments.py).
+  const nlohmann::json swiglu = megatron_1_7b_job("    --swiglu\n", "swiglu");
+  CHECK(swiglu["params"].get<double>() ==
+        Approx(24.0 * (4.0 * 2048 * 2048 + 3.0 * 2048 * 5440 + 2 * 2048) + 2.0 * 131072 * 2048 + 2048).epsilon(1e-9));
+}

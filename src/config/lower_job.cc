@@ -255,6 +255,14 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   // fp32 logits stay for the backward (Megatron compute_activation_memory).
   const double rate = in.hardware.peak_flops * jc.eff.compute;
   const double head_s = tokens * 2.0 * static_cast<double>(m.vocab * m.dim) / lay.tp / rate;
+  // The loss streams the logits (vocab-parallel under TP) through HBM, forward and backward
+  // (docs/facts/cost-formulas.md#the-loss).
+  const model::LossTraffic loss = model::loss_traffic(
+      job.framework == "megatron" ? (job.fused_loss ? model::LossKernel::kMegatronFused : model::LossKernel::kMegatron)
+                                  : (job.fused_loss ? model::LossKernel::kCompiled : model::LossKernel::kEager));
+  const double logits = tokens * static_cast<double>(m.vocab) / lay.tp;
+  const double loss_f_s = hw.hbm_bw > 0 ? logits * loss.forward_bytes / hw.hbm_bw : 0;
+  const double loss_b_s = hw.hbm_bw > 0 ? logits * loss.backward_bytes / hw.hbm_bw : 0;
   const int64_t logits_bytes = static_cast<int64_t>(4 * tokens * static_cast<double>(m.dim + m.vocab) / lay.tp);
   std::vector<StageSum> sum(stages);
   jc.stage_layers.assign(stages, 0);
@@ -289,8 +297,8 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
     jc.transient_bytes = std::max(jc.transient_bytes, acts.transient_bytes);
     if (s == 0) sum[s].params += m.embedding_params() / lay.tp;
     if (s == stages - 1) {
-      sum[s].f += head_s;
-      sum[s].i += head_s;
+      sum[s].f += head_s + loss_f_s;
+      sum[s].i += head_s + loss_b_s;
       sum[s].w += head_s;
       sum[s].params += m.output_params() / lay.tp;
       sum[s].activation += logits_bytes;
@@ -459,8 +467,8 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
     FsdpUnit outu;
     outu.name = "norm+output";
     outu.params_bytes = m.output_params() / lay.tp * pbytes;
-    outu.forward_s = head_s;
-    outu.backward_s = 2 * head_s;
+    outu.forward_s = head_s + loss_f_s;
+    outu.backward_s = 2 * head_s + loss_b_s;
     outu.activation_bytes = logits_bytes;
     // torchtitan's loss upcasts the bf16 logits (2 bytes per vocabulary entry and token) to fp32
     // (4) before cross_entropy, whose log-softmax output (4, kept) is in logits_bytes: 6·V per

@@ -214,6 +214,8 @@ class MegatronReader {
       j.tp_comm_overlap = true;
       j.where["tp_comm_overlap"] = o->loc;
     }
+    j.fused_loss = args_.has("--cross-entropy-loss-fusion");
+    args_.get("--cross-entropy-loss-fusion");
     if (sp && l.tp == 1) {
       l.sequence_parallel = false;
       diags_.warning(sp->loc, "Disabling sequence parallelism because tensor model parallelism is disabled "

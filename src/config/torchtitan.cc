@@ -271,12 +271,19 @@ class Reader {
     // 2025-04; docs/facts/cost-formulas.md#elementwise-ops).
     if (!read_flag({"compile"}, "enable", "compile", &job_.fused_elementwise))
       read_flag({"training"}, "compile", "compile", &job_.fused_elementwise);
+    // The loss is compiled with it, unless compile.components leaves "loss" out
+    // (torchtitan/components/loss.py::build_cross_entropy_loss).
+    job_.fused_loss = job_.fused_elementwise;
     if (auto comps = get("compile", "components"); comps && job_.fused_elementwise) {
       if (const toml::array* a = comps->node->as_array()) {
-        bool model = false;
+        bool model = false, loss = false;
         for (const toml::node& n : *a)
-          if (auto v = n.value<std::string>(); v && *v == "model") model = true;
+          if (auto v = n.value<std::string>()) {
+            model = model || *v == "model";
+            loss = loss || *v == "loss";
+          }
         job_.fused_elementwise = model;
+        job_.fused_loss = loss;
       }
     }
     // FSDP2 reduce-scatters each unit's gradients as its backward ends, and DDP buckets do the

@@ -213,6 +213,28 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
   return c;
 }
 
+LossTraffic loss_traffic(LossKernel kernel) {
+  switch (kernel) {
+    case LossKernel::kEager:
+      // Forward: .float() reads 2 and writes 4; log_softmax reads its input three times (max, sum
+      // of exponentials, output) and writes once, 16. Backward: nll_loss's gradient written, 4;
+      // log_softmax's backward reads the gradient twice and its output once and writes, 16; the
+      // downcast reads 4 and writes 2, 6.
+      return {22, 26};
+    case LossKernel::kCompiled:
+      return {4, 4};
+    case LossKernel::kMegatron:
+      // Forward: .float() 2 + 4; max 4; in-place subtract 8; exp 8; sum 4; in-place divide 8.
+      // Backward: the in-place multiply by the output gradient 8; the downcast 4 + 2.
+      return {38, 14};
+    case LossKernel::kMegatronFused:
+      // Forward: max over the bf16 logits 2; subtract, exp and sum in one kernel 2 + 4; the
+      // divide 8. Backward as unfused.
+      return {16, 14};
+  }
+  return {};
+}
+
 double elementwise_elements_per_token(const ModelDesc& m, int64_t layer, bool fused) {
   const double h = static_cast<double>(m.dim);
   const double kv = static_cast<double>(m.mla ? m.mla->kv_lora_rank + m.mla->qk_rope_head_dim : m.kv_heads * m.head_dim);

@@ -240,6 +240,31 @@ struct CostInputs {
 /// A GeLU MLP (gated_mlp false) reads and writes 2·f either way, in place of 3·f and 5·f.
 double elementwise_elements_per_token(const ModelDesc& m, int64_t layer, bool fused);
 
+/// The cross-entropy loss's kernels over the logits, which stream the vocabulary-wide logits of
+/// every token through HBM (docs/facts/cost-formulas.md#the-loss).
+enum class LossKernel {
+  /// PyTorch eager `F.cross_entropy(logits.float(), labels)` (torchtitan without a compiled
+  /// loss, and the model code DeepSpeed runs): the upcast, log_softmax and nll_loss, and their
+  /// backwards.
+  kEager,
+  /// The same compiled by torch.compile: one pass reads the bf16 logits for the row maxima and
+  /// sums, the backward reads them again and writes the bf16 gradient.
+  kCompiled,
+  /// Megatron-LM's vocab-parallel cross entropy (megatron/core/tensor_parallel/cross_entropy.py):
+  /// the upcast, max, in-place subtract, exp, sum and divide; a multiply and the downcast back.
+  kMegatron,
+  /// The same with `--cross-entropy-loss-fusion`: the subtract, exp and sum fused.
+  kMegatronFused,
+};
+/// Bytes the loss reads and writes per logit (per token and vocabulary entry), forward and
+/// backward [derived op by op, docs/facts/cost-formulas.md#the-loss]: eager 22 and 26, compiled
+/// 4 and 4, Megatron-LM 38 and 14, Megatron-LM fused 16 and 14.
+struct LossTraffic {
+  double forward_bytes = 0;
+  double backward_bytes = 0;
+};
+LossTraffic loss_traffic(LossKernel kernel);
+
 /// Time of TP communication `comm_s` left exposed when it is split into `chunks` pieces
 /// pipelined with GEMMs of `gemm_s` (chunk k's transfer runs under chunk k-1's GEMM; Wang et al.,
 /// "Overlap Communication with Dependent Computation via Decomposition in Large Deep Learning

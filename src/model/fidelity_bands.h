@@ -17,8 +17,8 @@ struct FidelityBand {
 };
 
 inline constexpr FidelityBand kFidelityBands[] = {
-    {"megatron", 9, -14.4, 29.8},
-    {"torchtitan", 13, -13.2, 13.7},
+    {"megatron", 9, -14.6, 21.4},
+    {"torchtitan", 13, -12.2, 14.8},
 };
 
 /// The band of `framework` ("torchtitan", "megatron", "deepspeed"), or null when no
