@@ -138,12 +138,40 @@ TEST_CASE("plan refuses a malformed --shard and sweep options beside --merge", "
   test::CliRun r = test::run_schedcheck("plan --merge x.json --gpus 8");
   CHECK(r.exit_code == 1);
   CHECK(r.out.find("--merge takes the shares alone") != std::string::npos);
+  // The planning options a share was made with are in it: giving another beside --merge would
+  // say nothing, so it is refused.
+  for (const char* opt : {"--verify-top 3", "--max-pp 8", "--efficiency 0.5"}) {
+    test::CliRun given = test::run_schedcheck(std::string("plan --merge x.json ") + opt);
+    INFO(opt);
+    CHECK(given.exit_code == 1);
+    CHECK(given.out.find("--merge takes the shares alone") != std::string::npos);
+  }
   test::CliRun twice = test::run_schedcheck("plan --model llama3-8b --gpus 64,64 --global-batch-tokens 4M --seq-len 8192");
   CHECK(twice.exit_code == 1);
   CHECK(twice.out.find("--gpus 64,64: a count twice") != std::string::npos);
   test::CliRun none = test::run_schedcheck("plan --gpus 8 --global-batch-tokens 4M --seq-len 8192");
   CHECK(none.exit_code == 1);
   CHECK(none.out.find("--model is required") != std::string::npos);
+}
+
+TEST_CASE("a sweep says why a point has no layout that holds", "[plan][sweep]") {
+  // llama3-405b on 8 H100: 16 bytes of model states per parameter alone are 6.5 TB, 811 GB per
+  // GPU, so the analytic memory bound rejects every candidate before any is verified.
+  test::CliRun r = test::run_schedcheck(
+      "plan --model llama3-405b,llama3-8b --gpus 8 --global-batch-tokens 4M --seq-len 8192 --verify-top 1");
+  INFO(r.out);
+  REQUIRE(r.exit_code == 0);  // llama3-8b holds
+  CHECK(r.out.find("llama3-405b      h100             8  no layout holds (") != std::string::npos);
+  CHECK(r.out.find("rejected: memory above 80 GiB HBM by the analytic bound") != std::string::npos);
+  test::CliRun j = test::run_schedcheck(
+      "plan --model llama3-405b,llama3-8b --gpus 8 --global-batch-tokens 4M --seq-len 8192 --verify-top 1 --format json",
+      false);
+  const auto doc = nlohmann::json::parse(j.out);
+  CHECK(doc["sweep"]["efficiency"].is_null());  // each preset's own
+  const auto& last = doc["ranking"].back();
+  CHECK(last["model"] == "llama3-405b");
+  CHECK(last["verdict"] == "no layout holds");
+  CHECK(last["reason"].get<std::string>().find("analytic bound") != std::string::npos);
 }
 
 }  // namespace

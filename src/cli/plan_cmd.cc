@@ -483,7 +483,9 @@ constexpr int kShareVersion = 1;
 /// The sweep's parameters as a JSON object: what every share of one sweep must agree on.
 nlohmann::json sweep_json(const PlanArgs& a, int64_t tokens) {
   return {{"models", a.models}, {"hardware", a.hardware}, {"gpus", a.gpus}, {"global_batch_tokens", tokens},
-          {"seq_len", a.seq_len}, {"verify_top", a.verify_top}, {"max_pp", a.max_pp}, {"efficiency", a.efficiency}};
+          {"seq_len", a.seq_len}, {"verify_top", a.verify_top}, {"max_pp", a.max_pp},
+          // null: each GPU preset's own efficiency
+          {"efficiency", a.efficiency > 0 ? nlohmann::json(a.efficiency) : nlohmann::json(nullptr)}};
 }
 
 /// A sweep's report from its points' JSON (point_json plus "index", in sweep order): the points,
@@ -502,6 +504,21 @@ nlohmann::json sweep_report(const nlohmann::json& sweep, const nlohmann::json& p
     const auto& ranked = pt.at("ranked");
     if (code != 0 || ranked.empty()) {
       row["verdict"] = code == kExitPlanInconclusive ? "nothing verified" : "no layout holds";
+      // Why: the best verified layout's reason, else the commonest rejection.
+      for (const auto& c : ranked)
+        if (c.contains("reason")) {
+          row["reason"] = fmt::format("best verified, pp{} dp{}x{} tp{}: {}", c.at("pp").get<int>(),
+                                      c.at("dp_replicate").get<int>(), c.at("dp_shard").get<int>(), c.at("tp").get<int>(),
+                                      c.at("reason").get<std::string>());
+          break;
+        }
+      if (!row.contains("reason") && pt.contains("rejected") && !pt.at("rejected").empty()) {
+        const nlohmann::json* most = nullptr;
+        for (const auto& r : pt.at("rejected"))
+          if (!most || r.at("count").get<int64_t>() > most->at("count").get<int64_t>()) most = &r;
+        row["reason"] = fmt::format("{} candidate(s) rejected: {}", most->at("count").get<int64_t>(),
+                                    most->at("reason").get<std::string>());
+      }
       none.push_back(row);
       continue;
     }
@@ -538,8 +555,9 @@ std::string sweep_text(const nlohmann::json& report) {
   for (const auto& r : report.at("ranking")) {
     ++n;
     if (!r.contains("mfu")) {
-      out += fmt::format("{:>3}  {:<16} {:<10} {:>7}  {}\n", n, r.at("model").get<std::string>(),
-                         r.at("hardware").get<std::string>(), r.at("gpus").get<int32_t>(), r.at("verdict").get<std::string>());
+      out += fmt::format("{:>3}  {:<16} {:<10} {:>7}  {}{}\n", n, r.at("model").get<std::string>(),
+                         r.at("hardware").get<std::string>(), r.at("gpus").get<int32_t>(), r.at("verdict").get<std::string>(),
+                         r.contains("reason") ? " (" + r.at("reason").get<std::string>() + ")" : std::string());
       continue;
     }
     const std::string layout = fmt::format("pp{} dp{}x{} tp{}", r.at("pp").get<int>(), r.at("dp_replicate").get<int>(),
@@ -715,9 +733,12 @@ int run_plan(const PlanArgs& given) {
   PlanArgs a = given;
   if (a.hardware.empty()) a.hardware = {"h100"};
   if (!a.merge.empty()) {
+    const PlanArgs defaults;
     if (!a.models.empty() || !a.gpus.empty() || !given.hardware.empty() || !a.batch_tokens.empty() || a.seq_len > 0 ||
-        a.shard || a.emit) {
-      std::cerr << "schedcheck: error: --merge takes the shares alone: the sweep's options are in them\n";
+        a.shard || a.emit || a.verify_top != defaults.verify_top || a.max_pp != defaults.max_pp ||
+        a.efficiency != defaults.efficiency) {
+      std::cerr << "schedcheck: error: --merge takes the shares alone: the sweep's options (--model, --hardware, "
+                   "--gpus, the batch, --verify-top, --max-pp, --efficiency) are in them, as the shards were planned\n";
       return kExitUsage;
     }
     return run_merge(a);
