@@ -251,6 +251,9 @@ TEST_CASE("a trace draws one process per class of identical ranks, named for its
   json q = json::parse(chrome_trace(*f));
   CHECK(process_names(q) == std::map<int, std::string>{{0, "ranks 0-7 (8 ranks alike)"}});
   CHECK(q["distributedInfo"]["world_size"] == 8);
+  // --trace-all-ranks has nothing more to draw there, and says so.
+  CHECK(trace_all_ranks_note(*f).find("built on 1 of the job's 8 ranks") != std::string::npos);
+  CHECK(trace_all_ranks_note(*r).empty());
 }
 
 TEST_CASE("a stuck run's trace shows the executed prefix and where each stuck stream stops", "[report][trace]") {

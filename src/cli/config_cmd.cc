@@ -212,6 +212,7 @@ int run_config_verify(const std::vector<std::string>& files, ReportSink& sink, c
     const VerifyResult& vbase = v.result;
     std::vector<OutputFile> outputs;  // all or none; never the config or a file it references
     if (!out.trace.empty()) outputs.push_back({"--trace", out.trace, chrome_trace(vbase, out.trace_all_ranks)});
+    if (!out.trace.empty() && out.trace_all_ranks) std::cerr << trace_all_ranks_note(vbase);
     if (!out.dot.empty()) outputs.push_back({"--dot", out.dot, dot_graph(vbase)});
     if (!out.svg.empty()) outputs.push_back({"--svg", out.svg, svg_timeline(vbase)});
     if (!outputs.empty() && !write_outputs(outputs, files)) return exit != 0 ? exit : kExitUsage;

@@ -102,6 +102,7 @@ int run_fsdp_verify(const std::vector<std::string>& files, ReportSink& sink, con
     if (sink.wants_text()) write_fsdp_text_report(sink.text(), r);
     std::vector<OutputFile> outputs;  // all or none, as for a pipeline spec
     if (!trace.empty()) outputs.push_back({"--trace", trace, chrome_trace(r, trace_all_ranks)});
+    if (!trace.empty() && trace_all_ranks) std::cerr << trace_all_ranks_note(r);
     if (!dot.empty()) outputs.push_back({"--dot", dot, dot_graph(r)});
     if (!svg.empty()) outputs.push_back({"--svg", svg, svg_timeline(r)});
     if (!outputs.empty() && !write_outputs(outputs, files)) return exit != 0 ? exit : kExitUsage;

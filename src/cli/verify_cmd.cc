@@ -248,6 +248,7 @@ int run_pipeline_verify(const std::vector<std::string>& files, const VerifyReque
     if (sink.wants_text()) write_text_report(sink.text(), r, a.timeline_ops);
     std::vector<OutputFile> outputs;  // all or none (an output that cannot be written keeps the verdict's exit code)
     if (a.trace) outputs.push_back({"--trace", *a.trace, chrome_trace(r, a.trace_all_ranks)});
+    if (a.trace && a.trace_all_ranks) std::cerr << trace_all_ranks_note(r);
     if (a.dot) outputs.push_back({"--dot", *a.dot, dot_graph(r)});
     if (a.svg) outputs.push_back({"--svg", *a.svg, svg_timeline(r)});
     if (!outputs.empty() && !write_outputs(outputs, files)) return exit != 0 ? exit : kExitUsage;

@@ -69,6 +69,10 @@ nlohmann::json json_report_value(const VerifyResult& r);
 /// run: the executed prefix, an instant event where each stuck stream stops (args: the op, what
 /// it waits for) and otherData.stuck.
 std::string chrome_trace(const VerifyResult& r, bool all_ranks = false);
+/// What `--trace-all-ranks` cannot unfold, as a note for the user ("" when nothing): a symmetry
+/// quotient builds one rank for each class of identical ranks (docs/facts/symmetry.md), so the
+/// trace holds the built ranks, each named for the job ranks it stands for.
+std::string trace_all_ranks_note(const VerifyResult& r);
 
 /// An SVG picture of the timeline (the predicted one, or for a stuck run the executed prefix):
 /// a lane per rank and stream with time left to right, ops coloured by kind and labelled where

@@ -357,4 +357,14 @@ class TraceWriter {
 
 std::string chrome_trace(const VerifyResult& r, bool all_ranks) { return TraceWriter(r, all_ranks).write(); }
 
+std::string trace_all_ranks_note(const VerifyResult& r) {
+  const Program& p = r.program;
+  const int64_t job = p.job_ranks();
+  if (job <= p.num_ranks) return {};
+  return fmt::format("note: --trace-all-ranks: the program was built on {} of the job's {} ranks (each built rank stands "
+                     "for the ranks that run the same program; docs/facts/symmetry.md), so the trace has one process "
+                     "per built rank, named for the ranks it stands for\n",
+                     p.num_ranks, job);
+}
+
 }  // namespace sc
