@@ -214,8 +214,13 @@ class MegatronReader {
       j.tp_comm_overlap = true;
       j.where["tp_comm_overlap"] = o->loc;
     }
-    j.fused_loss = args_.has("--cross-entropy-loss-fusion");
-    args_.get("--cross-entropy-loss-fusion");
+    // --cross-entropy-loss-fusion (off by default; its --no- and --disable- spellings turn it off
+    // again); --cross-entropy-fusion-impl picks the fused kernel, timed as one.
+    const bool ce_fusion = args_.has("--cross-entropy-loss-fusion");
+    const bool ce_no = args_.has("--no-cross-entropy-loss-fusion");
+    const bool ce_disable = args_.has("--disable-cross-entropy-loss-fusion");
+    j.fused_loss = ce_fusion && !ce_no && !ce_disable;
+    args_.get("--cross-entropy-fusion-impl");
     if (sp && l.tp == 1) {
       l.sequence_parallel = false;
       diags_.warning(sp->loc, "Disabling sequence parallelism because tensor model parallelism is disabled "
