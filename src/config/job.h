@@ -86,8 +86,8 @@ struct TrainingJob {
   /// Megatron-LM, whose blocks use fused kernels (apex / TransformerEngine).
   bool fused_elementwise = false;
   /// The loss runs fused (model::LossKernel): torchtitan's compiled loss (`compile.enable` with
-  /// "loss" among `compile.components`; `training.compile` before 2025-04), Megatron-LM
-  /// `--cross-entropy-loss-fusion`.
+  /// "loss" among `compile.components`; `training.compile`, which compiles it from 2025-04),
+  /// Megatron-LM `--cross-entropy-loss-fusion`.
   bool fused_loss = false;
   /// Gradient reduction under the last backward (Composition::overlap_grad_reduce): Megatron-LM
   /// `--overlap-grad-reduce`; torchtitan always (FSDP2 and DDP reduce per unit or bucket as the

@@ -272,7 +272,8 @@ class Reader {
     if (!read_flag({"compile"}, "enable", "compile", &job_.fused_elementwise))
       read_flag({"training"}, "compile", "compile", &job_.fused_elementwise);
     // The loss is compiled with it, unless compile.components leaves "loss" out
-    // (torchtitan/components/loss.py::build_cross_entropy_loss).
+    // (torchtitan/components/loss.py::build_cross_entropy_loss; training.compile compiles it
+    // from 2025-04, docs/facts/cost-formulas.md#the-loss).
     job_.fused_loss = job_.fused_elementwise;
     if (auto comps = get("compile", "components"); comps && job_.fused_elementwise) {
       if (const toml::array* a = comps->node->as_array()) {
