@@ -93,7 +93,7 @@ std::vector<HardwareDesc> gpus() {
       {"h100-96gb", 989e12, 96 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H100 (Meta Grand Teton variant)", 0.390, 67e12, 2400e9},
       // H200: the H100 SXM's die and clocks with more and faster HBM; no published run of its own
       // is checked, so it takes the H100 SXM fit.
-      {"h200", 989e12, 141 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H200", 0.537, 67e12, 4800e9},
+      {"h200", 989e12, 141 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H200", 0.543, 67e12, 4800e9},
       {"b200", 2250e12, 192 * GiB, 900e9, 50e9, 8, "docs/facts/hardware.md#gpus B200", 0.40, 0, 8000e9},
       {"mi300x", 1300e12, 192 * GiB, 448e9, 50e9, 8, "docs/facts/hardware.md#gpus MI300X", 0.40, 163.4e12, 5300e9},
   };
