@@ -81,14 +81,18 @@ struct TrainingJob {
   /// TP collectives pipelined with the GEMMs (model::CostInputs::tp_comm_overlap): Megatron-LM
   /// `--tp-comm-overlap`, torchtitan `enable_async_tensor_parallel`.
   bool tp_comm_overlap = false;
+  /// With tp_comm_overlap, the input-gradient pass's collectives are pipelined too
+  /// (model::CostInputs::tp_comm_overlap_backward): Megatron-LM's, not torchtitan's async TP.
+  bool tp_comm_overlap_backward = false;
   /// The blocks' elementwise ops run fused (model::CostInputs::fused_elementwise): torchtitan
   /// `compile.enable` (`training.compile` before 2025-04) with the model compiled; always for
   /// Megatron-LM, whose blocks use fused kernels (apex / TransformerEngine).
   bool fused_elementwise = false;
-  /// The loss runs fused (model::LossKernel): torchtitan's compiled loss (`compile.enable` with
-  /// "loss" among `compile.components`; `training.compile`, which compiles it from 2025-04),
-  /// Megatron-LM `--cross-entropy-loss-fusion`.
-  bool fused_loss = false;
+  /// The loss's kernels, as the front-end reads them: torchtitan's compiled loss (`compile.enable`
+  /// with "loss" among `compile.components`; `training.compile`, which compiles it from 2025-04)
+  /// or eager; Megatron-LM's vocab-parallel cross entropy, fused with
+  /// `--cross-entropy-loss-fusion`; PyTorch eager otherwise.
+  model::LossKernel loss_kernel = model::LossKernel::kEager;
   /// Gradient reduction under the last backward (Composition::overlap_grad_reduce): Megatron-LM
   /// `--overlap-grad-reduce`; torchtitan always (FSDP2 and DDP reduce per unit or bucket as the
   /// backward produces them); DeepSpeed ZeRO-1/2 `overlap_comm`.

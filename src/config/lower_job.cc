@@ -215,7 +215,7 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   in.recompute_method = job.recompute_method;
   in.recompute_layers = job.recompute_layers;
   in.tp_comm_overlap = job.tp_comm_overlap && lay.tp > 1;
-  in.tp_comm_overlap_backward = job.framework == "megatron";
+  in.tp_comm_overlap_backward = job.tp_comm_overlap_backward;
   in.fused_elementwise = job.fused_elementwise || job.framework == "megatron";
   jc.total_params = m.total_params();
   jc.active_params = m.active_params();
@@ -257,9 +257,7 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   const double head_s = tokens * 2.0 * static_cast<double>(m.vocab * m.dim) / lay.tp / rate;
   // The loss streams the logits (vocab-parallel under TP) through HBM, forward and backward
   // (docs/facts/cost-formulas.md#the-loss).
-  const model::LossTraffic loss = model::loss_traffic(
-      job.framework == "megatron" ? (job.fused_loss ? model::LossKernel::kMegatronFused : model::LossKernel::kMegatron)
-                                  : (job.fused_loss ? model::LossKernel::kCompiled : model::LossKernel::kEager));
+  const model::LossTraffic loss = model::loss_traffic(job.loss_kernel);
   const double logits = tokens * static_cast<double>(m.vocab) / lay.tp;
   const double loss_f_s = hw.hbm_bw > 0 ? logits * loss.forward_bytes / hw.hbm_bw : 0;
   const double loss_b_s = hw.hbm_bw > 0 ? logits * loss.backward_bytes / hw.hbm_bw : 0;

@@ -212,6 +212,7 @@ class MegatronReader {
                            "enabled");
     if (const ShellFlag* o = args_.get("--tp-comm-overlap"); o && sp && l.tp > 1) {
       j.tp_comm_overlap = true;
+      j.tp_comm_overlap_backward = true;  // TransformerEngine overlaps the dgrad and wgrad collectives too
       j.where["tp_comm_overlap"] = o->loc;
     }
     // --cross-entropy-loss-fusion (off by default; its --no- and --disable- spellings turn it off
@@ -219,7 +220,7 @@ class MegatronReader {
     const bool ce_fusion = args_.has("--cross-entropy-loss-fusion");
     const bool ce_no = args_.has("--no-cross-entropy-loss-fusion");
     const bool ce_disable = args_.has("--disable-cross-entropy-loss-fusion");
-    j.fused_loss = ce_fusion && !ce_no && !ce_disable;
+    j.loss_kernel = ce_fusion && !ce_no && !ce_disable ? model::LossKernel::kMegatronFused : model::LossKernel::kMegatron;
     args_.get("--cross-entropy-fusion-impl");
     if (sp && l.tp == 1) {
       l.sequence_parallel = false;

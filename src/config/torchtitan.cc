@@ -274,7 +274,7 @@ class Reader {
     // The loss is compiled with it, unless compile.components leaves "loss" out
     // (torchtitan/components/loss.py::build_cross_entropy_loss; training.compile compiles it
     // from 2025-04, docs/facts/cost-formulas.md#the-loss).
-    job_.fused_loss = job_.fused_elementwise;
+    bool compiled_loss = job_.fused_elementwise;
     if (auto comps = get("compile", "components"); comps && job_.fused_elementwise) {
       if (const toml::array* a = comps->node->as_array()) {
         bool model = false, loss = false;
@@ -284,9 +284,10 @@ class Reader {
             loss = loss || *v == "loss";
           }
         job_.fused_elementwise = model;
-        job_.fused_loss = loss;
+        compiled_loss = loss;
       }
     }
+    job_.loss_kernel = compiled_loss ? model::LossKernel::kCompiled : model::LossKernel::kEager;
     // FSDP2 reduce-scatters each unit's gradients as its backward ends, and DDP buckets do the
     // same, so the step's reduction runs under the last backward.
     job_.overlap_grad_reduce = true;
