@@ -563,6 +563,46 @@ TEST_CASE("Megatron: the expert grid, CP sequence split, VPP flags and precision
   CHECK(j.model_desc->moe->top_k == 2);
 }
 
+TEST_CASE("Megatron: query groups, the cross-entropy kernel's choices and a negative vocabulary are refused at "
+          "the flag", "[config]") {
+  JobContext ctx;
+  ctx.gpus = 8;
+  // 8 heads in 3 groups (attention.py @d98e8a64 divides one by the other); an impl outside
+  // argparse's choices; the TransformerEngine kernel with the fusion (arguments.py L1697-1702).
+  const std::string text =
+      "--micro-batch-size 1 --global-batch-size 8\n"
+      "--group-query-attention --num-query-groups 3\n"
+      "--cross-entropy-fusion-impl fast\n"
+      "--num-layers 16 --hidden-size 256 --num-attention-heads 8 --seq-length 1024 --vocab-size -5\n";
+  const std::string path = test::write_temp("schedcheck_config_test", "gqa.args", text);
+  Diagnostics diags;
+  TrainingJob j;
+  CHECK_FALSE(read_megatron(path, ctx, &j, diags));
+  INFO(all_text(diags));
+  check_at(find_diag(diags, Severity::kError, "num_attention_heads (8) must be a multiple of num_query_groups (3)"), text,
+           "--num-query-groups", "--num-query-groups");
+  check_at(find_diag(diags, Severity::kError,
+                     "argument --cross-entropy-fusion-impl: invalid choice: 'fast' (choose from 'native', 'te')"),
+           text, "--cross-entropy-fusion-impl", "fast");
+  CHECK(find_diag(diags, Severity::kError, "--vocab-size"));
+  CHECK_FALSE(find_diag(diags, Severity::kWarning, "--vocab-size is not given"));
+
+  const std::string te = "--micro-batch-size 1 --global-batch-size 8\n"
+                         "--cross-entropy-loss-fusion --cross-entropy-fusion-impl te\n" + std::string(kModel);
+  Diagnostics d2;
+  TrainingJob j2;
+  CHECK_FALSE(read_megatron(test::write_temp("schedcheck_config_test", "ce-te.args", te), ctx, &j2, d2));
+  check_at(find_diag(d2, Severity::kError, "Transformer Engine cross entropy loss fusion is disabled"), te,
+           "--cross-entropy-fusion-impl", "--cross-entropy-fusion-impl");
+  // native with the fusion reads, as the fused kernel.
+  const std::string native = "--micro-batch-size 1 --global-batch-size 8\n"
+                             "--cross-entropy-loss-fusion --cross-entropy-fusion-impl native\n" + std::string(kModel);
+  Diagnostics d3;
+  TrainingJob j3;
+  CHECK(read_megatron(test::write_temp("schedcheck_config_test", "ce-native.args", native), ctx, &j3, d3));
+  CHECK(j3.loss_kernel == model::LossKernel::kMegatronFused);
+}
+
 TEST_CASE("Megatron: Megatron-FSDP and torch FSDP2 shard over the data-parallel ranks", "[config]") {
   JobContext ctx;
   ctx.gpus = 16;

@@ -440,3 +440,74 @@ TEST_CASE("a DeepSpeed JSON with a number out of range is an input error, not a 
   CHECK(r.exit_code == 2);
   CHECK(r.out.find("invalid JSON") != std::string::npos);
 }
+
+TEST_CASE("torchtitan: async TP without a compiled model, a misspelt compile component and integer booleans are "
+          "refused at their line", "[config]") {
+  // torchtitan/distributed/tensor_parallel.py::maybe_enable_async_tp @238fa99 raises "Async TP
+  // requires 'model' in --compile.components and --compile.enable" when TP is on.
+  const std::string base =
+      "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 2\nseq_len = 8192\n"
+      "[parallelism]\ndata_parallel_shard_degree = 2\ntensor_parallel_degree = 4\n"
+      "enable_async_tensor_parallel = true\n";
+  auto read = [](const std::string& name, const std::string& text, config::TrainingJob* job, Diagnostics& d) {
+    config::JobContext ctx;
+    ctx.gpus = 8;
+    return config::read_torchtitan(test::write_temp("schedcheck-config-test", name, text), ctx, job, d);
+  };
+  {
+    config::TrainingJob job;
+    Diagnostics d;
+    CHECK_FALSE(read("asynctp-eager.toml", base, &job, d));
+    CHECK(has_error_at(d, 10, "needs the model compiled"));
+  }
+  {  // Compiling only the loss does not satisfy it either.
+    config::TrainingJob job;
+    Diagnostics d;
+    CHECK_FALSE(read("asynctp-loss.toml", base + "[compile]\nenable = true\ncomponents = [\"loss\"]\n", &job, d));
+    CHECK(has_error_at(d, 10, "needs the model compiled"));
+  }
+  {  // With the model compiled it reads, and the TP overlap is on.
+    config::TrainingJob job;
+    Diagnostics d;
+    CHECK(read("asynctp-compiled.toml", base + "[compile]\nenable = true\ncomponents = [\"model\"]\n", &job, d));
+    CHECK(job.tp_comm_overlap);
+    CHECK(job.fused_elementwise);
+    CHECK(job.loss_kernel == model::LossKernel::kEager);
+  }
+  {  // The Python config system's compile.enable_async_tensor_parallel is read as the same switch.
+    config::TrainingJob job;
+    Diagnostics d;
+    const std::string text = "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 2\n"
+                             "seq_len = 8192\n[parallelism]\ndata_parallel_shard_degree = 2\ntensor_parallel_degree = 4\n"
+                             "[compile]\nenable = true\nenable_async_tensor_parallel = true\n";
+    CHECK(read("asynctp-compile-key.toml", text, &job, d));
+    CHECK(job.tp_comm_overlap);
+    for (const auto& [key, loc] : job.unmodelled) CHECK(key != "compile.enable_async_tensor_parallel");
+  }
+  const std::string plain = "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 2\n"
+                            "seq_len = 8192\n";
+  {  // A misspelt component: torchtitan would compile nothing for it.
+    config::TrainingJob job;
+    Diagnostics d;
+    CHECK_FALSE(read("components-typo.toml", plain + "[compile]\nenable = true\ncomponents = [\"modle\"]\n", &job, d));
+    CHECK(has_error_at(d, 9, "\"modle\", which torchtitan does not compile (did you mean \"model\"?)"));
+  }
+  {  // A string where torchtitan's list[str] belongs.
+    config::TrainingJob job;
+    Diagnostics d;
+    CHECK_FALSE(read("components-string.toml", plain + "[compile]\nenable = true\ncomponents = \"model\"\n", &job, d));
+    CHECK(has_error_at(d, 9, "must be an array of strings"));
+  }
+  {  // toml++ would read 2 as true; torchtitan's bool field takes a TOML boolean.
+    config::TrainingJob job;
+    Diagnostics d;
+    CHECK_FALSE(read("enable-int.toml", plain + "[compile]\nenable = 2\n", &job, d));
+    CHECK(has_error_at(d, 8, "compile.enable must be true or false"));
+  }
+  {  // The two eras' switches contradicting each other.
+    config::TrainingJob job;
+    Diagnostics d;
+    CHECK_FALSE(read("compile-both.toml", plain + "compile = true\n[compile]\nenable = false\n", &job, d));
+    CHECK(has_error_at(d, 7, "contradicts compile.enable = false at line 9"));
+  }
+}

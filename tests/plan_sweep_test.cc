@@ -79,6 +79,11 @@ TEST_CASE("three shards run as separate processes merge to the single-process ra
   test::CliRun missing = test::run_schedcheck("plan --merge '" + one + "' '" + three + "'");
   CHECK(missing.exit_code == 2);
   CHECK(missing.out.find("share 2/3 missing") != std::string::npos);
+  // A share is JSON whatever --format says; asking for text is refused rather than ignored.
+  test::CliRun text_share = test::run_schedcheck(
+      "plan --model llama3-8b --gpus 8 --global-batch-tokens 4M --seq-len 8192 --shard 1/2 --format text");
+  CHECK(text_share.exit_code == 1);
+  CHECK(text_share.out.find("--shard writes its share as JSON") != std::string::npos);
   test::CliRun twice = test::run_schedcheck("plan --merge '" + one + "' '" + one + "' '" + three + "'");
   CHECK(twice.exit_code == 2);
   CHECK(twice.out.find("share 1/3 again") != std::string::npos);
@@ -109,7 +114,8 @@ TEST_CASE("three shards run as separate processes merge to the single-process ra
   test::CliRun m3 = test::run_schedcheck("plan --merge '" + moved + "' '" + (dir / "share-2.json").string() + "' '" +
                                          three + "'");
   CHECK(m3.exit_code == 2);
-  CHECK(m3.out.find("is not what `schedcheck plan --shard K/N` writes") != std::string::npos);
+  // The message names the share that lacks the key.
+  CHECK(m3.out.find("--merge " + moved + ": not what `schedcheck plan --shard K/N` writes") != std::string::npos);
   // A point whose contents are not the sweep's at its index, or not a plan's figures.
   edited = json::parse(std::ifstream(one));
   edited["points"][0]["model"] = "llama3-405b";
@@ -140,7 +146,8 @@ TEST_CASE("plan refuses a malformed --shard and sweep options beside --merge", "
   CHECK(r.out.find("--merge takes the shares alone") != std::string::npos);
   // The planning options a share was made with are in it: giving another beside --merge would
   // say nothing, so it is refused.
-  for (const char* opt : {"--verify-top 3", "--max-pp 8", "--efficiency 0.5"}) {
+  // Given at their defaults too (12, 64): what counts is that they were given.
+  for (const char* opt : {"--verify-top 3", "--max-pp 8", "--efficiency 0.5", "--verify-top 12", "--max-pp 64"}) {
     test::CliRun given = test::run_schedcheck(std::string("plan --merge x.json ") + opt);
     INFO(opt);
     CHECK(given.exit_code == 1);

@@ -91,7 +91,7 @@ void write_job_text(std::ostream& os, const TrainingJob& job, const JobCosts& jc
   os << fmt::format("  batch         {} sequences × {} tokens = {} tokens per step; {} token{} per GPU per microbatch\n",
                     job.global_batch_sequences, job.seq_len, count(static_cast<double>(jc.tokens_per_step)),
                     jc.tokens_per_gpu_microbatch, jc.tokens_per_gpu_microbatch == 1 ? "" : "s");
-  os << fmt::format("  model         {} parameters ({} active); {:.1f} GFLOP per token; 6·N·D ≈ {:.3g} FLOP per step\n",
+  os << fmt::format("  model         {} parameters ({} active); {:.1f} GFLOP per token (6·N + attention); {:.3g} FLOP per step\n",
                     count(static_cast<double>(jc.total_params)), count(static_cast<double>(jc.active_params)),
                     jc.flops_per_token / 1e9, jc.flops_per_step);
   os << fmt::format("  recompute     {}; reduce dtype {}; model states {} per rank{}\n", recompute_name(job),

@@ -45,6 +45,10 @@ struct PlanArgs {
   int32_t max_pp = 64;
   double efficiency = 0;
   std::optional<std::string> emit;  ///< --emit FILE: the best layout as a torchtitan TOML
+  /// --verify-top, --max-pp or --efficiency given on the command line (at any value, the
+  /// default's too): the sweep's tuning, which --merge takes from the shares.
+  bool tuning_given = false;
+  bool format_given = false;  ///< --format given (a share is always JSON)
 };
 
 /// "4M" = 4·2^20 tokens (K, M, G are binary, as a batch of 4M tokens at sequence length 8192 is
@@ -579,7 +583,7 @@ std::string sweep_text(const nlohmann::json& report) {
 /// Writes `text` to -o FILE (whole or not at all) or standard output; false after an error.
 bool emit_report(const PlanArgs& a, const std::string& text) { return write_output(a.output, text); }
 
-int run_merge_shares(const PlanArgs& a);
+int run_merge_shares(const PlanArgs& a, std::string* reading);
 
 /// What is wrong with point `index` of a share of `sweep`, or "": its model, GPU and count must
 /// be the sweep's at that index (model-major, then hardware, then count), and each layout's
@@ -612,21 +616,23 @@ std::string point_problem(const nlohmann::json& sweep, int64_t index, const nloh
 /// the same sweep, once), ranked as the single-process sweep ranks them. A share whose JSON has
 /// not the shape `--shard` writes (a key missing, a value of another type) is an error, exit 2.
 int run_merge(const PlanArgs& a) {
+  std::string reading;  // the share being read, for the message
   try {
-    return run_merge_shares(a);
+    return run_merge_shares(a, &reading);
   } catch (const nlohmann::json::exception& e) {
-    std::cerr << fmt::format("schedcheck: error: --merge: a share is not what `schedcheck plan --shard K/N` writes "
-                             "({})\n", e.what());
+    std::cerr << fmt::format("schedcheck: error: --merge{}{}: not what `schedcheck plan --shard K/N` writes ({})\n",
+                             reading.empty() ? "" : " ", reading, e.what());
     return kExitSpec;
   }
 }
 
-int run_merge_shares(const PlanArgs& a) {
+int run_merge_shares(const PlanArgs& a, std::string* reading) {
   nlohmann::json sweep;
   int64_t count = -1;
   std::map<int64_t, std::string> seen;  // share index -> file
   std::map<int64_t, nlohmann::json> points;
   for (const std::string& path : a.merge) {
+    *reading = path;
     std::string text, why;
     if (!read_input_file(path, &text, &why)) {
       std::cerr << fmt::format("schedcheck: error: --merge {}: {}\n", path, why);
@@ -689,6 +695,7 @@ int run_merge_shares(const PlanArgs& a) {
       points[index] = pt;
     }
   }
+  reading->clear();
   std::vector<std::string> missing;
   for (int64_t k = 1; k <= count; ++k)
     if (!seen.count(k)) missing.push_back(fmt::format("{}/{}", k, count));
@@ -733,10 +740,8 @@ int run_plan(const PlanArgs& given) {
   PlanArgs a = given;
   if (a.hardware.empty()) a.hardware = {"h100"};
   if (!a.merge.empty()) {
-    const PlanArgs defaults;
     if (!a.models.empty() || !a.gpus.empty() || !given.hardware.empty() || !a.batch_tokens.empty() || a.seq_len > 0 ||
-        a.shard || a.emit || a.verify_top != defaults.verify_top || a.max_pp != defaults.max_pp ||
-        a.efficiency != defaults.efficiency) {
+        a.shard || a.emit || a.tuning_given) {
       std::cerr << "schedcheck: error: --merge takes the shares alone: the sweep's options (--model, --hardware, "
                    "--gpus, the batch, --verify-top, --max-pp, --efficiency) are in them, as the shards were planned\n";
       return kExitUsage;
@@ -806,6 +811,11 @@ int run_plan(const PlanArgs& given) {
       std::cerr << fmt::format("schedcheck: error: --shard {}: expected K/N with 1 <= K <= N, such as 2/3\n", t);
       return kExitUsage;
     }
+  }
+  if (a.shard && a.format_given && a.format != "json") {
+    std::cerr << "schedcheck: error: --shard writes its share as JSON for --merge; --format text applies to the "
+                 "merge's report\n";
+    return kExitUsage;
   }
   const bool sweep = points.size() > 1 || a.shard;
   if (sweep && a.emit) {
@@ -885,12 +895,13 @@ Command add_plan(CLI::App& parent) {
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--global-batch-tokens", a->batch_tokens, "tokens per optimizer step: 4M (= 4·2^20), 512K or 4194304");
   cmd->add_option("--seq-len", a->seq_len, "sequence length in tokens")->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-  cmd->add_option("--verify-top", a->verify_top, "build and verify candidates, best by estimate first, until this many hold (default 12; at most 4x as many are tried)")
+  CLI::Option* verify_top = cmd->add_option("--verify-top", a->verify_top, "build and verify candidates, best by estimate first, until this many hold (default 12; at most 4x as many are tried)")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--show", a->show, "layouts that hold listed in the ranked table (default 10); every verified layout that fails is listed after them with its reason");
-  cmd->add_option("--max-pp", a->max_pp, "largest pipeline degree to consider (default 64)")->check(CLI::Range(1, 1 << 16));
-  cmd->add_option("--efficiency", a->efficiency, "achieved fraction of peak FLOP/s per op (default: the GPU preset's)")
-      ->check(CLI::Range(0.01, 1.0));
+  CLI::Option* max_pp = cmd->add_option("--max-pp", a->max_pp, "largest pipeline degree to consider (default 64)")->check(CLI::Range(1, 1 << 16));
+  CLI::Option* efficiency =
+      cmd->add_option("--efficiency", a->efficiency, "achieved fraction of peak FLOP/s per op (default: the GPU preset's)")
+          ->check(CLI::Range(0.01, 1.0));
   cmd->add_option("--emit", a->emit, "write the best layout torchtitan runs by name as a job TOML (schedcheck verify reads it back)");
   cmd->add_option("--shard", a->shard,
                   "K/N: plan the sweep's points K-1, K-1+N, ... (points in model, hardware, GPU-count order) and write "
@@ -898,8 +909,13 @@ Command add_plan(CLI::App& parent) {
   cmd->add_option("--merge", a->merge, "rank the shares of one sweep (every K/N once) as the single-process sweep would")
       ->expected(1, -1);
   cmd->add_option("-o,--output", a->output, "write the share, or the sweep's report, to this file (whole or not at all)");
-  cmd->add_option("--format", a->format, "text (for people) or json")->check(CLI::IsMember({"text", "json"}));
-  return {cmd, [a] { return run_plan(*a); }};
+  CLI::Option* format =
+      cmd->add_option("--format", a->format, "text (for people) or json")->check(CLI::IsMember({"text", "json"}));
+  return {cmd, [a, verify_top, max_pp, efficiency, format] {
+            a->tuning_given = verify_top->count() + max_pp->count() + efficiency->count() > 0;
+            a->format_given = format->count() > 0;
+            return run_plan(*a);
+          }};
 }
 
 }  // namespace sc::cli

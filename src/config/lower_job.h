@@ -22,7 +22,7 @@ struct JobCosts {
   int64_t total_params = 0, active_params = 0;
   int64_t tokens_per_step = 0;            ///< global batch in tokens
   double flops_per_token = 0;             ///< torchtitan's count (docs/facts/cost-formulas.md#flops)
-  double flops_per_step = 0;              ///< flops_per_token × tokens_per_step (≈ 6·N·D)
+  double flops_per_step = 0;              ///< flops_per_token × tokens_per_step (6·N·D plus attention)
   int64_t tokens_per_gpu_microbatch = 0;  ///< tokens one rank computes per microbatch (b·s/cp)
   /// Per-layer communication folded into the compute times (not separate ops): TP, CP and EP.
   double tp_comm_per_layer_s = 0, cp_comm_per_layer_s = 0, ep_comm_per_layer_s = 0;

@@ -221,7 +221,13 @@ class MegatronReader {
     const bool ce_no = args_.has("--no-cross-entropy-loss-fusion");
     const bool ce_disable = args_.has("--disable-cross-entropy-loss-fusion");
     j.loss_kernel = ce_fusion && !ce_no && !ce_disable ? model::LossKernel::kMegatronFused : model::LossKernel::kMegatron;
-    args_.get("--cross-entropy-fusion-impl");
+    const ShellFlag* impl = args_.get("--cross-entropy-fusion-impl");
+    const std::string impl_name = choice(impl, {"native", "te"}).value_or("native");
+    // arguments.py @d98e8a64 L1697-1702: the TransformerEngine kernel is refused with the fusion.
+    if (impl && impl_name == "te" && j.loss_kernel == model::LossKernel::kMegatronFused)
+      diags_.error(impl->loc, "Transformer Engine cross entropy loss fusion is disabled due to stability issues. Use "
+                              "--cross-entropy-fusion-impl native, or omit --cross-entropy-loss-fusion (Megatron-LM "
+                              "refuses this pair at startup)");
     if (sp && l.tp == 1) {
       l.sequence_parallel = false;
       diags_.warning(sp->loc, "Disabling sequence parallelism because tensor model parallelism is disabled "
@@ -329,16 +335,9 @@ class MegatronReader {
     }
     if (mfsdp) {
       std::string strategy = "optim_grads_params";
-      if (const ShellFlag* s = args_.get("--data-parallel-sharding-strategy"); s && !s->values.empty()) {
-        strategy = s->values[0].text;
-        static const std::vector<std::string> kStrategies = {"no_shard", "optim", "optim_grads", "optim_grads_params"};
-        if (std::find(kStrategies.begin(), kStrategies.end(), strategy) == kStrategies.end()) {
-          diags_.error(s->loc, fmt::format("argument --data-parallel-sharding-strategy: invalid choice: '{}' (choose "
-                                           "from 'no_shard', 'optim', 'optim_grads', 'optim_grads_params')",
-                                           strategy));
-          strategy = "optim_grads_params";
-        }
-      }
+      if (auto v = choice(args_.get("--data-parallel-sharding-strategy"),
+                          {"no_shard", "optim", "optim_grads", "optim_grads_params"}))
+        strategy = *v;
       j.sharding = strategy == "no_shard" ? Sharding::kDdp
                    : strategy == "optim"  ? Sharding::kZero1
                    : strategy == "optim_grads" ? Sharding::kZero2
@@ -397,24 +396,32 @@ class MegatronReader {
     }
   }
 
+  /// The value of a flag argparse declares with `choices`: nullopt when the flag is absent, or
+  /// (after argparse's own error) when it has no value or one outside `options`.
+  std::optional<std::string> choice(const ShellFlag* f, std::initializer_list<const char*> options) {
+    if (!f) return std::nullopt;
+    if (f->values.empty()) {
+      diags_.error(f->loc, fmt::format("argument {}: expected one argument", f->name));
+      return std::nullopt;
+    }
+    const std::string& v = f->values[0].text;
+    for (const char* o : options)
+      if (v == o) return v;
+    std::vector<std::string> quoted;
+    for (const char* o : options) quoted.push_back(fmt::format("'{}'", o));
+    diags_.error(f->values[0].loc, fmt::format("argument {}: invalid choice: '{}' (choose from {})", f->name, v,
+                                               fmt::join(quoted, ", ")));
+    return std::nullopt;
+  }
+
   void recompute(TrainingJob& j) {
     if (const ShellFlag* a = args_.get("--recompute-activations")) {
       j.recompute = model::Recompute::kSelective;
       j.where["recompute"] = a->loc;
     }
     if (const ShellFlag* g = args_.get("--recompute-granularity")) {
-      const std::string v = g->values.empty() ? std::string() : g->values[0].text;
-      if (v == "full") {
-        j.recompute = model::Recompute::kFull;
-      } else if (v == "selective") {
-        j.recompute = model::Recompute::kSelective;
-      } else if (v.empty()) {
-        diags_.error(g->loc, "argument --recompute-granularity: expected one argument");
-      } else {
-        diags_.error(g->loc, fmt::format("argument --recompute-granularity: invalid choice: '{}' (choose from "
-                                         "'full', 'selective')",
-                                         v));
-      }
+      if (auto v = choice(g, {"full", "selective"}))
+        j.recompute = *v == "full" ? model::Recompute::kFull : model::Recompute::kSelective;
       j.where["recompute"] = g->loc;
     }
     // transformer_config.py L543-555 and arguments.py L1410-1420.
@@ -511,12 +518,17 @@ class MegatronReader {
     const bool gqa = args_.has("--group-query-attention");
     auto groups = integer("--num-query-groups", m.heads);
     m.kv_heads = gqa && groups ? *groups : m.heads;
+    // Each query group serves heads/groups query heads (megatron/core/transformer/attention.py
+    // @d98e8a64 divides one by the other; TransformerEngine's attention asserts it).
+    if (gqa && groups && *groups > 0 && m.heads % *groups != 0)
+      diags_.error(loc_of("--num-query-groups"), fmt::format("num_attention_heads ({}) must be a multiple of "
+                                                             "num_query_groups ({})", m.heads, *groups));
     if (m.heads > 0 && m.dim % m.heads != 0 && !args_.has("--kv-channels"))
       diags_.error(loc_of("--num-attention-heads"), "hidden_size must be divisible by num_attention_heads if "
                                                     "kv_channels is None");
     m.head_dim = integer("--kv-channels", m.dim / std::max<int64_t>(m.heads, 1)).value_or(m.dim / m.heads);
     m.vocab = integer("--vocab-size", 0, 0).value_or(0);
-    if (m.vocab == 0)
+    if (m.vocab == 0 && !args_.has("--vocab-size"))
       diags_.warning(loc_of("--num-layers"), "--vocab-size is not given (the tokenizer sets it): the embedding and "
                                              "output layers are not counted");
     m.tied_embeddings = !args_.has("--untie-embeddings-and-output-weights");

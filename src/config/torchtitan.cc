@@ -20,6 +20,7 @@
 #include "model/cost_model.h"
 #include "spec/csv_schedule.h"
 #include "spec/yaml_util.h"
+#include "support/diagnostics.h"
 #include "support/source.h"
 
 namespace sc::config {
@@ -52,7 +53,7 @@ const std::map<std::string, std::set<std::string>>& modelled() {
        {"local_batch_size", "batch_size", "global_batch_size", "seq_len", "num_tokens_per_microbatch_per_dp_rank",
         "num_tokens_per_train_step", "max_context_length", "mixed_precision_param", "mixed_precision_reduce", "dtype",
         "compile"}},
-      {"compile", {"enable", "components"}},
+      {"compile", {"enable", "components", "enable_async_tensor_parallel"}},
       {"activation_checkpoint", {"mode", "selective_ac_option"}},
       {"model", {"name", "flavor"}},
   };
@@ -120,12 +121,15 @@ class Reader {
 
   /// Reads the boolean `key` from the first of `sections` that has it into `*out`, recording
   /// where it was set true under `where`; a value that is not a boolean is an error at it.
-  /// Returns whether a section had the key.
-  bool read_flag(std::initializer_list<const char*> sections, const std::string& key, const char* where, bool* out) {
+  /// Only a TOML boolean is one: toml++'s value<bool>() would read `enable = 2` as true. The
+  /// location it was read from goes to `*from` when given. Returns whether a section had the key.
+  bool read_flag(std::initializer_list<const char*> sections, const std::string& key, const char* where, bool* out,
+                 std::optional<Value>* from = nullptr) {
     for (const char* section : sections) {
       auto v = get(section, key);
       if (!v) continue;
-      if (auto b = v->node->value<bool>()) {
+      if (from) *from = v;
+      if (auto b = v->node->value_exact<bool>()) {
         *out = *b;
         if (*b) job_.where[where] = v->loc;
       } else {
@@ -264,35 +268,68 @@ class Reader {
       }
       set_where("dp_shard", shard);
     }
-    // Async TP: parallelism.enable_async_tensor_parallel (experimental.* before 2025-02).
-    read_flag({"parallelism", "experimental"}, "enable_async_tensor_parallel", "tp_comm_overlap", &job_.tp_comm_overlap);
+    // Async TP: parallelism.enable_async_tensor_parallel (experimental.* before 2025-02,
+    // compile.* in the Python config system).
+    std::optional<Value> async_tp;
+    read_flag({"parallelism", "experimental", "compile"}, "enable_async_tensor_parallel", "tp_comm_overlap",
+              &job_.tp_comm_overlap, &async_tp);
     // torch.compile of the model fuses each block's elementwise chains (compile.enable with
     // "model" among compile.components, default ["model", "loss"]; training.compile before
-    // 2025-04; docs/facts/cost-formulas.md#elementwise-ops).
-    if (!read_flag({"compile"}, "enable", "compile", &job_.fused_elementwise))
-      read_flag({"training"}, "compile", "compile", &job_.fused_elementwise);
+    // 2025-04; docs/facts/cost-formulas.md#elementwise-ops). A file that sets both must agree.
+    std::optional<Value> enable_at, legacy_at;
+    bool legacy = false;
+    read_flag({"compile"}, "enable", "compile", &job_.fused_elementwise, &enable_at);
+    read_flag({"training"}, "compile", "compile", &legacy, &legacy_at);
+    if (enable_at && legacy_at && legacy != job_.fused_elementwise)
+      diags_.error(legacy_at->loc, fmt::format("training.compile = {} (before 2025-04) contradicts compile.enable = {} at "
+                                               "line {}: set one of them", legacy, job_.fused_elementwise,
+                                               enable_at->loc.line));
+    if (!enable_at) job_.fused_elementwise = legacy;
     // The loss is compiled with it, unless compile.components leaves "loss" out
     // (torchtitan/components/loss.py::build_cross_entropy_loss; training.compile compiles it
     // from 2025-04, docs/facts/cost-formulas.md#the-loss).
-    bool compiled_loss = job_.fused_elementwise;
-    if (auto comps = get("compile", "components"); comps && job_.fused_elementwise) {
-      if (const toml::array* a = comps->node->as_array()) {
-        bool model = false, loss = false;
-        for (const toml::node& n : *a)
-          if (auto v = n.value<std::string>()) {
-            model = model || *v == "model";
-            loss = loss || *v == "loss";
+    bool compiled_model = job_.fused_elementwise, compiled_loss = job_.fused_elementwise;
+    if (auto comps = get("compile", "components")) {
+      const toml::array* a = comps->node->as_array();
+      bool ok = a != nullptr;
+      bool model = false, loss = false;
+      if (a)
+        for (const toml::node& n : *a) {
+          auto v = n.value_exact<std::string>();
+          if (!v) {
+            ok = false;
+            break;
           }
-        job_.fused_elementwise = model;
+          if (*v != "model" && *v != "loss") {
+            const std::string near = closest_match(*v, {"model", "loss"});
+            diags_.error(comps->loc, fmt::format("compile.components has \"{}\", which torchtitan does not compile{}; "
+                                                 "its components are \"model\" and \"loss\"", *v,
+                                                 near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near)));
+          }
+          model = model || *v == "model";
+          loss = loss || *v == "loss";
+        }
+      if (!ok) {
+        diags_.error(comps->loc, "compile.components must be an array of strings, e.g. [\"model\", \"loss\"]");
+      } else if (job_.fused_elementwise) {
+        compiled_model = model;
         compiled_loss = loss;
       }
     }
+    job_.fused_elementwise = compiled_model;
+    // torchtitan refuses async TP without a compiled model when TP is on
+    // (torchtitan/distributed/tensor_parallel.py::maybe_enable_async_tp @238fa99; from the
+    // Python config system on, CompileConfig.__post_init__ whatever the TP degree).
+    if (async_tp && job_.tp_comm_overlap && !compiled_model &&
+        (l.tp > 1 || async_tp->key.rfind("compile.", 0) == 0))
+      diags_.error(async_tp->loc, fmt::format("{} = true needs the model compiled: torchtitan raises \"Async TP requires "
+                                              "'model' in --compile.components and --compile.enable\"", async_tp->key));
     job_.loss_kernel = compiled_loss ? model::LossKernel::kCompiled : model::LossKernel::kEager;
     // FSDP2 reduce-scatters each unit's gradients as its backward ends, and DDP buckets do the
     // same, so the step's reduction runs under the last backward.
     job_.overlap_grad_reduce = true;
     if (auto sp = get("parallelism", "enable_sequence_parallel")) {
-      if (auto b = sp->node->value<bool>()) l.sequence_parallel = *b;
+      if (auto b = sp->node->value_exact<bool>()) l.sequence_parallel = *b;
       else diags_.error(sp->loc, "parallelism.enable_sequence_parallel must be true or false");
     }
     auto sched = get("parallelism", "pipeline_parallel_schedule");
