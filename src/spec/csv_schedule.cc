@@ -254,20 +254,21 @@ SourceLoc find_microbatch(const std::vector<std::vector<Step>>& actions, int32_t
 
 }  // namespace
 
-std::optional<CsvSchedule> parse_csv_schedule(const std::string& name, const std::string& text,
+std::optional<CsvSchedule> parse_csv_schedule(const std::string& name, std::string text,
                                               Diagnostics& diags,
                                               std::optional<CsvFormat> expected) {
   CsvSchedule out;
-  out.file = register_source(name, text);
+  out.file = register_source(name, std::move(text));
   SourceLoc file_start{out.file, 1, 1};
-  if (text.empty()) {
+  // The registered text itself (nothing registers another source while this parses).
+  std::string_view body = source_text(out.file);
+  if (body.empty()) {
     diags.error(file_start, "empty schedule file");
     return std::nullopt;
   }
 
   // A UTF-8 byte order mark (spreadsheet exports write one): Python's csv reader keeps it in
   // the first cell, whose action string _Action.from_str then refuses; so does this reader.
-  std::string_view body = text;
   if (body.substr(0, 3) == "\xEF\xBB\xBF") {
     diags.error(file_start, "the file starts with a UTF-8 byte order mark, which PyTorch's reader keeps in the "
                             "first cell and then refuses as an action; save it without one");
@@ -358,7 +359,7 @@ std::optional<CsvSchedule> read_csv_schedule(const std::string& path, Diagnostic
     diags.error(at, fmt::format("cannot read '{}': {}", path, why));
     return std::nullopt;
   }
-  return parse_csv_schedule(path, text, diags, expected);
+  return parse_csv_schedule(path, std::move(text), diags, expected);
 }
 
 std::string csv_pipelines_header(const std::vector<int32_t>& pipeline_starts) {

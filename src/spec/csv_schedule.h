@@ -41,7 +41,7 @@ std::string csv_pipelines_header(const std::vector<int32_t>& pipeline_starts);
 /// parse_step (strict); each bad cell is an error at its line and column. Also errors: an empty
 /// file, a NUL byte or other binary junk, a quoted cell, and a file with no actions at all.
 /// `expected` (when given) is checked against the detected format.
-std::optional<CsvSchedule> parse_csv_schedule(const std::string& name, const std::string& text,
+std::optional<CsvSchedule> parse_csv_schedule(const std::string& name, std::string text,
                                               Diagnostics& diags,
                                               std::optional<CsvFormat> expected = std::nullopt);
 

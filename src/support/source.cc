@@ -64,6 +64,11 @@ const std::string& source_name(int32_t file) {
   return files()[file].name;
 }
 
+std::string_view source_text(int32_t file) {
+  if (file < 0 || file >= static_cast<int32_t>(files().size())) return {};
+  return files()[file].contents;
+}
+
 std::string_view source_line(int32_t file, int32_t line) {
   if (file < 0 || file >= static_cast<int32_t>(files().size()) || line < 1) return {};
   std::string_view text = files()[file].contents;
@@ -114,13 +119,26 @@ bool read_input_file(const std::string& path, std::string* contents, std::string
     *why = std::strerror(errno);
     return false;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
+  // One read into a buffer of the file's size (no stream buffer growing by doubling and no
+  // second copy out of it); whatever the file gained since it was measured is appended.
+  std::string buf;
+  buf.resize(ec ? 0 : size);
+  in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+  buf.resize(static_cast<size_t>(in.gcount()));
+  if (!in.bad() && in.good()) {
+    std::ostringstream rest;
+    rest << in.rdbuf();
+    buf += rest.str();
+  }
   if (in.bad()) {
     *why = "read error";
     return false;
   }
-  *contents = ss.str();
+  if (buf.size() > kMaxInputBytes) {
+    *why = "it is larger than 256 MiB";
+    return false;
+  }
+  *contents = std::move(buf);
   if (std::find(read_paths().begin(), read_paths().end(), path) == read_paths().end()) read_paths().push_back(path);
   return true;
 }

@@ -35,6 +35,10 @@ void clear_sources();
 /// The registered name of `file` ("<unknown>" for -1).
 const std::string& source_name(int32_t file);
 
+/// The whole registered text of `file`; empty when out of range. The view stays valid until the
+/// next register_source (a short text lives inside its string, which registering may move).
+std::string_view source_text(int32_t file);
+
 /// The text of 1-based `line` of `file`, without its newline; empty when out of range.
 std::string_view source_line(int32_t file, int32_t line);
 
