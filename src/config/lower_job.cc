@@ -556,8 +556,8 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
     jc.notes.push_back("the distributed optimizer's reduce-scatter and all-gather are modelled as one all-reduce "
                        "(the same bytes on the wire, docs/facts/cost-formulas.md#communication-volume-and-time)");
   if (c.reduce_scatter_only)
-    jc.notes.push_back("--overlap-param-gather: the step holds the gradient reduce-scatter; the parameter all-gather "
-                       "runs under the next step's forward");
+    jc.notes.push_back("--overlap-param-gather: the step holds the gradient reduce-scatter; the parameter all-gather, "
+                       "which Megatron-LM issues under the next step's first forward, is not timed (docs/fidelity.md)");
   if (c.overlap_grad_reduce && c.overlap_comm && replicate * shard > 1)
     jc.notes.push_back("the gradient reduction of each stage starts with its last backward (bucketed, as the backward "
                        "produces gradients); the last bucket's reduction after it is not modelled");
