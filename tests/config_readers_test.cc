@@ -603,6 +603,30 @@ TEST_CASE("Megatron: query groups, the cross-entropy kernel's choices and a nega
   CHECK(j3.loss_kernel == model::LossKernel::kMegatronFused);
 }
 
+TEST_CASE("Megatron: --group-query-attention alone is one query group, and the last cross-entropy fusion flag wins",
+          "[config]") {
+  JobContext ctx;
+  ctx.gpus = 8;
+  // arguments.py @d98e8a64: --num-query-groups defaults to 1 (argparse_meta), used with
+  // --group-query-attention (argument_utils.py); the fusion's three spellings share one dest.
+  const std::string text = "--micro-batch-size 1 --global-batch-size 8\n--group-query-attention\n"
+                           "--no-cross-entropy-loss-fusion --cross-entropy-loss-fusion\n" + std::string(kModel);
+  Diagnostics d;
+  TrainingJob j;
+  REQUIRE(read_megatron(test::write_temp("schedcheck_config_test", "mqa.args", text), ctx, &j, d));
+  REQUIRE(j.model_desc);
+  CHECK(j.model_desc->kv_heads == 1);
+  CHECK(j.loss_kernel == model::LossKernel::kMegatronFused);
+  const std::string off = "--micro-batch-size 1 --global-batch-size 8\n"
+                          "--cross-entropy-loss-fusion --disable-cross-entropy-loss-fusion\n" + std::string(kModel);
+  Diagnostics d2;
+  TrainingJob j2;
+  REQUIRE(read_megatron(test::write_temp("schedcheck_config_test", "ce-off.args", off), ctx, &j2, d2));
+  CHECK(j2.loss_kernel == model::LossKernel::kMegatron);
+  REQUIRE(j2.model_desc);
+  CHECK(j2.model_desc->kv_heads == 8);  // without --group-query-attention: one group per head
+}
+
 TEST_CASE("Megatron: Megatron-FSDP and torch FSDP2 shard over the data-parallel ranks", "[config]") {
   JobContext ctx;
   ctx.gpus = 16;

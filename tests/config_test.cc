@@ -511,3 +511,71 @@ TEST_CASE("torchtitan: async TP without a compiled model, a misspelt compile com
     CHECK(has_error_at(d, 7, "contradicts compile.enable = false at line 9"));
   }
 }
+
+TEST_CASE("Megatron: fewer query groups than TP ranks are replicated, one whole group per rank", "[config][model]") {
+  // Megatron-LM's attention (megatron/core/transformer/attention.py @d98e8a64): with
+  // num_query_groups < TP each rank holds one group, so wk and wv cost 2·h·d_head per rank where
+  // an even split gives 2·h·d_head·kv/tp. h = 4096, d_head = 128, 4 groups on TP 8: 524,288 more.
+  ModelDesc m = *model_preset("llama3-8b");
+  m.kv_heads = 4;
+  CostInputs in;
+  in.model = m;
+  in.hardware = *hardware_preset("h100");
+  in.seq_len = 4096;
+  in.layout.tp = 8;
+  const LayerCost rep = layer_cost(in, 0);
+  CHECK(rep.params == (m.layer_params(0) - m.layer_expert_params(0)) / 8 + 2 * 4096 * 128 / 2);
+  // Eight groups on TP 8 split evenly: nothing replicated.
+  in.model.kv_heads = 8;
+  CHECK(layer_cost(in, 0).params == (in.model.layer_params(0) - in.model.layer_expert_params(0)) / 8);
+
+  config::JobContext ctx;
+  ctx.gpus = 8;
+  const std::string script = "--micro-batch-size 1 --global-batch-size 8 --tensor-model-parallel-size 8 --bf16\n"
+                             "--group-query-attention --num-query-groups 4\n"
+                             "--num-layers 4 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
+                             "--vocab-size 32000\n";
+  const std::string path = test::write_temp("schedcheck-config-test", "gqa4-tp8.sh", script);
+  const auto r = test::run_schedcheck("verify " + path + " --gpus 8");
+  INFO(r.out);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("4 key/value heads on 8 TP ranks: each rank holds one whole key/value group, shared by 2 ranks") !=
+        std::string::npos);
+  // Megatron's rule (transformer_config.py @d98e8a64): groups a multiple or divisor of TP.
+  config::TrainingJob job;
+  Diagnostics d;
+  std::string s3 = script;
+  s3.replace(s3.find("--num-query-groups 4"), 20, "--num-query-groups 32");  // divides heads; TP 8 divides 32: fine
+  CHECK(config::read_megatron(test::write_temp("schedcheck-config-test", "gqa32.sh", s3), ctx, &job, d));
+  std::string s6 = "--micro-batch-size 1 --global-batch-size 8 --tensor-model-parallel-size 4 --bf16\n"
+                   "--group-query-attention --num-query-groups 6\n"
+                   "--num-layers 4 --hidden-size 3072 --num-attention-heads 24 --seq-length 4096 --vocab-size 32000\n";
+  config::TrainingJob j6;
+  Diagnostics d6;
+  CHECK_FALSE(config::read_megatron(test::write_temp("schedcheck-config-test", "gqa6-tp4.sh", s6), ctx, &j6, d6));
+  CHECK(has_error_at(d6, 2, "num_query_groups (6) must be a multiple or divisor of tensor_model_parallel_size (4)"));
+}
+
+TEST_CASE("torchtitan: a zero global batch and a batch whose tokens leave int64 are refused at the key", "[config]") {
+  // Each value is within the reader's range, but 2^31 sequences of 2^31 tokens overflow int64.
+  const auto big = test::run_schedcheck(
+      "verify " + test::write_temp("schedcheck-config-test", "big-batch.toml",
+                                   "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\n"
+                                   "local_batch_size = 2147483647\nseq_len = 2147483646\n") +
+      " --gpus 8");
+  INFO(big.out);
+  CHECK(big.exit_code == 2);
+  CHECK(big.out.find(":5:1: error: 17179869176 sequences × 2147483646 tokens is 3.69e+19 tokens per step, more than "
+                     "schedcheck models (2^40)") != std::string::npos);
+  CHECK(big.out.find("tokens per step;") == std::string::npos);  // no report of a negative batch
+  // global_batch_size = 0 passed the divisibility check (0 % n == 0) and gave "0 tokens per step".
+  const auto zero = test::run_schedcheck(
+      "verify " + test::write_temp("schedcheck-config-test", "zero-batch.toml",
+                                   "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 2\n"
+                                   "global_batch_size = 0\nseq_len = 8192\n") +
+      " --gpus 8");
+  INFO(zero.out);
+  CHECK(zero.exit_code == 2);
+  CHECK(zero.out.find(":6:1: error: global_batch_size = 0: it must be -1 (local_batch_size × data-parallel degree, 16)") !=
+        std::string::npos);
+}

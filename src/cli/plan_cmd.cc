@@ -600,6 +600,8 @@ std::string point_problem(const nlohmann::json& sweep, int64_t index, const nloh
     return fmt::format("model, hardware and GPUs are not the sweep's {} on {} × {}", models.at(m).get<std::string>(),
                        gpus.at(g).get<int64_t>(), hws.at(h).get<std::string>());
   for (const auto& c : pt.at("ranked")) {
+    for (const char* k : {"pp", "dp_replicate", "dp_shard", "tp"})
+      if (!c.at(k).is_number_integer()) return fmt::format("a layout's {} is not a whole number", k);
     const double step = c.at("step_time_s").get<double>(), mfu = c.at("mfu").get<double>();
     const int64_t pp = c.at("pp").get<int64_t>(), dr = c.at("dp_replicate").get<int64_t>(),
                   ds = c.at("dp_shard").get<int64_t>(), tp = c.at("tp").get<int64_t>();
@@ -678,6 +680,11 @@ int run_merge_shares(const PlanArgs& a, std::string* reading) {
     const int64_t total = static_cast<int64_t>(sweep.at("models").size() * sweep.at("hardware").size() *
                                                sweep.at("gpus").size());
     for (const auto& pt : share["points"]) {
+      // A number that is not an integer would convert to int64 out of range (undefined).
+      if (!pt.is_object() || !pt.contains("index") || !pt["index"].is_number_integer()) {
+        std::cerr << fmt::format("schedcheck: error: --merge {}: a point's index is not a whole number\n", path);
+        return kExitSpec;
+      }
       const int64_t index = pt.at("index").get<int64_t>();
       if (index < 0 || index >= total || index % n != k - 1) {
         std::cerr << fmt::format("schedcheck: error: --merge {}: point {} does not belong to share {}/{} of a sweep "

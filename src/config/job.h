@@ -88,6 +88,10 @@ struct TrainingJob {
   /// `compile.enable` (`training.compile` before 2025-04) with the model compiled; always for
   /// Megatron-LM, whose blocks use fused kernels (apex / TransformerEngine).
   bool fused_elementwise = false;
+  /// Key/value groups fewer than the TP ranks are replicated, one whole group per rank, when
+  /// the TP degree is a multiple of them (Megatron-LM: megatron/core/transformer/attention.py
+  /// @d98e8a64). False: the TP degree must divide them (torchtitan splits wk and wv by rows).
+  bool kv_groups_replicate = false;
   /// The loss's kernels, as the front-end reads them: torchtitan's compiled loss (`compile.enable`
   /// with "loss" among `compile.components`; `training.compile`, which compiles it from 2025-04)
   /// or eager; Megatron-LM's vocab-parallel cross entropy, fused with

@@ -176,11 +176,16 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   const model::ModelDesc& m = jc.model;
   const model::HardwareDesc& hw = jc.hardware;
   jc.eff.compute = ctx.efficiency > 0 ? ctx.efficiency : hw.efficiency;
-  if (m.heads % lay.tp != 0 || (!m.mla && m.kv_heads % lay.tp != 0)) {
+  const bool kv_replicated = job.kv_groups_replicate && m.kv_heads > 0 && m.kv_heads < lay.tp && lay.tp % m.kv_heads == 0;
+  if (m.heads % lay.tp != 0 || (!m.mla && m.kv_heads % lay.tp != 0 && !kv_replicated)) {
     diags.error(job.loc("tp"), fmt::format("tensor parallel degree {} does not divide the {} attention heads and {} "
                                            "key/value heads of {}", lay.tp, m.heads, m.kv_heads, m.name));
     return false;
   }
+  if (kv_replicated)
+    jc.notes.push_back(fmt::format("{} key/value heads on {} TP ranks: each rank holds one whole key/value group, shared "
+                                   "by {} ranks, as Megatron-LM replicates it; its parameters and FLOPs count on every "
+                                   "rank", m.kv_heads, lay.tp, lay.tp / m.kv_heads));
   if (lay.ep > 1 && (!m.moe || m.moe->experts % lay.ep != 0)) {
     diags.error(job.loc("ep"), m.moe ? fmt::format("expert parallel degree {} does not divide the {} experts of {}",
                                                    lay.ep, m.moe->experts, m.name)
@@ -216,9 +221,21 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   in.recompute_layers = job.recompute_layers;
   in.tp_comm_overlap = job.tp_comm_overlap && lay.tp > 1;
   in.tp_comm_overlap_backward = job.tp_comm_overlap_backward;
-  in.fused_elementwise = job.fused_elementwise || job.framework == "megatron";
+  in.fused_elementwise = job.fused_elementwise;
   jc.total_params = m.total_params();
   jc.active_params = m.active_params();
+  // Products of values each within range can still leave int64 (2^31 sequences of 2^31 tokens):
+  // a step is at most 2^40 tokens (Llama 3 405B trained at 16M), checked in floating point first.
+  constexpr double kMaxTokensPerStep = 1099511627776.0;  // 2^40
+  for (const auto& [sequences, what] : {std::pair{job.global_batch_sequences, "per step"},
+                                        std::pair{job.microbatch_sequences, "per microbatch"}})
+    if (static_cast<double>(sequences) * static_cast<double>(job.seq_len) > kMaxTokensPerStep) {
+      diags.error(job.loc(job.where.count("global_batch") ? "global_batch" : "microbatch_sequences"),
+                  fmt::format("{} sequences × {} tokens is {:.3g} tokens {}, more than schedcheck models (2^40)",
+                              sequences, job.seq_len, static_cast<double>(sequences) * static_cast<double>(job.seq_len),
+                              what));
+      return false;
+    }
   jc.tokens_per_step = job.global_batch_sequences * job.seq_len;
   jc.flops_per_token = m.training_flops_per_token(job.seq_len);
   jc.flops_per_step = jc.flops_per_token * static_cast<double>(jc.tokens_per_step);

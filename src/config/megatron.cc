@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -217,10 +218,18 @@ class MegatronReader {
     }
     // --cross-entropy-loss-fusion (off by default; its --no- and --disable- spellings turn it off
     // again); --cross-entropy-fusion-impl picks the fused kernel, timed as one.
-    const bool ce_fusion = args_.has("--cross-entropy-loss-fusion");
-    const bool ce_no = args_.has("--no-cross-entropy-loss-fusion");
-    const bool ce_disable = args_.has("--disable-cross-entropy-loss-fusion");
-    j.loss_kernel = ce_fusion && !ce_no && !ce_disable ? model::LossKernel::kMegatronFused : model::LossKernel::kMegatron;
+    // The three spellings share one dest, so the last one on the command line wins (argparse);
+    // get() points into the flags in command-line order, so the greatest pointer is the last.
+    const ShellFlag* ce_last = nullptr;
+    for (const char* f : {"--cross-entropy-loss-fusion", "--no-cross-entropy-loss-fusion",
+                          "--disable-cross-entropy-loss-fusion"})
+      if (const ShellFlag* g = args_.get(f); g && (!ce_last || std::less<const ShellFlag*>()(ce_last, g))) ce_last = g;
+    const bool ce_fused = ce_last && ce_last->name == "--cross-entropy-loss-fusion";
+    j.loss_kernel = ce_fused ? model::LossKernel::kMegatronFused : model::LossKernel::kMegatron;
+    // Megatron-LM's blocks run fused elementwise kernels by default (bias-GeLU, bias-dropout-add,
+    // TransformerEngine's fused norms; docs/facts/cost-formulas.md#elementwise-ops).
+    j.fused_elementwise = true;
+    j.kv_groups_replicate = true;
     const ShellFlag* impl = args_.get("--cross-entropy-fusion-impl");
     const std::string impl_name = choice(impl, {"native", "te"}).value_or("native");
     // arguments.py @d98e8a64 L1697-1702: the TransformerEngine kernel is refused with the fusion.
@@ -516,13 +525,20 @@ class MegatronReader {
     m.ffn = integer("--ffn-hidden-size", ffn_default).value_or(ffn_default);
     m.gated_mlp = swiglu;  // GeLU MLP (two matrices) unless --swiglu (megatron/core/transformer/mlp.py)
     const bool gqa = args_.has("--group-query-attention");
-    auto groups = integer("--num-query-groups", m.heads);
+    // --num-query-groups defaults to 1 (arguments.py @d98e8a64): --group-query-attention alone is
+    // multi-query attention.
+    auto groups = integer("--num-query-groups", 1);
     m.kv_heads = gqa && groups ? *groups : m.heads;
     // Each query group serves heads/groups query heads (megatron/core/transformer/attention.py
     // @d98e8a64 divides one by the other; TransformerEngine's attention asserts it).
     if (gqa && groups && *groups > 0 && m.heads % *groups != 0)
       diags_.error(loc_of("--num-query-groups"), fmt::format("num_attention_heads ({}) must be a multiple of "
                                                              "num_query_groups ({})", m.heads, *groups));
+    // transformer_config.py @d98e8a64 __post_init__: fewer groups than TP ranks are replicated.
+    if (m.kv_heads > 0 && m.kv_heads % j.layout.tp != 0 && j.layout.tp % m.kv_heads != 0)
+      diags_.error(loc_of(gqa && groups ? "--num-query-groups" : "--num-attention-heads"),
+                   fmt::format("num_query_groups ({}) must be a multiple or divisor of tensor_model_parallel_size ({}).",
+                               m.kv_heads, j.layout.tp));
     if (m.heads > 0 && m.dim % m.heads != 0 && !args_.has("--kv-channels"))
       diags_.error(loc_of("--num-attention-heads"), "hidden_size must be divisible by num_attention_heads if "
                                                     "kv_channels is None");

@@ -509,6 +509,12 @@ class Reader {
     Layout& l = job_.layout;
     job_.where["microbatch_sequences"] = local_ ? local_->loc : job_.file;
     const int64_t global = global_batch_ < 0 ? local_batch_ * dp : global_batch_;
+    if (global == 0) {
+      diags_.error(global_ ? global_->loc : job_.file,
+                   fmt::format("global_batch_size = 0: it must be -1 (local_batch_size × data-parallel degree, {}) or "
+                               "a positive multiple of that", local_batch_ * dp));
+      return;
+    }
     if (global % (local_batch_ * dp) != 0) {
       diags_.error(global_ ? global_->loc : job_.file,
                    fmt::format("global_batch_size ({}) must be divisible by local_batch_size ({}) * data parallel "

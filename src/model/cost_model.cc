@@ -118,7 +118,14 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
   LayerCost c;
   const double tokens = static_cast<double>(in.microbatch_sequences * in.seq_len) / lay.cp;  // per rank
   const double rate = in.hardware.peak_flops * in.eff.compute;
-  const double lin = tokens * m.layer_linear_flops_per_token(layer) / lay.tp;
+  // Fewer key/value heads than TP ranks: each rank holds one whole group (Megatron-LM replicates
+  // it; megatron/core/transformer/attention.py @d98e8a64), not kv/tp of one: its wk and wv
+  // projections hold 2·h·d_head parameters where the even split gives 2·h·d_head·kv/tp.
+  const double kv_replica_params =
+      !m.mla && m.kv_heads > 0 && m.kv_heads < lay.tp
+          ? 2.0 * static_cast<double>(m.dim * m.head_dim) * (1.0 - static_cast<double>(m.kv_heads) / lay.tp)
+          : 0.0;
+  const double lin = tokens * (m.layer_linear_flops_per_token(layer) / lay.tp + 2 * kv_replica_params);
   const double attn = tokens * m.layer_attention_flops_per_token(in.seq_len) / lay.tp;
   const double h = static_cast<double>(m.dim);
   const double lat = in.eff.latency_s;
@@ -165,7 +172,7 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
   c.weight_grad_s = lin / rate;
   const int64_t dense = m.layer_params(layer) - m.layer_expert_params(layer);
   c.expert_params = m.layer_expert_params(layer) / (static_cast<int64_t>(lay.ep) * lay.expert_tp());
-  c.params = dense / lay.tp + c.expert_params;
+  c.params = dense / lay.tp + static_cast<int64_t>(kv_replica_params) + c.expert_params;
   // Activations per layer: s·b·h·(18 + 4·F/h)/t with SP (Megatron compute_activation_memory,
   // Korthikanti et al. 2022 Table 2; FlashAttention stores no softmax). Without SP the 10·s·b·h
   // of norm and dropout inputs stays whole on every TP rank.

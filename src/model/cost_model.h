@@ -274,7 +274,10 @@ LossTraffic loss_traffic(LossKernel kernel);
 /// c - g·(n-1)/n. Seconds; 0 when comm_s <= 0; chunks < 1 counts as 1 (nothing hidden).
 double tp_exposed_s(double comm_s, double gemm_s, int64_t chunks);
 
-/// The costs of block `layer`. Compute: FLOPs / (peak·eff.compute), the attention core at half
+/// The costs of block `layer`. With fewer key/value heads than TP ranks (kv_heads < tp, tp a
+/// multiple), each rank holds one whole key/value group, as Megatron-LM replicates it: its
+/// parameters and linear FLOPs count 2·h·d_head for wk and wv instead of 2·h·d_head·kv/tp.
+/// Compute: FLOPs / (peak·eff.compute), the attention core at half
 /// its counted FLOPs when causal. TP communication is added whole, or only its exposed part
 /// with tp_comm_overlap (tp_exposed_s against the block's linear GEMMs; in the input-gradient
 /// pass only with tp_comm_overlap_backward). Activations (16-bit,
