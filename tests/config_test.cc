@@ -579,3 +579,19 @@ TEST_CASE("torchtitan: a zero global batch and a batch whose tokens leave int64 
   CHECK(zero.out.find(":6:1: error: global_batch_size = 0: it must be -1 (local_batch_size × data-parallel degree, 16)") !=
         std::string::npos);
 }
+
+TEST_CASE("torchtitan: two names of one setting from different versions are an error at the later one", "[config]") {
+  // The reader took the first and dropped the other without a word (local_batch_size 12 with
+  // batch_size 4 ran at 12). No single torchtitan version defines both names of a pair.
+  const std::string text = "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 2\n"
+                           "seq_len = 8192\nbatch_size = 4\n[parallelism]\ndata_parallel_shard_degree = 8\n"
+                           "enable_async_tensor_parallel = false\n[experimental]\nenable_async_tensor_parallel = true\n";
+  config::TrainingJob job;
+  Diagnostics d;
+  config::JobContext ctx;
+  ctx.gpus = 8;
+  CHECK_FALSE(config::read_torchtitan(test::write_temp("schedcheck-config-test", "two-names.toml", text), ctx, &job, d));
+  CHECK(has_error_at(d, 7, "training.batch_size and training.local_batch_size (line 5) set the same thing"));
+  CHECK(has_error_at(d, 12, "experimental.enable_async_tensor_parallel and parallelism.enable_async_tensor_parallel "
+                            "(line 10) set the same thing"));
+}

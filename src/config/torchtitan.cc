@@ -94,6 +94,7 @@ class Reader {
       return false;
     }
     list_unmodelled();
+    check_one_name_each();
     read_model(text);
     read_parallelism();
     read_training();
@@ -138,6 +139,33 @@ class Reader {
       return true;
     }
     return false;
+  }
+
+  /// Names that different torchtitan versions give one setting (docs/facts/config-keys.md#torchtitan-config-eras):
+  /// a config written for one version has at most one of each group, so two of them, agreeing or
+  /// not, are an error at the later one (the reader would otherwise take one and drop the other).
+  void check_one_name_each() {
+    static const std::vector<std::vector<std::pair<const char*, const char*>>> kGroups = {
+        {{"parallelism", "enable_async_tensor_parallel"}, {"experimental", "enable_async_tensor_parallel"},
+         {"compile", "enable_async_tensor_parallel"}},
+        {{"parallelism", "data_parallel_shard_degree"}, {"parallelism", "data_parallel_degree"}},
+        {{"parallelism", "num_pp_microbatches"}, {"parallelism", "pipeline_parallel_microbatches"},
+         {"parallelism", "pipeline_parallel_microbatch_size"}},
+        {{"training", "local_batch_size"}, {"training", "batch_size"},
+         {"training", "num_tokens_per_microbatch_per_dp_rank"}},
+        {{"training", "seq_len"}, {"training", "max_context_length"}},
+    };
+    for (const auto& group : kGroups) {
+      std::vector<Value> set;
+      for (const auto& [section, key] : group)
+        if (auto v = get(section, key)) set.push_back(*v);
+      std::sort(set.begin(), set.end(), [](const Value& a, const Value& b) {
+        return std::pair(a.loc.line, a.loc.col) < std::pair(b.loc.line, b.loc.col);
+      });
+      for (size_t i = 1; i < set.size(); ++i)
+        diags_.error(set[i].loc, fmt::format("{} and {} (line {}) set the same thing under the names of different "
+                                             "torchtitan versions; keep one", set[i].key, set[0].key, set[0].loc.line));
+    }
   }
 
   std::optional<int64_t> integer(const std::optional<Value>& v, int64_t lo) {
