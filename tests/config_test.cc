@@ -595,3 +595,19 @@ TEST_CASE("torchtitan: two names of one setting from different versions are an e
   CHECK(has_error_at(d, 12, "experimental.enable_async_tensor_parallel and parallelism.enable_async_tensor_parallel "
                             "(line 10) set the same thing"));
 }
+
+TEST_CASE("torchtitan: the 2024 [experimental] pipeline keys give the pipeline", "[config]") {
+  // experimental.pipeline_parallel_degree was listed as not modelled and the job ran at PP 1.
+  const std::string text = "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nbatch_size = 8\nseq_len = 8192\n"
+                           "[experimental]\npipeline_parallel_degree = 4\npipeline_parallel_microbatches = 8\n";
+  config::TrainingJob job;
+  Diagnostics d;
+  config::JobContext ctx;
+  ctx.gpus = 32;
+  REQUIRE(config::read_torchtitan(test::write_temp("schedcheck-config-test", "exp-pp.toml", text), ctx, &job, d));
+  CHECK(job.layout.pp == 4);
+  CHECK(job.layout.dp_shard == 8);
+  CHECK(job.microbatches == 8);
+  CHECK(job.loc("pp").line == 8);
+  for (const auto& [key, loc] : job.unmodelled) CHECK(key.rfind("experimental.pipeline", 0) != 0);
+}

@@ -48,7 +48,9 @@ const std::map<std::string, std::set<std::string>>& modelled() {
         "pipeline_parallel_layers_per_stage", "pipeline_parallel_first_stage_less_layers",
         "pipeline_parallel_last_stage_less_layers", "context_parallel_degree", "expert_parallel_degree",
         "expert_tensor_parallel_degree", "enable_async_tensor_parallel"}},
-      {"experimental", {"enable_async_tensor_parallel"}},
+      {"experimental",
+       {"enable_async_tensor_parallel", "pipeline_parallel_degree", "context_parallel_degree",
+        "pipeline_parallel_schedule", "pipeline_parallel_schedule_csv", "pipeline_parallel_microbatches"}},
       {"training",
        {"local_batch_size", "batch_size", "global_batch_size", "seq_len", "num_tokens_per_microbatch_per_dp_rank",
         "num_tokens_per_train_step", "max_context_length", "mixed_precision_param", "mixed_precision_reduce", "dtype",
@@ -141,6 +143,13 @@ class Reader {
     return false;
   }
 
+  /// `parallelism.key`, or `experimental.key` where the pipeline and context parallel keys lived
+  /// before they moved to [parallelism] (2024; docs/facts/config-keys.md#torchtitan-config-eras).
+  std::optional<Value> parallelism(const std::string& key) const {
+    auto v = get("parallelism", key);
+    return v ? v : get("experimental", key);
+  }
+
   /// Names that different torchtitan versions give one setting (docs/facts/config-keys.md#torchtitan-config-eras):
   /// a config written for one version has at most one of each group, so two of them, agreeing or
   /// not, are an error at the later one (the reader would otherwise take one and drop the other).
@@ -150,10 +159,14 @@ class Reader {
          {"compile", "enable_async_tensor_parallel"}},
         {{"parallelism", "data_parallel_shard_degree"}, {"parallelism", "data_parallel_degree"}},
         {{"parallelism", "num_pp_microbatches"}, {"parallelism", "pipeline_parallel_microbatches"},
-         {"parallelism", "pipeline_parallel_microbatch_size"}},
+         {"parallelism", "pipeline_parallel_microbatch_size"}, {"experimental", "pipeline_parallel_microbatches"}},
         {{"training", "local_batch_size"}, {"training", "batch_size"},
          {"training", "num_tokens_per_microbatch_per_dp_rank"}},
         {{"training", "seq_len"}, {"training", "max_context_length"}},
+        {{"parallelism", "pipeline_parallel_degree"}, {"experimental", "pipeline_parallel_degree"}},
+        {{"parallelism", "context_parallel_degree"}, {"experimental", "context_parallel_degree"}},
+        {{"parallelism", "pipeline_parallel_schedule"}, {"experimental", "pipeline_parallel_schedule"}},
+        {{"parallelism", "pipeline_parallel_schedule_csv"}, {"experimental", "pipeline_parallel_schedule_csv"}},
     };
     for (const auto& group : kGroups) {
       std::vector<Value> set;
@@ -276,7 +289,7 @@ class Reader {
   void read_parallelism() {
     Layout& l = job_.layout;
     auto deg = [&](const char* key, const char* field, int32_t* out) {
-      auto v = get("parallelism", key);
+      auto v = parallelism(key);
       if (auto x = integer(v, 1)) *out = static_cast<int32_t>(*x);
       set_where(field, v);
     };
@@ -360,12 +373,12 @@ class Reader {
       if (auto b = sp->node->value_exact<bool>()) l.sequence_parallel = *b;
       else diags_.error(sp->loc, "parallelism.enable_sequence_parallel must be true or false");
     }
-    auto sched = get("parallelism", "pipeline_parallel_schedule");
+    auto sched = parallelism("pipeline_parallel_schedule");
     if (auto s = string(sched)) {
       schedule_name_ = *s;
       if (s->empty()) diags_.error(sched->loc, "pipeline_parallel_schedule is empty: name a schedule (1F1B, ...)");
     }
-    if (auto csv = get("parallelism", "pipeline_parallel_schedule_csv"))
+    if (auto csv = parallelism("pipeline_parallel_schedule_csv"))
       if (auto path = string(csv); path && !path->empty()) {
         csv_path_ = *path;
         csv_loc_ = csv->loc;
@@ -392,7 +405,7 @@ class Reader {
     mbs_value_ = get("parallelism", "pipeline_parallel_microbatch_size");
     if (auto x = integer(mbs_value_, 1)) mbs_ = *x;
     count_value_ = get("parallelism", "num_pp_microbatches");
-    if (!count_value_) count_value_ = get("parallelism", "pipeline_parallel_microbatches");  // before 2025-04
+    if (!count_value_) count_value_ = parallelism("pipeline_parallel_microbatches");  // before 2025-04
     if (auto x = integer(count_value_, 1)) pp_count_ = static_cast<int32_t>(*x);
   }
 
