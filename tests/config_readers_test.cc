@@ -168,6 +168,13 @@ TEST_CASE("a launch script's variables, defaults, arithmetic and arrays expand a
   CHECK(sh.flags[3].values.at(0).text == "hybrid");
   CHECK(sh.flags[4].values.at(0).text == "99,1,0");
   CHECK(sh.flags[5].values.at(0).text == "1e-4");
+  // A leading 0 is octal in bash's arithmetic: $((020)) is 16, $((010 + 1)) is 9; 08 is no
+  // octal number (bash: "value too great for base"), so it is not expanded.
+  const std::string oct = "A=$((020))\nB=$((010 + 1))\nC=$((08))\n";
+  ShellArgs o = read_shell_args(register_source("oct.sh", oct), oct);
+  CHECK(o.vars["A"].value == "16");
+  CHECK(o.vars["B"].value == "9");
+  CHECK(o.vars["C"].value != "8");
 }
 
 TEST_CASE("Megatron: an older script with flags in multi-line strings reads with each flag located", "[config]") {

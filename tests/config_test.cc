@@ -611,3 +611,19 @@ TEST_CASE("torchtitan: the 2024 [experimental] pipeline keys give the pipeline",
   CHECK(job.loc("pp").line == 8);
   for (const auto& [key, loc] : job.unmodelled) CHECK(key.rfind("experimental.pipeline", 0) != 0);
 }
+
+TEST_CASE("torchtitan: a table written as a value, and a training.dtype torchtitan does not define, are refused",
+          "[config]") {
+  // `compile = true` was "unknown table 'compile' (did you mean 'compile'?)"; training.dtype is
+  // Literal["bfloat16", "float32"] at 238fa99, and "float16" was accepted and ignored.
+  config::TrainingJob job;
+  Diagnostics d;
+  config::JobContext ctx;
+  ctx.gpus = 8;
+  const std::string text = "compile = true\n[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\n"
+                           "local_batch_size = 2\nseq_len = 8192\ndtype = \"float16\"\n";
+  CHECK_FALSE(config::read_torchtitan(test::write_temp("schedcheck-config-test", "table-value.toml", text), ctx, &job, d));
+  CHECK(has_error_at(d, 1, "compile is a table in torchtitan's JobConfig: write [compile] with its keys below it, "
+                           "not a single value"));
+  CHECK(has_error_at(d, 8, "training.dtype = \"float16\": expected \"bfloat16\" or \"float32\""));
+}

@@ -145,6 +145,16 @@ class Arith {
       size_t b = i_;
       while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) ++i_;
       if (i_ - b > 18) return std::nullopt;
+      // A leading 0 makes an octal constant, as in bash ($((020)) is 16); 8 and 9 are not octal
+      // digits (bash: "value too great for base"), so such a number is refused.
+      if (s_[b] == '0' && i_ - b > 1) {
+        int64_t v = 0;
+        for (size_t k = b; k < i_; ++k) {
+          if (s_[k] > '7') return std::nullopt;
+          v = v * 8 + (s_[k] - '0');
+        }
+        return v;
+      }
       return std::stoll(s_.substr(b, i_ - b));
     }
     if (is_name_start(s_[i_])) {

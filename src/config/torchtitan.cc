@@ -236,6 +236,16 @@ class Reader {
     for (auto it = t.begin(); it != t.end(); ++it) {
       const std::string dotted = prefix + std::string(it->first.str());
       const bool table = it->second.is_table();
+      if (!is_torchtitan_key(dotted, table) && is_torchtitan_key(dotted, !table)) {
+        // A defined name of the other kind: `compile = true` for the [compile] table, or a table
+        // (or array of tables) where a value belongs.
+        diags_.error(at(it->first.source().begin),
+                     table ? fmt::format("{} is a value in torchtitan's JobConfig, not a table: write {} = ...", dotted,
+                                         std::string(it->first.str()))
+                           : fmt::format("{} is a table in torchtitan's JobConfig: write [{}] with its keys below it, "
+                                         "not a {}", dotted, dotted, it->second.is_array() ? "list" : "single value"));
+        continue;
+      }
       if (!is_torchtitan_key(dotted, table)) {
         const std::string near = closest_torchtitan_key(dotted);
         diags_.error(at(it->first.source().begin),
@@ -440,7 +450,10 @@ class Reader {
     }
     if (auto v = get("training", "dtype")) {
       // training.dtype = "bfloat16" keeps params, gradients and optimizer state in bf16 (no fp32 master).
+      // torchtitan types it Literal["bfloat16", "float32"] (training.dtype, job_config.py @238fa99).
       if (auto s = string(v); s && *s == "bfloat16") job_.fp32_master = false;
+      else if (s && *s != "float32")
+        diags_.error(v->loc, fmt::format("training.dtype = \"{}\": expected \"bfloat16\" or \"float32\"", *s));
     }
     job_.reduce_dtype = "fp32";
   }
