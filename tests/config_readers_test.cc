@@ -634,6 +634,24 @@ TEST_CASE("Megatron: --group-query-attention alone is one query group, and the l
   CHECK(j2.model_desc->kv_heads == 8);  // without --group-query-attention: one group per head
 }
 
+TEST_CASE("Megatron: a value after a switch, or a second value after an int flag, is refused as argparse does",
+          "[config]") {
+  JobContext ctx;
+  ctx.gpus = 8;
+  // `--group-query-attention 8` and `--num-query-groups 8 9`: argparse stops with "unrecognized
+  // arguments"; the values used to be dropped without a word.
+  const std::string text = "--micro-batch-size 1 --global-batch-size 8\n--group-query-attention 8\n"
+                           "--num-query-groups 8 9\n" + std::string(kModel);
+  Diagnostics d;
+  TrainingJob j;
+  CHECK_FALSE(read_megatron(test::write_temp("schedcheck_config_test", "switch-value.args", text), ctx, &j, d));
+  INFO(all_text(d));
+  check_at(find_diag(d, Severity::kError, "--group-query-attention takes no value: argparse refuses '8'"), text,
+           "--group-query-attention 8", "8");
+  check_at(find_diag(d, Severity::kError, "argument --num-query-groups takes one value: argparse refuses '9'"), text,
+           "--num-query-groups 8 9", "9");
+}
+
 TEST_CASE("Megatron: Megatron-FSDP and torch FSDP2 shard over the data-parallel ranks", "[config]") {
   JobContext ctx;
   ctx.gpus = 16;

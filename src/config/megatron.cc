@@ -48,6 +48,13 @@ class Args {
     return nullptr;
   }
   bool has(const std::string& name) { return get(name) != nullptr; }
+  /// Every occurrence, in command-line order (not marked consulted).
+  std::vector<const ShellFlag*> all(const std::string& name) const {
+    std::vector<const ShellFlag*> out;
+    for (const ShellFlag& f : flags_)
+      if (f.name == name) out.push_back(&f);
+    return out;
+  }
 
   /// Flags never looked up, each once at its first occurrence.
   std::vector<std::pair<std::string, SourceLoc>> unconsulted() const {
@@ -94,6 +101,7 @@ class MegatronReader {
                               lines.size() > 1 ? "s" : "", fmt::join(lines, ", ")));
     }
     deprecated();
+    switches_take_no_value();
     parallel(j);
     world(j);
     sharding(j);
@@ -155,6 +163,9 @@ class MegatronReader {
       diags_.error(f->loc, fmt::format("argument {}: expected one argument", name));
       return std::nullopt;
     }
+    if (f->values.size() > 1)  // one int each: argparse leaves the rest as unrecognized arguments
+      diags_.error(f->values[1].loc, fmt::format("argument {} takes one value: argparse refuses '{}' after it "
+                                                 "(\"unrecognized arguments\")", name, f->values[1].text));
     const std::string& s = f->values[0].text;
     int64_t v = 0;
     auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -403,6 +414,25 @@ class MegatronReader {
     } else {
       j.reduce_dtype = "fp32";
     }
+  }
+
+  /// The store_true flags this reader models take no value: argparse refuses `--bf16 8`
+  /// ("unrecognized arguments: 8") and `--bf16=8` ("ignored explicit argument"), where the
+  /// value would otherwise be dropped without a word.
+  void switches_take_no_value() {
+    static const char* const kSwitches[] = {
+        "--group-query-attention", "--cross-entropy-loss-fusion", "--no-cross-entropy-loss-fusion",
+        "--disable-cross-entropy-loss-fusion", "--sequence-parallel", "--tp-comm-overlap",
+        "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather", "--bf16", "--fp16",
+        "--swiglu", "--untie-embeddings-and-output-weights", "--recompute-activations", "--use-torch-fsdp2",
+        "--use-megatron-fsdp", "--account-for-loss-in-pipeline-split", "--account-for-embedding-in-pipeline-split",
+        "--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16", "--torch-fsdp2-no-reshard-after-forward",
+        "--no-overlap-p2p-communication"};
+    for (const char* name : kSwitches)
+      for (const ShellFlag* f : args_.all(name))
+        if (!f->values.empty())
+          diags_.error(f->values[0].loc, fmt::format("{} takes no value: argparse refuses '{}' after it "
+                                                     "(\"unrecognized arguments\")", f->name, f->values[0].text));
   }
 
   /// The value of a flag argparse declares with `choices`: nullopt when the flag is absent, or
