@@ -175,6 +175,14 @@ TEST_CASE("a launch script's variables, defaults, arithmetic and arrays expand a
   CHECK(o.vars["A"].value == "16");
   CHECK(o.vars["B"].value == "9");
   CHECK(o.vars["C"].value != "8");
+  // `unset` removes a variable; `<<<` is a here-string (its word on the same line), not a
+  // here-document whose missing delimiter swallowed the rest of the script.
+  const std::string more = "GB=64\nunset GB\ncat <<< \"starting\"\ntorchrun --nnodes 1 train.py --global-batch-size $GB\n";
+  ShellArgs m = read_shell_args(register_source("unset.sh", more), more);
+  CHECK_FALSE(m.vars.count("GB"));
+  REQUIRE(m.flags.size() == 2);
+  CHECK(m.flags[1].name == "--global-batch-size");
+  CHECK(m.flags[1].values.empty());
 }
 
 TEST_CASE("Megatron: an older script with flags in multi-line strings reads with each flag located", "[config]") {

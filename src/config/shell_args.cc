@@ -587,6 +587,7 @@ class Shell {
     std::vector<Text> words;
     bool condition = false;   // skipping an if/while condition up to `;` or a newline
     bool declaring = false;   // after export/local/...: words are assignments
+    bool unsetting = false;   // after unset: words are names to remove
     while (!eof()) {
       skip_blanks();
       if (eof()) break;
@@ -601,7 +602,13 @@ class Shell {
         advance();
         continue;
       }
-      if (c == '<' && peek(1) == '<' && peek(2) != '<') {
+      if (c == '<' && peek(1) == '<' && peek(2) == '<') {  // a here-string: its word follows on the line
+        advance();
+        advance();
+        advance();
+        continue;
+      }
+      if (c == '<' && peek(1) == '<') {
         heredoc_start();
         continue;
       }
@@ -628,6 +635,17 @@ class Shell {
           continue;
         if (kDeclarers.count(raw)) {
           declaring = true;
+          continue;
+        }
+        if (raw == "unset") {
+          unsetting = true;
+          continue;
+        }
+        if (unsetting) {  // `unset NAME...` (options such as -v skipped)
+          if (!raw.empty() && raw[0] != '-') {
+            scalars_.erase(raw);
+            arrays_.erase(raw);
+          }
           continue;
         }
         bool append_op = false;
