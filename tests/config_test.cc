@@ -11,6 +11,7 @@
 #include "config/lower_job.h"
 #include "config/readers.h"
 #include "model/cost_model.h"
+#include "support/diagnostics.h"
 #include "test_util.h"
 
 using namespace sc;
@@ -626,4 +627,17 @@ TEST_CASE("torchtitan: a table written as a value, and a training.dtype torchtit
   CHECK(has_error_at(d, 1, "compile is a table in torchtitan's JobConfig: write [compile] with its keys below it, "
                            "not a single value"));
   CHECK(has_error_at(d, 8, "training.dtype = \"float16\": expected \"bfloat16\" or \"float32\""));
+}
+
+TEST_CASE("an abbreviated key gets the long name it abbreviates as its suggestion", "[config]") {
+  // "enable_async_tp" is 13 edits from "enable_async_tensor_parallel", past the edit bound.
+  config::TrainingJob job;
+  Diagnostics d;
+  config::JobContext ctx;
+  ctx.gpus = 8;
+  const std::string text = "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 2\n"
+                           "seq_len = 8192\n[parallelism]\nenable_async_tp = true\n";
+  CHECK_FALSE(config::read_torchtitan(test::write_temp("schedcheck-config-test", "abbrev.toml", text), ctx, &job, d));
+  CHECK(has_error_at(d, 8, "(did you mean 'enable_async_tensor_parallel'?)"));
+  CHECK(closest_match("pipeline_par", {"pipeline_parallel_degree", "pipeline_parallel_schedule"}).empty());  // two share it
 }

@@ -121,7 +121,18 @@ std::string closest_match(const std::string& word, const std::vector<std::string
       out = c;
     }
   }
-  return out;
+  if (!out.empty() || word.size() < 9) return out;
+  // An abbreviation of a long name ("enable_async_tp" for "enable_async_tensor_parallel") is
+  // too far by edits: the one candidate sharing a prefix of all but the word's last two
+  // characters is suggested (none when several do).
+  const size_t need = word.size() - 2;
+  size_t found = 0;
+  for (const auto& c : candidates)
+    if (c.size() > word.size() && c.compare(0, need, word, 0, need) == 0) {
+      out = c;
+      ++found;
+    }
+  return found == 1 ? out : std::string();
 }
 
 }  // namespace sc
