@@ -183,6 +183,19 @@ TEST_CASE("a launch script's variables, defaults, arithmetic and arrays expand a
   REQUIRE(m.flags.size() == 2);
   CHECK(m.flags[1].name == "--global-batch-size");
   CHECK(m.flags[1].values.empty());
+  // Redirections are not words of the command: `> log`, `2>&1`, `&> out` leave no value behind.
+  const std::string redir = "torchrun --nnodes 1 train.py --bf16 > \"$LOG\" 2>&1 --micro-batch-size 2 &> out.txt\n"
+                            "torchrun --nnodes 1 train.py --global-batch-size 8 2> err.txt < in.txt\n";
+  ShellArgs r = read_shell_args(register_source("redir.sh", redir), redir);
+  std::vector<std::string> seen;
+  for (const auto& f : r.flags) {
+    std::string all = f.name;
+    for (const auto& v : f.values) all += " " + v.text;
+    seen.push_back(all);
+  }
+  // (the launcher's flags keep the script's name after them: the reader splits it off)
+  CHECK(seen == std::vector<std::string>{"--nnodes 1 train.py", "--bf16", "--micro-batch-size 2",
+                                         "--nnodes 1 train.py", "--global-batch-size 8"});
 }
 
 TEST_CASE("Megatron: an older script with flags in multi-line strings reads with each flag located", "[config]") {

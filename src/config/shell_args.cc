@@ -597,15 +597,24 @@ class Shell {
         break;
       }
       if (c == '\n' || c == ';') break;
+      if ((c == '&' && peek(1) == '>') || ((c == '<' || c == '>') && peek(1) != '(' && !(c == '<' && peek(1) == '<'))) {
+        // A redirection (`> log`, `2>&1`, `&> log`, `< in`): the operator and its target are
+        // not words of the command, so a file name never becomes a flag's value.
+        advance();
+        while (peek() == '>' || peek() == '&' || peek() == '|') advance();
+        skip_redirect_target();
+        continue;
+      }
       if (c == '&' || c == '|') {
         if (!condition) break;
         advance();
         continue;
       }
-      if (c == '<' && peek(1) == '<' && peek(2) == '<') {  // a here-string: its word follows on the line
+      if (c == '<' && peek(1) == '<' && peek(2) == '<') {  // a here-string: its word is data
         advance();
         advance();
         advance();
+        skip_redirect_target();
         continue;
       }
       if (c == '<' && peek(1) == '<') {
@@ -623,6 +632,10 @@ class Shell {
         advance();
         continue;
       }
+      // A file descriptor written against its redirection (the 2 of `2>&1`).
+      if ((peek() == '>' || peek() == '<') && !raw.empty() &&
+          raw.find_first_not_of("0123456789") == std::string::npos)
+        continue;
       if (condition) continue;
       if (words.empty()) {
         if (raw == "if" || raw == "elif" || raw == "while" || raw == "until" || raw == "for" || raw == "case") {
@@ -692,6 +705,14 @@ class Shell {
     std::vector<ShellToken> tokens;
     for (const Text& w : words) split(w, tokens);
     if (collect(tokens)) command_flags_ = true;
+  }
+
+  /// Skips the target word of a redirection or here-string (on the same line), if any.
+  void skip_redirect_target() {
+    skip_blanks();
+    if (eof() || peek() == '\n' || peek() == ';' || peek() == '&' || peek() == '|') return;
+    std::string raw;
+    word(&raw);
   }
 
   /// `<<WORD` or `<<-WORD` at the cursor: remembers the delimiter; the body starts on the next line.
