@@ -1,6 +1,7 @@
 // Tests of the FSDP lowering: op sequences, communicators, sizes, costs, memory effects and the
 // static findings of explicit programs.
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -539,6 +540,40 @@ TEST_CASE("explicit programs report a forward before any gather and a free of a 
   const Communicator& c = fp.program.comms[fp.shard_comm[0]];
   CHECK(c.ops[0].size() == 3);
   CHECK(c.ops[1].size() == 1);
+}
+
+TEST_CASE("fsdp2's reserve holds the all-gather outputs and the gradient shards in their own pools", "[fsdp-lower]") {
+  // FSDP2 allocates each all-gather output on its all-gather copy-in stream and the gradient
+  // shards (views of the reduce-scatter output) on its reduce-scatter stream
+  // (docs/facts/activation-memory.md#reserved-memory). 3 units of 8 MB on 4 ranks: the
+  // reduce-scatter pool peaks at the step's 3 · 2 MB = 6 MB of shards, the copy-in pool at one
+  // 8 MB output (each copy-in frees the output before it). The live peak (72.002 MB: static 6,
+  // optimizer state 24, two gathered units 16, a gradient 8, a reduce-scatter input 8,
+  // activations 0.002, and 10 MB in the side pools) falls when step 1's first shard (2 MB) is
+  // written and one output (8 MB) is live, so the reserve is the peak + (8 − 8) + (6 − 2) MB.
+  for (auto impl : {FsdpImplementation::kFsdp2, FsdpImplementation::kFsdp1}) {
+    FsdpSpec s = make_spec(impl);
+    FsdpProgram fp = lower_fsdp(s);
+    ExecutionResult ex = execute(fp.program);
+    REQUIRE(ex.completed);
+    const Timeline t = simulate(fp.program, ex.order);
+    std::array<int64_t, kNumMemPools> pool_bytes{};
+    for (const Buffer& b : fp.program.buffers)
+      if (b.rank == 0) pool_bytes[b.pool] = std::max(pool_bytes[b.pool], b.bytes);
+    INFO("implementation " << static_cast<int>(impl) << ": peak " << t.peak_bytes_per_rank[0] << ", reserved "
+                           << t.reserved_bytes_per_rank[0]);
+    if (impl == FsdpImplementation::kFsdp1) {
+      // FSDP1's buffers are all in the compute pool here: the reserve is the peak.
+      CHECK(pool_bytes[kPoolAllGatherCopyIn] == 0);
+      CHECK(pool_bytes[kPoolReduceScatter] == 0);
+      CHECK(t.reserved_bytes_per_rank[0] == t.peak_bytes_per_rank[0]);
+      continue;
+    }
+    CHECK(pool_bytes[kPoolAllGatherCopyIn] == 8'000'000);
+    CHECK(pool_bytes[kPoolReduceScatter] == 2'000'000);
+    CHECK(t.peak_bytes_per_rank[0] == 72'002'000);
+    CHECK(t.reserved_bytes_per_rank[0] == 76'002'000);
+  }
 }
 
 }  // namespace sc

@@ -111,6 +111,10 @@ void write_job_text(std::ostream& os, const TrainingJob& job, const JobCosts& jc
                       p.step_s, 100 * p.mfu, 100 * jc.eff.compute, count(p.tokens_per_s),
                       count(p.tokens_per_s / std::max(1, job.world)), format_bytes(static_cast<double>(p.peak_bytes)),
                       p.peak_rank, format_bytes(static_cast<double>(p.worst_bytes)), format_bytes(static_cast<double>(jc.hardware.hbm_bytes)));
+    if (p.reserved_bytes > p.peak_bytes)
+      os << fmt::format("  reserved      {} by PyTorch's caching allocator, each stream's pool at its own peak "
+                        "(what torchtitan logs as memory; docs/facts/activation-memory.md#reserved-memory)\n",
+                        format_bytes(static_cast<double>(p.reserved_bytes)));
     os << "  checked       " << fidelity_text(job.framework) << "\n";
   } else {
     os << "  predicted     not predicted: the schedule does not run as the job needs (see the findings)\n";
@@ -159,7 +163,8 @@ nlohmann::json job_json(const TrainingJob& job, const JobCosts& jc, const config
   j["unmodelled"] = un;
   if (p.complete)
     j["predicted"] = {{"step_time_s", p.step_s}, {"mfu", p.mfu}, {"tokens_per_s", p.tokens_per_s},
-                      {"bubble_rate", p.bubble_rate}, {"peak_bytes", p.peak_bytes}, {"peak_rank", p.peak_rank}, {"worst_case_bytes", p.worst_bytes}};
+                      {"bubble_rate", p.bubble_rate}, {"peak_bytes", p.peak_bytes}, {"peak_rank", p.peak_rank}, {"worst_case_bytes", p.worst_bytes},
+                      {"reserved_bytes", p.reserved_bytes}};
   if (const model::FidelityBand* b = model::fidelity_band(job.framework.c_str()))
     j["fidelity"] = {{"framework", b->framework}, {"runs", b->runs}, {"min_error_pct", b->min_error_pct},
                      {"max_error_pct", b->max_error_pct}, {"source", "docs/fidelity.md"}};

@@ -99,6 +99,7 @@ bool verify_job(const TrainingJob& job, const JobContext& ctx, bool force_min_cu
   const auto& peaks = base.timeline->peak_bytes_per_rank;
   for (size_t r = 0; r < peaks.size(); ++r)
     if (peaks[r] > p.peak_bytes) p.peak_bytes = peaks[r], p.peak_rank = base.program.job_class(static_cast<int32_t>(r)).first;
+  for (int64_t b : base.timeline->reserved_bytes_per_rank) p.reserved_bytes = std::max(p.reserved_bytes, b);
   if (base.worst_case)
     for (int64_t b : base.worst_case->bytes_per_rank) p.worst_bytes = std::max(p.worst_bytes, b);
   locate_memory_findings(job, jc, std::max(p.peak_bytes, p.worst_bytes),

@@ -22,6 +22,10 @@ struct JobPrediction {
   int64_t peak_bytes = 0;     ///< largest timeline peak over modelled ranks
   int32_t peak_rank = 0;
   int64_t worst_bytes = 0;    ///< largest worst case over all interleavings
+  /// Largest over modelled ranks of what the caching allocator reserves (Timeline::
+  /// reserved_bytes_per_rank): what torch.cuda.max_memory_reserved, torchtitan's logged memory,
+  /// reads. At least peak_bytes; above it where a side stream allocates (FSDP2).
+  int64_t reserved_bytes = 0;
   /// The larger of peak_bytes and worst_bytes: what a rank may need, bytes.
   int64_t need_bytes() const { return std::max(peak_bytes, worst_bytes); }
 };

@@ -66,7 +66,8 @@ void write_fsdp_text_report(std::ostream& os, const VerifyResult& v) {
                         i + 1 < std::min<size_t>(top.size(), 5) && top[i + 1].exposed_s > 0 ? "," : "");
     os << "\n";
   }
-  os << fmt::format("\nper rank (limit {}; gathered = unsharded parameters live at once, largest unit {}):\n",
+  os << fmt::format("\nper rank (limit {}; reserved = what the caching allocator holds, each stream's pool at its own "
+                    "peak; gathered = unsharded parameters live at once, largest unit {}):\n",
                     s.limit_bytes ? format_bytes(static_cast<double>(*s.limit_bytes)) : "none",
                     format_bytes(static_cast<double>(f.largest_unit_params_bytes)));
   // One row per run of consecutive ranks with identical figures (every rank is shown: a rank
@@ -75,16 +76,17 @@ void write_fsdp_text_report(std::ostream& os, const VerifyResult& v) {
   std::vector<std::string> rows(static_cast<size_t>(p.num_ranks));
   for (int32_t rk = 0; rk < p.num_ranks; ++rk)
     rows[static_cast<size_t>(rk)] =
-        fmt::format(" {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}", format_bytes(static_cast<double>(p.static_bytes_per_rank[rk])),
+        fmt::format(" {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}", format_bytes(static_cast<double>(p.static_bytes_per_rank[rk])),
                     format_bytes(static_cast<double>(f.peak_bytes_per_step[0][rk])),
                     format_bytes(static_cast<double>(f.peak_bytes_per_step[last][rk])),
                     format_bytes(static_cast<double>(v.worst_case->bytes_per_rank[rk])),
+                    format_bytes(static_cast<double>(v.timeline->reserved_bytes_per_rank[rk])),
                     format_bytes(static_cast<double>(f.gathered_peak_bytes_per_rank[rk])),
                     format_bytes(static_cast<double>(f.gathered_worst_case_bytes_per_rank[rk])));
   const std::vector<JobRankRun> runs = fold_job_rows(p, rows);
   const int width = static_cast<int64_t>(runs.size()) < p.job_ranks() ? 11 : 5;
-  os << fmt::format("  {:>{}} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "rank", width, "static", "peak step0",
-                    "peak last", "worst case", "gathered", "gathered wc");
+  os << fmt::format("  {:>{}} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "rank", width, "static", "peak step0",
+                    "peak last", "worst case", "reserved", "gathered", "gathered wc");
   for (const JobRankRun& run : runs)
     os << fmt::format("  {:>{}}{}{}\n", run.ranks.label(), width, rows[static_cast<size_t>(run.row)],
                       alike_suffix(run.ranks));

@@ -351,8 +351,10 @@ class RankGen {
     OpId copy_in = kNoOp;
     int32_t ag_buffer = -1;
     if (fsdp2()) {
+      // foreach_all_gather allocates the output on the all-gather copy-in stream
+      // (torch/distributed/_composable/fsdp/_fsdp_collectives.py).
       ag_buffer = b_.buffer(rank_, "ag-buffer", un.params_bytes, u, -1,
-                            fmt::format("ag-buffer {} {}", unit_name(s), phase_tag()));
+                            fmt::format("ag-buffer {} {}", unit_name(s), phase_tag()), kPoolAllGatherCopyIn);
       copy_in = add(Builder::marker(rank_, copy_in_, un.loc), FsdpOpKind::kCopyIn, s,
                     fmt::format("copy-in {} ({})", unit_name(s), phase_tag()));
       // The copy-in reads the parameter shards the previous optimizer step wrote (FSDP2's root
@@ -473,8 +475,11 @@ class RankGen {
     }
     if (grad_shard_[u] < 0) {
       const int64_t shard = rs_bytes / shard_size_of(spec_);
+      // FSDP2's sharded gradients are views of the reduce-scatter output, which foreach_reduce
+      // allocates on the reduce-scatter stream; they live until zero_grad.
       grad_shard_[u] = b_.buffer(rank_, "grad-shard", shard, u, -1,
-                                 fmt::format("grad-shard {} it{}", spec_.units[u].name, it_));
+                                 fmt::format("grad-shard {} it{}", spec_.units[u].name, it_),
+                                 fsdp2() ? kPoolReduceScatter : kPoolCompute);
       b_.alloc(grad_shard_[u], true);
       grad_shards_.push_back(grad_shard_[u]);
     }

@@ -43,8 +43,10 @@ class Builder {
   const FsdpSpec& spec() const { return spec_; }
 
   /// Adds a buffer of `rank` named `name`; returns its index.
-  int32_t buffer(int32_t rank, const char* kind, int64_t bytes, int32_t unit, int32_t mb, std::string name) {
+  int32_t buffer(int32_t rank, const char* kind, int64_t bytes, int32_t unit, int32_t mb, std::string name,
+                 MemPool pool = kPoolCompute) {
     Buffer b;
+    b.pool = pool;
     b.rank = rank;
     b.stage = unit;
     b.microbatch = mb;

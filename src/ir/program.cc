@@ -238,6 +238,8 @@ std::string Program::validate() const {
       if (ops[id].rank != streams[s].rank) return fmt::format("op {} rank differs from its stream's", id);
       ++seen[id];
     }
+  for (size_t b = 0; b < buffers.size(); ++b)
+    if (buffers[b].pool >= kNumMemPools) return fmt::format("buffer {} names pool {}", b, int{buffers[b].pool});
   for (size_t i = 0; i < ops.size(); ++i) {
     if (seen[i] != 1) return fmt::format("op {} is on {} streams", i, seen[i]);
     // Each op's ranges start where the previous op's end.

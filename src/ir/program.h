@@ -99,6 +99,18 @@ struct Buffer {
   StaticName kind;        ///< "act", "wgrad", ...
   int64_t bytes = 0;
   int32_t name = -1;  ///< Program::names index, or -1
+  /// The caching-allocator pool the buffer is allocated from (MemPool): PyTorch's CUDA caching
+  /// allocator reuses a freed block only for a later allocation on the stream that allocated
+  /// it, so each stream that allocates keeps its own reserve (docs/facts/activation-memory.md#reserved-memory).
+  uint8_t pool = 0;
+};
+
+/// Buffer::pool values: the compute stream's pool and the side streams FSDP2 allocates on.
+enum MemPool : uint8_t {
+  kPoolCompute = 0,          ///< the rank's compute (default) stream
+  kPoolAllGatherCopyIn = 1,  ///< FSDP2's all-gather copy-in stream: the all-gather output
+  kPoolReduceScatter = 2,    ///< FSDP2's reduce-scatter stream: the reduce-scatter output (gradient shards)
+  kNumMemPools = 3,
 };
 
 /// One operation. `actions` holds the pipeline actions it stands for: one, or two for an

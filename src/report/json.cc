@@ -117,6 +117,7 @@ json json_report_value(const VerifyResult& r) {
   mem["peak_bytes_per_rank"] = r.timeline ? json(r.timeline->peak_bytes_per_rank) : json(nullptr);
   mem["peak_time_per_rank"] = r.timeline ? json(r.timeline->peak_time_per_rank_s) : json(nullptr);
   mem["worst_case_bytes_per_rank"] = r.worst_case ? json(r.worst_case->bytes_per_rank) : json(nullptr);
+  mem["reserved_bytes_per_rank"] = r.timeline ? json(r.timeline->reserved_bytes_per_rank) : json(nullptr);
   j["memory"] = mem;
   size_t messages = 0, transfers = 0;
   int64_t message_bytes = 0;

@@ -2,6 +2,7 @@
 #include "support/huge_pages.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 
 namespace sc {
@@ -146,6 +147,7 @@ void summarize(const Program& p, const std::vector<OpId>& order, bool busy_from_
     double time;
     int64_t delta;
     bool zero_time;
+    uint8_t pool;
   };
   std::vector<std::vector<Ev>> evs(R);
   // One pass over the execution order for the figures and the memory events (each op read once).
@@ -166,7 +168,10 @@ void summarize(const Program& p, const std::vector<OpId>& order, bool busy_from_
     const bool zero = ot.end_s == ot.start_s;
     for (bool at_end : {false, true})
       for (const MemEffect* m = m0; m != m1; ++m)
-        if (m->at_end == at_end) evs[op.rank].push_back({at_end ? ot.end_s : ot.start_s, m->bytes, zero});
+        if (m->at_end == at_end) {
+          const uint8_t pool = m->buffer >= 0 ? p.buffers[m->buffer].pool : uint8_t{kPoolCompute};
+          evs[op.rank].push_back({at_end ? ot.end_s : ot.start_s, m->bytes, zero, pool});
+        }
   }
   if (order.empty()) first = 0;
   t.makespan_s = last - first;
@@ -186,6 +191,7 @@ void summarize(const Program& p, const std::vector<OpId>& order, bool busy_from_
   t.peak_bytes_per_rank.assign(R, 0);
   t.peak_time_per_rank_s.assign(R, 0.0);
   t.memory_curve.assign(R, {});
+  t.reserved_bytes_per_rank.assign(R, 0);
   for (int32_t r = 0; r < R; ++r) {
     auto& e = evs[r];
     auto earlier = [](const Ev& a, const Ev& b) { return a.time < b.time; };
@@ -205,8 +211,13 @@ void summarize(const Program& p, const std::vector<OpId>& order, bool busy_from_
     int64_t live = r < static_cast<int32_t>(p.static_bytes_per_rank.size()) ? p.static_bytes_per_rank[r] : 0;
     t.peak_bytes_per_rank[r] = live;
     t.memory_curve[r].push_back({0.0, live});
+    std::array<int64_t, kNumMemPools> pool_live{}, pool_peak{};
+    pool_live[kPoolCompute] = pool_peak[kPoolCompute] = live;
     for (const Ev& ev : e) {
       live += ev.delta;
+      int64_t& pl = pool_live[ev.pool];
+      pl += ev.delta;
+      pool_peak[ev.pool] = std::max(pool_peak[ev.pool], pl);
       if (!t.memory_curve[r].empty() && t.memory_curve[r].back().first == ev.time)
         t.memory_curve[r].back().second = live;
       else
@@ -216,6 +227,7 @@ void summarize(const Program& p, const std::vector<OpId>& order, bool busy_from_
         t.peak_time_per_rank_s[r] = ev.time;
       }
     }
+    for (int64_t b : pool_peak) t.reserved_bytes_per_rank[r] += b;
   }
 }
 

@@ -33,6 +33,13 @@ struct Timeline {
   std::vector<double> last_end_per_rank_s;
   std::vector<int64_t> peak_bytes_per_rank;
   std::vector<double> peak_time_per_rank_s;
+  /// Per rank, what PyTorch's caching allocator reserves: the sum over its pools (Buffer::pool)
+  /// of each pool's own peak of live bytes (static bytes in the compute stream's pool). A pool
+  /// keeps the blocks it has allocated, and no other stream reuses them, so each pool's reserve
+  /// grows to its own peak whatever the others hold then
+  /// (docs/facts/activation-memory.md#reserved-memory). Equal to peak_bytes_per_rank when every
+  /// buffer is in one pool; fragmentation inside a pool is not counted.
+  std::vector<int64_t> reserved_bytes_per_rank;
   /// Per rank, (time, live bytes) after each change, in time order (for trace counters).
   std::vector<std::vector<std::pair<double, int64_t>>> memory_curve;
 };
