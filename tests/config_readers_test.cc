@@ -198,6 +198,50 @@ TEST_CASE("a launch script's variables, defaults, arithmetic and arrays expand a
                                          "--nnodes 1 train.py", "--global-batch-size 8"});
 }
 
+TEST_CASE("a launch script's substrings, patterns, case changes, let and prefix assignments expand as bash does",
+          "[config]") {
+  // Each expected value is what bash 5.2 prints for the same line ("Shell Parameter Expansion",
+  // "Bash Builtins: let", "Simple Command Expansion" in the bash manual).
+  const std::string text =
+      "NAME=tp4pp2\n"
+      "A=${NAME/tp/}\n"           // first match replaced: 4pp2
+      "B=${A:0:1}\n"              // substring: 4
+      "C=${NAME: -1}\n"           // negative offset: 2
+      "D=${NAME:2:-2}\n"          // negative length: 4p
+      "let PP=2+2\n"
+      "let \"L = 12 * 2\" L++ L-=1\n"
+      "M=GPT-Big-Run\n"
+      "E=${M,,}\n"                // gpt-big-run
+      "F=${M^^}\n"                // GPT-BIG-RUN
+      "G=${M//-/_}\n"             // GPT_Big_Run
+      "P=/data/runs/x.tar.gz\n"
+      "H=${P##*/}\n"              // x.tar.gz
+      "I=${P#*/}\n"               // data/runs/x.tar.gz
+      "J=${H%.*}\n"               // x.tar
+      "K=${H%%.*}\n"              // x
+      "N=${M/#GPT/LLM}\n"         // LLM-Big-Run
+      "O=${M/%Run/Job}\n"         // GPT-Big-Job
+      "Q=${M/[A-Z]*/x}\n"         // a bracket expression: not read
+      "TP=8\n"
+      "TP=2 torchrun --nnodes 1 train.py --tensor-model-parallel-size $TP --micro-batch-size ${TP:1}\n";
+  ShellArgs sh = read_shell_args(register_source("ops.sh", text), text);
+  const std::map<std::string, std::string> want = {
+      {"A", "4pp2"}, {"B", "4"},    {"C", "2"},        {"D", "4p"},          {"PP", "4"},           {"L", "24"},
+      {"E", "gpt-big-run"}, {"F", "GPT-BIG-RUN"}, {"G", "GPT_Big_Run"}, {"H", "x.tar.gz"}, {"I", "data/runs/x.tar.gz"},
+      {"J", "x.tar"}, {"K", "x"}, {"N", "LLM-Big-Run"}, {"O", "GPT-Big-Job"}};
+  for (const auto& [name, value] : want) {
+    INFO(name);
+    CHECK(sh.vars[name].value == value);
+  }
+  // An expansion not read keeps its own text, which no integer flag accepts, never the plain value.
+  CHECK(sh.vars["Q"].value == "${M/[A-Z]*/x}");
+  // TP=2 before the command is the command's environment: its words see TP=8, and TP stays 8.
+  CHECK(sh.vars["TP"].value == "8");
+  REQUIRE(sh.flags.size() == 3);
+  CHECK(sh.flags[1].values.at(0).text == "8");
+  CHECK(sh.flags[2].values.empty());  // ${TP:1} of "8" is empty, and an empty unquoted word vanishes
+}
+
 TEST_CASE("Megatron: an older script with flags in multi-line strings reads with each flag located", "[config]") {
   const std::string text =
       "#!/bin/bash\n"

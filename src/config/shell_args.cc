@@ -51,6 +51,101 @@ size_t assignment_prefix(const std::string& raw, bool* append_op) {
   return 0;
 }
 
+/// Most glob matching steps the `${...}` patterns of one script may take together (a real
+/// script's patterns take a few hundred): bounds time whatever the values and patterns.
+constexpr int64_t kMaxPatternSteps = int64_t{1} << 24;
+
+/// Whether `text` matches the bash glob `pat` as a whole: `*` any run, `?` one character, `\c`
+/// the character c, anything else itself. nullopt for a bracket expression (`[...]`), which is
+/// not read. Iterative with one backtrack point, so linear-times-pattern at worst; each step
+/// spends one of `budget`, and nullopt is returned once it is spent.
+std::optional<bool> glob_match(const std::string& pat, const std::string& text, int64_t& budget) {
+  if (pat.find('[') != std::string::npos) return std::nullopt;
+  size_t p = 0, t = 0, star = std::string::npos, mark = 0;
+  while (t < text.size()) {
+    if (--budget < 0) return std::nullopt;
+    const bool escaped = p + 1 < pat.size() && pat[p] == '\\';
+    if (p < pat.size() && pat[p] == '*') {
+      star = p++;
+      mark = t;
+    } else if (p < pat.size() && (escaped ? pat[p + 1] == text[t] : pat[p] == '?' || pat[p] == text[t])) {
+      p += escaped ? 2 : 1;
+      ++t;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      t = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pat.size() && pat[p] == '*') ++p;
+  return p == pat.size();
+}
+
+/// The bash pattern operators of `${NAME<op>...}` applied to `v`: `#`/`##` remove the shortest /
+/// longest matching prefix, `%`/`%%` suffix; `/pat/rep` replaces the first longest match, `//`
+/// every one, `/#` one at the start, `/%` one at the end. nullopt when the pattern is not read
+/// or `budget` (glob steps) runs out.
+std::optional<std::string> pattern_op(const std::string& op, const std::string& pat, const std::string& rep,
+                                      const std::string& v, int64_t& budget) {
+  const size_t n = v.size();
+  if (op == "#" || op == "##") {
+    for (size_t k = 0; k <= n; ++k) {
+      const size_t len = op == "#" ? k : n - k;
+      auto m = glob_match(pat, v.substr(0, len), budget);
+      if (!m) return std::nullopt;
+      if (*m) return v.substr(len);
+    }
+    return v;
+  }
+  if (op == "%" || op == "%%") {
+    for (size_t k = 0; k <= n; ++k) {
+      const size_t from = op == "%" ? n - k : k;
+      auto m = glob_match(pat, v.substr(from), budget);
+      if (!m) return std::nullopt;
+      if (*m) return v.substr(0, from);
+    }
+    return v;
+  }
+  // Replacement: the longest match starting at each position, left to right.
+  if (pat.empty()) return v;
+  std::string out;
+  size_t i = 0;
+  bool replaced = false;
+  while (i <= n) {
+    size_t match = std::string::npos;
+    const bool may_start = op == "/#" ? i == 0 : true;
+    if (may_start && !(replaced && op != "//")) {
+      for (size_t len = n - i + 1; len-- > 0;) {
+        if (op == "/%" && i + len != n) continue;
+        auto m = glob_match(pat, v.substr(i, len), budget);
+        if (!m) return std::nullopt;
+        if (*m) {
+          match = len;
+          break;
+        }
+      }
+    }
+    if (match != std::string::npos && (match > 0 || op != "//")) {
+      out += rep;
+      i += match;
+      replaced = true;
+      if (op != "//") {
+        out += v.substr(std::min(i, n));
+        return out;
+      }
+      if (match == 0) {
+        if (i < n) out += v[i];
+        ++i;
+      }
+      continue;
+    }
+    if (i < n) out += v[i];
+    ++i;
+  }
+  return out;
+}
+
 /// Integer arithmetic of `$((...))`: + - * / % with parentheses and unary signs; names are
 /// variables (empty or unset: 0). nullopt on anything else or a division by zero.
 class Arith {
@@ -454,6 +549,12 @@ class Shell {
         op = inner.substr(k, 2);
       } else if (std::string("-=+?").find(inner[k]) != std::string::npos) {
         op = inner.substr(k, 1);
+      } else {
+        // Substrings, pattern removal and replacement, case changes; an operator not read
+        // here leaves the expansion's own text, which no flag takes as a value, rather than
+        // the variable's plain value.
+        auto v = transformed(str(value), inner.substr(k));
+        return splice(t, v ? *v : "${" + inner + "}", name, at);
       }
     }
     const std::string word = op.empty() ? std::string() : inner.substr(k + op.size());
@@ -487,6 +588,60 @@ class Shell {
       return;
     }
     splice(t, value, name, at);
+  }
+
+  /// `rest` (what follows the name in `${NAME<rest>}`) applied to `v`: `:offset[:length]`,
+  /// `#pat`, `##pat`, `%pat`, `%%pat`, `/pat/rep`, `//pat/rep`, `/#pat/rep`, `/%pat/rep`, `^^`,
+  /// `,,`, `^`, `,` (bash's "Shell Parameter Expansion"; patterns and offsets are expanded
+  /// first). nullopt for anything else.
+  std::optional<std::string> transformed(const std::string& v, const std::string& rest) {
+    if (rest[0] == ':') {  // substring: offsets are arithmetic; a negative offset counts from the end
+      const size_t colon = rest.find(':', 1);
+      bool deep = false;
+      auto off = Arith::eval(plain(rest.substr(1, colon == std::string::npos ? std::string::npos : colon - 1)),
+                             scalars_, &deep);
+      std::optional<int64_t> len;
+      if (colon != std::string::npos) len = Arith::eval(plain(rest.substr(colon + 1)), scalars_, &deep);
+      if (!off || (colon != std::string::npos && !len)) return std::nullopt;
+      const int64_t n = static_cast<int64_t>(v.size());
+      int64_t b = *off < 0 ? n + *off : *off;
+      if (b < 0 || b > n) return std::string();
+      int64_t e = !len ? n : *len < 0 ? n + *len : *len >= n - b ? n : b + *len;
+      if (e < b) return std::nullopt;  // bash: "substring expression < 0"
+      return v.substr(static_cast<size_t>(b), static_cast<size_t>(e - b));
+    }
+    if (rest == "^^" || rest == ",," || rest == "^" || rest == ",") {
+      std::string out = v;
+      const size_t upto = rest.size() == 2 ? out.size() : std::min<size_t>(1, out.size());
+      for (size_t i = 0; i < upto; ++i)
+        out[i] = static_cast<char>(rest[0] == '^' ? std::toupper(static_cast<unsigned char>(out[i]))
+                                                  : std::tolower(static_cast<unsigned char>(out[i])));
+      return out;
+    }
+    if (rest[0] == '#' || rest[0] == '%') {
+      const size_t w = rest.size() > 1 && rest[1] == rest[0] ? 2 : 1;
+      return pattern(rest.substr(0, w), plain(rest.substr(w)), "", v);
+    }
+    if (rest[0] == '/') {
+      size_t w = 1;
+      if (rest.size() > 1 && (rest[1] == '/' || rest[1] == '#' || rest[1] == '%')) w = 2;
+      // The pattern ends at the first unescaped `/`; the rest is the replacement.
+      size_t slash = w;
+      while (slash < rest.size() && rest[slash] != '/') slash += rest[slash] == '\\' ? 2 : 1;
+      const std::string pat = plain(rest.substr(w, slash - w));
+      const std::string rep = slash < rest.size() ? plain(rest.substr(slash + 1)) : std::string();
+      return pattern(rest.substr(0, w), pat, rep, v);
+    }
+    return std::nullopt;
+  }
+  /// pattern_op within the script's budget of glob steps; past it, the limit is recorded.
+  std::optional<std::string> pattern(const std::string& op, const std::string& pat, const std::string& rep,
+                                     const std::string& v) {
+    auto out = pattern_op(op, pat, rep, v, pattern_budget_);
+    if (pattern_budget_ < 0)
+      limit(here(), "the script's ${...} patterns take more than " + std::to_string(kMaxPatternSteps) +
+                        " matching steps: a launch script's patterns are short, so this is not read");
+    return out;
   }
 
   /// Records the first limit the script runs into (see ShellArgs::limit_error).
@@ -588,6 +743,11 @@ class Shell {
     bool condition = false;   // skipping an if/while condition up to `;` or a newline
     bool declaring = false;   // after export/local/...: words are assignments
     bool unsetting = false;   // after unset: words are names to remove
+    bool letting = false;     // after let: words are arithmetic assignments
+    // Assignments before a command word (`TP=4 torchrun ... $TP`) set the command's environment
+    // only: bash expands the command's words with the values from before them, and they do not
+    // outlast the command. Each name's earlier value (nullopt: unset), restored at the command word.
+    std::vector<std::pair<std::string, std::optional<Text>>> prefix_saved;
     while (!eof()) {
       skip_blanks();
       if (eof()) break;
@@ -654,6 +814,14 @@ class Shell {
           unsetting = true;
           continue;
         }
+        if (raw == "let") {
+          letting = true;
+          continue;
+        }
+        if (letting) {  // `let NAME=expr`, `let NAME+=expr`, `let NAME++`
+          let_assign(str(w), start);
+          continue;
+        }
         if (unsetting) {  // `unset NAME...` (options such as -v skipped)
           if (!raw.empty() && raw[0] != '-') {
             scalars_.erase(raw);
@@ -664,6 +832,11 @@ class Shell {
         bool append_op = false;
         if (size_t n = assignment_prefix(raw, &append_op)) {
           const std::string name = raw.substr(0, n - (append_op ? 2 : 1));
+          if (!declaring && std::none_of(prefix_saved.begin(), prefix_saved.end(),
+                                         [&](const auto& p) { return p.first == name; })) {
+            auto old = scalars_.find(name);
+            prefix_saved.emplace_back(name, old == scalars_.end() ? std::nullopt : std::optional<Text>(old->second));
+          }
           if (n == raw.size() && peek() == '(') {
             std::vector<Text> items = array_items();
             auto& dst = arrays_[name];
@@ -697,6 +870,14 @@ class Shell {
           continue;
         }
         if (declaring) continue;
+        // The command word: the assignments before it were its environment only.
+        for (auto& [name, old] : prefix_saved) {
+          if (old)
+            scalars_[name] = std::move(*old);
+          else
+            scalars_.erase(name);
+        }
+        prefix_saved.clear();
       }
       words.push_back(std::move(w));
     }
@@ -705,6 +886,37 @@ class Shell {
     std::vector<ShellToken> tokens;
     for (const Text& w : words) split(w, tokens);
     if (collect(tokens)) command_flags_ = true;
+  }
+
+  /// One word of `let`: NAME=expr, NAME op= expr (+ - * / %), NAME++ or NAME--, evaluated as
+  /// `$((...))` is. A word it cannot evaluate leaves NAME as it was and unset NAME stays unset,
+  /// so a flag that reads it says its value is missing rather than taking a wrong one.
+  void let_assign(const std::string& word, const SourceLoc& at) {
+    size_t n = 0;
+    while (n < word.size() && (n ? is_name_char(word[n]) : is_name_start(word[n]))) ++n;
+    if (n == 0) return;
+    const std::string name = word.substr(0, n);
+    std::string rest = word.substr(n);
+    rest.erase(0, std::min(rest.size(), rest.find_first_not_of(" \t")));
+    std::string expr;
+    if (rest == "++" || rest == "--") {
+      expr = name + (rest == "++" ? "+1" : "-1");
+    } else if (rest.size() >= 2 && rest[1] == '=' && std::string("+-*/%").find(rest[0]) != std::string::npos) {
+      expr = name + rest[0] + "(" + rest.substr(2) + ")";
+    } else if (!rest.empty() && rest[0] == '=') {
+      expr = rest.substr(1);
+    } else {
+      return;
+    }
+    bool deep = false;
+    auto v = Arith::eval(expr, scalars_, &deep);
+    if (deep) limit(at, "let nests parentheses or signs more than " + std::to_string(kMaxShellNesting) +
+                            " deep: a launch script's arithmetic is shallow, so this is not read");
+    if (!v) return;
+    Text value;
+    append(value, std::to_string(*v), at);
+    scalars_[name] = std::move(value);
+    scalar_loc_[name] = at;
   }
 
   /// Skips the target word of a redirection or here-string (on the same line), if any.
@@ -804,6 +1016,7 @@ class Shell {
   std::vector<std::string> array_order_;
   bool command_flags_ = false;
   size_t expanded_ = 0;  ///< characters produced by expansions so far (kMaxShellExpansion)
+  int64_t pattern_budget_ = kMaxPatternSteps;  // glob steps left for ${...} patterns
   int plain_depth_ = 0;  ///< nesting of plain() (kMaxShellNesting)
   std::vector<std::string> heredoc_delims_;  // opened by the current command
   ShellArgs out_;

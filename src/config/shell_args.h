@@ -72,7 +72,11 @@ inline constexpr int kMaxShellNesting = 64;
 /// `${NAME}`, `${NAME:-default}` and `${1:-default}` (variables the script does not set are
 /// empty; positional parameters are unset), `$((arithmetic))` over integers (+ - * / % and
 /// parentheses), arrays `NAME=( ... )` and `NAME+=( ... )` with `${NAME[@]}`, `${NAME[*]}` and
-/// `${NAME[i]}`. `$(command)` is kept as its text; here-document bodies (`<<EOF`) are skipped. Every branch of `if`/`elif`/`else` is taken
+/// `${NAME[i]}`; the substring, pattern and case operators `${NAME:off:len}`, `${NAME#pat}`,
+/// `##`, `%`, `%%`, `${NAME/pat/rep}`, `//`, `/#`, `/%`, `^^`, `,,`, `^`, `,` (glob patterns
+/// with * and ?; an expansion it does not read keeps its own text, never the plain value);
+/// `let NAME=expr` (and `+=`, `++`, ...); `NAME=value cmd` sets NAME for cmd only, as bash
+/// does. `$(command)` is kept as its text; here-document bodies (`<<EOF`) are skipped. Every branch of `if`/`elif`/`else` is taken
 /// (conditions are skipped); loops run their body once. Flags come from every command that is
 /// not a shell builtin (echo, mkdir, ...); the words of a command are split at blanks after
 /// expansion, quoted or not, so an array item "--fp8-format hybrid" gives a flag and its value,
