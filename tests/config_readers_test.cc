@@ -175,6 +175,14 @@ TEST_CASE("a launch script's variables, defaults, arithmetic and arrays expand a
   CHECK(o.vars["A"].value == "16");
   CHECK(o.vars["B"].value == "9");
   CHECK(o.vars["C"].value != "8");
+  // `**` is bash's exponent: right-associative, below the unary signs (bash prints each value).
+  const std::string pw = "A=$((2**3**2))\nB=$((-2**2))\nC=$((3*2**2))\nD=$(((-1)**5))\nE=$((2**-1))\n";
+  ShellArgs w = read_shell_args(register_source("pow.sh", pw), pw);
+  CHECK(w.vars["A"].value == "512");
+  CHECK(w.vars["B"].value == "4");
+  CHECK(w.vars["C"].value == "12");
+  CHECK(w.vars["D"].value == "-1");
+  CHECK(w.vars["E"].value == "$((2**-1))");  // bash: "exponent less than 0"
   // `unset` removes a variable; `<<<` is a here-string (its word on the same line), not a
   // here-document whose missing delimiter swallowed the rest of the script.
   const std::string more = "GB=64\nunset GB\ncat <<< \"starting\"\ntorchrun --nnodes 1 train.py --global-batch-size $GB\n";
@@ -317,6 +325,25 @@ TEST_CASE("Megatron: a world size that tp·pp·cp does not divide is refused at 
                                   "world size (8) is not divisible by tensor parallel size (3) times pipeline parallel "
                                   "size (1) times context parallel size (1)");
   check_at(d, text, "--tensor-model-parallel-size");
+}
+
+TEST_CASE("Megatron: a value the script computes with what schedcheck does not evaluate is located at its expression",
+          "[config]") {
+  const std::string text =
+      "L=$((1 << 4))\n"
+      "H=$(python3 -c 'print(256)')\n"
+      "torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --num-layers $L --hidden-size $H \\\n"
+      "    --num-attention-heads 8 --seq-length 1024 --micro-batch-size 1 --global-batch-size 8\n";
+  const std::string path = test::write_temp("schedcheck_config_test", "unread.sh", text);
+  Diagnostics diags;
+  TrainingJob j;
+  CHECK_FALSE(read_megatron(path, JobContext{}, &j, diags));
+  INFO(all_text(diags));
+  check_at(find_diag(diags, Severity::kError, "argument --num-layers: invalid int value: '$((1<<4))'"), text,
+           "--num-layers", "--num-layers");
+  check_at(find_diag(diags, Severity::kNote, "'$((1<<4))' is arithmetic schedcheck does not evaluate"), text,
+           "L=$((", "$((");
+  check_at(find_diag(diags, Severity::kNote, "is a command, which schedcheck does not run"), text, "H=$(", "$(");
 }
 
 TEST_CASE("Megatron: a missing --micro-batch-size is an error at the start of the file", "[config]") {

@@ -171,6 +171,16 @@ class MegatronReader {
     auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (ec != std::errc() || ptr != s.data() + s.size()) {
       diags_.error(f->loc, fmt::format("argument {}: invalid int value: '{}'", name, s));
+      // An expansion the reader left as its text: say where it is and why.
+      const SourceLoc& from = f->values[0].loc;
+      if (s.rfind("$((", 0) == 0)
+        diags_.note(from, fmt::format("'{}' is arithmetic schedcheck does not evaluate (it reads integers, "
+                                      "variables, + - * / % ** and parentheses); write the value directly", s));
+      else if (s.rfind("$(", 0) == 0)
+        diags_.note(from, fmt::format("'{}' is a command, which schedcheck does not run; write the value directly "
+                                      "or give the variable with --env NAME=VALUE", s));
+      else if (s.rfind("${", 0) == 0)
+        diags_.note(from, fmt::format("'{}' is an expansion schedcheck does not read; write the value directly", s));
       return std::nullopt;
     }
     if (v < min) {

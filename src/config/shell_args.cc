@@ -146,7 +146,7 @@ std::optional<std::string> pattern_op(const std::string& op, const std::string& 
   return out;
 }
 
-/// Integer arithmetic of `$((...))`: + - * / % with parentheses and unary signs; names are
+/// Integer arithmetic of `$((...))`: + - * / % ** with parentheses and unary signs; names are
 /// variables (empty or unset: 0). nullopt on anything else or a division by zero.
 class Arith {
  public:
@@ -188,16 +188,35 @@ class Arith {
     return v;
   }
   std::optional<int64_t> term() {
-    auto v = unary();
+    auto v = power();
     for (skip(); v && i_ < s_.size() && (s_[i_] == '*' || s_[i_] == '/' || s_[i_] == '%'); skip()) {
       char op = s_[i_++];
-      auto r = unary();
+      auto r = power();
       if (!r || (op != '*' && (*r == 0 || (*r == -1 && *v == INT64_MIN)))) return std::nullopt;
       int64_t out = 0;
       if (op == '*' && __builtin_mul_overflow(*v, *r, &out)) return std::nullopt;
       v = op == '*' ? out : op == '/' ? *v / *r : *v % *r;
     }
     return v;
+  }
+  /// `a ** b`: right-associative, below the unary signs as in bash (-2**2 is 4); a negative
+  /// exponent or an overflow is nullopt (bash: "exponent less than 0").
+  std::optional<int64_t> power() {
+    auto v = unary();
+    skip();
+    if (!v || i_ + 1 >= s_.size() || s_[i_] != '*' || s_[i_ + 1] != '*') return v;
+    i_ += 2;
+    Nest nest(*this);
+    if (nest.too_deep()) return std::nullopt;
+    auto e = power();
+    if (!e || *e < 0) return std::nullopt;
+    int64_t out = 1;
+    for (int64_t k = 0; k < *e; ++k) {
+      if (__builtin_mul_overflow(out, *v, &out)) return std::nullopt;
+      if (out == 0 || out == 1) break;          // 0 and 1 stay where they are
+      if (out == -1) return (*e - k - 1) % 2 == 0 ? -1 : 1;  // -1 alternates
+    }
+    return out;
   }
   /// Counts one level of nesting while alive; too deep sets *deep_.
   struct Nest {
@@ -470,10 +489,16 @@ class Shell {
       auto v = Arith::eval(plain(inner), scalars_, &deep);
       if (deep) limit(at, "$((...)) nests parentheses or signs more than " + std::to_string(kMaxShellNesting) +
                               " deep: a launch script's arithmetic is shallow, so this is not read");
-      splice(t, v ? std::to_string(*v) : "$((" + inner + "))", "$((...))", at);
+      // Not evaluated: its own text, without blanks so that it stays one word (a flag given it
+      // says the value is invalid, and the reader's note points here).
+      std::string text = "$((" + inner + "))";
+      text.erase(std::remove_if(text.begin(), text.end(), [](char ch) { return std::isspace(static_cast<unsigned char>(ch)); }),
+                 text.end());
+      splice(t, v ? std::to_string(*v) : text, "$((...))", at);
     } else if (c == '(') {
       advance();
-      splice(t, "$(" + balanced('(', ')') + ")", "$(...)", at);
+      balanced('(', ')');
+      splice(t, std::string("$(...)"), "$(...)", at);  // a command is not run: one word that says so
     } else if (c == '{') {
       advance();
       parameter(t, balanced('{', '}'), at);

@@ -76,7 +76,7 @@ inline constexpr int kMaxShellNesting = 64;
 /// `##`, `%`, `%%`, `${NAME/pat/rep}`, `//`, `/#`, `/%`, `^^`, `,,`, `^`, `,` (glob patterns
 /// with * and ?; an expansion it does not read keeps its own text, never the plain value);
 /// `let NAME=expr` (and `+=`, `++`, ...); `NAME=value cmd` sets NAME for cmd only, as bash
-/// does. `$(command)` is kept as its text; here-document bodies (`<<EOF`) are skipped. Every branch of `if`/`elif`/`else` is taken
+/// does. `$(command)` is not run: it expands to the word `$(...)`; here-document bodies (`<<EOF`) are skipped. Every branch of `if`/`elif`/`else` is taken
 /// (conditions are skipped); loops run their body once. Flags come from every command that is
 /// not a shell builtin (echo, mkdir, ...); the words of a command are split at blanks after
 /// expansion, quoted or not, so an array item "--fp8-format hybrid" gives a flag and its value,
