@@ -230,13 +230,18 @@ TEST_CASE("a launch script's substrings, patterns, case changes, let and prefix 
       "N=${M/#GPT/LLM}\n"         // LLM-Big-Run
       "O=${M/%Run/Job}\n"         // GPT-Big-Job
       "Q=${M/[A-Z]*/x}\n"         // a bracket expression: not read
+      "R=${M/#/pre-}\n"           // an empty anchored pattern: pre-GPT-Big-Run
+      "EMPTY=\n"
+      "S=${EMPTY//*/y}\n"         // y
+      "T=${M: -3:2}\n"            // Ru
       "TP=8\n"
       "TP=2 torchrun --nnodes 1 train.py --tensor-model-parallel-size $TP --micro-batch-size ${TP:1}\n";
   ShellArgs sh = read_shell_args(register_source("ops.sh", text), text);
   const std::map<std::string, std::string> want = {
       {"A", "4pp2"}, {"B", "4"},    {"C", "2"},        {"D", "4p"},          {"PP", "4"},           {"L", "24"},
       {"E", "gpt-big-run"}, {"F", "GPT-BIG-RUN"}, {"G", "GPT_Big_Run"}, {"H", "x.tar.gz"}, {"I", "data/runs/x.tar.gz"},
-      {"J", "x.tar"}, {"K", "x"}, {"N", "LLM-Big-Run"}, {"O", "GPT-Big-Job"}};
+      {"J", "x.tar"}, {"K", "x"}, {"N", "LLM-Big-Run"}, {"O", "GPT-Big-Job"}, {"R", "pre-GPT-Big-Run"},
+      {"S", "y"}, {"T", "Ru"}};
   for (const auto& [name, value] : want) {
     INFO(name);
     CHECK(sh.vars[name].value == value);

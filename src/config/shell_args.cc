@@ -107,8 +107,14 @@ std::optional<std::string> pattern_op(const std::string& op, const std::string& 
     }
     return v;
   }
-  // Replacement: the longest match starting at each position, left to right.
-  if (pat.empty()) return v;
+  // Replacement: the longest match starting at each position, left to right. An empty pattern
+  // matches nothing for `/` and `//` and the empty string at the anchor for `/#` and `/%`.
+  if (pat.empty()) return op == "/#" ? rep + v : op == "/%" ? v + rep : v;
+  if (v.empty()) {  // only a pattern of stars matches the empty string
+    auto m = glob_match(pat, v, budget);
+    if (!m) return std::nullopt;
+    return *m ? rep : v;
+  }
   std::string out;
   size_t i = 0;
   bool replaced = false;
