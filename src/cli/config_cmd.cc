@@ -67,9 +67,13 @@ std::string fidelity_text(const std::string& framework) {
   const model::FidelityBand* b = model::fidelity_band(framework.c_str());
   if (!b)
     return fmt::format("no published {} run is checked yet: this prediction has no measured error band", framework);
-  return fmt::format("the throughput predicted for {} published {} runs lies {:+.1f} % to {:+.1f} % from the "
-                     "published figure (docs/fidelity.md)",
-                     b->runs, framework, b->min_error_pct, b->max_error_pct);
+  std::string text = fmt::format("the throughput predicted for {} published {} runs lies {:+.1f} % to {:+.1f} % from "
+                                 "the published figure (docs/fidelity.md)",
+                                 b->runs, framework, b->min_error_pct, b->max_error_pct);
+  if (b->memory_runs > 0)
+    text += fmt::format("; the memory reserved, for the {} that publish it, {:+.1f} % to {:+.1f} %", b->memory_runs,
+                        b->memory_min_error_pct, b->memory_max_error_pct);
+  return text;
 }
 
 void write_job_text(std::ostream& os, const TrainingJob& job, const JobCosts& jc, const config::JobPrediction& p) {
@@ -167,6 +171,9 @@ nlohmann::json job_json(const TrainingJob& job, const JobCosts& jc, const config
                       {"reserved_bytes", p.reserved_bytes}};
   if (const model::FidelityBand* b = model::fidelity_band(job.framework.c_str()))
     j["fidelity"] = {{"framework", b->framework}, {"runs", b->runs}, {"min_error_pct", b->min_error_pct},
+                     {"memory_runs", b->memory_runs},
+                     {"memory_min_error_pct", b->memory_runs > 0 ? nlohmann::json(b->memory_min_error_pct) : nlohmann::json(nullptr)},
+                     {"memory_max_error_pct", b->memory_runs > 0 ? nlohmann::json(b->memory_max_error_pct) : nlohmann::json(nullptr)},
                      {"max_error_pct", b->max_error_pct}, {"source", "docs/fidelity.md"}};
   else
     j["fidelity"] = nullptr;
