@@ -248,6 +248,23 @@ TEST_CASE("a launch script's substrings, patterns, case changes, let and prefix 
   }
   // An expansion not read keeps its own text, which no integer flag accepts, never the plain value.
   CHECK(sh.vars["Q"].value == "${M/[A-Z]*/x}");
+
+  // Arithmetic commands, side effects and quoting, each against bash 5.2's value: a quoted `*`
+  // matches itself (bash keeps 20; not read here, so the text stays), `((B+=4))` is 8,
+  // `(( C = 1024 ))` 1024, `${U/#/8}` of an unset U is empty, a prefix assignment before a word
+  // that expands to nothing stays (G=4). `$((++D))` changes D: not evaluated, D and E hold the text.
+  const std::string more =
+      "TP=20\nA=${TP%\"0*\"}\nB=4\n((B+=4))\nC=1\n(( C = 1024 ))\nD=1\nE=$((++D))\nF=${U/#/8}\n"
+      "G=2\nG=4 ${LAUNCHER}\nlet H=0x400\n";
+  ShellArgs m = read_shell_args(register_source("ops2.sh", more), more);
+  CHECK(m.vars["A"].value == "${TP%\"0*\"}");
+  CHECK(m.vars["B"].value == "8");
+  CHECK(m.vars["C"].value == "1024");
+  CHECK(m.vars["D"].value == "$((++D))");
+  CHECK(m.vars["E"].value == "$((++D))");
+  CHECK(m.vars["F"].value == "");
+  CHECK(m.vars["G"].value == "4");
+  CHECK(m.vars["H"].value == "$((H=0x400))");
   // TP=2 before the command is the command's environment: its words see TP=8, and TP stays 8.
   CHECK(sh.vars["TP"].value == "8");
   REQUIRE(sh.flags.size() == 3);
@@ -349,6 +366,27 @@ TEST_CASE("Megatron: a value the script computes with what schedcheck does not e
   check_at(find_diag(diags, Severity::kNote, "'$((1<<4))' is arithmetic schedcheck does not evaluate"), text,
            "L=$((", "$((");
   check_at(find_diag(diags, Severity::kNote, "is a command, which schedcheck does not run"), text, "H=$(", "$(");
+}
+
+TEST_CASE("Megatron: expansions nested past the limit are refused at their line, and the message prints",
+          "[config]") {
+  // 65 nested `${X#...}`: the limit's location lies inside the expansion's text, past the end of
+  // the line; printing the diagnostic used to throw (basic_string_view::substr).
+  std::string nest = "0";
+  for (int i = 0; i < 65; ++i) nest = "${X#" + nest + "}";
+  const std::string text = "X=1024\ntorchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --num-layers " + nest +
+                           " --hidden-size 256 --num-attention-heads 8 --seq-length 1024 --micro-batch-size 1 "
+                           "--global-batch-size 8\n";
+  const std::string path = test::write_temp("schedcheck_config_test", "nest65.sh", text);
+  Diagnostics diags;
+  TrainingJob j;
+  CHECK_FALSE(read_megatron(path, JobContext{}, &j, diags));
+  const std::string printed = all_text(diags);
+  INFO(printed);
+  const Diagnostic* d = find_diag(diags, Severity::kError, "nest more than 64 deep");
+  REQUIRE(d);
+  CHECK(d->loc.line == 2);
+  CHECK(printed.find("nest65.sh:2:") != std::string::npos);
 }
 
 TEST_CASE("Megatron: a missing --micro-batch-size is an error at the start of the file", "[config]") {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <set>
+#include <string_view>
 
 namespace sc::config {
 namespace {
@@ -59,9 +60,9 @@ constexpr int64_t kMaxPatternSteps = int64_t{1} << 24;
 /// the character c, anything else itself. nullopt for a bracket expression (`[...]`), which is
 /// not read. Iterative with one backtrack point, so linear-times-pattern at worst; each step
 /// spends one of `budget`, and nullopt is returned once it is spent.
-std::optional<bool> glob_match(const std::string& pat, const std::string& text, int64_t& budget) {
-  if (pat.find('[') != std::string::npos) return std::nullopt;
-  size_t p = 0, t = 0, star = std::string::npos, mark = 0;
+std::optional<bool> glob_match(std::string_view pat, std::string_view text, int64_t& budget) {
+  if (pat.find('[') != std::string_view::npos) return std::nullopt;
+  size_t p = 0, t = 0, star = std::string_view::npos, mark = 0;
   while (t < text.size()) {
     if (--budget < 0) return std::nullopt;
     const bool escaped = p + 1 < pat.size() && pat[p] == '\\';
@@ -71,7 +72,7 @@ std::optional<bool> glob_match(const std::string& pat, const std::string& text, 
     } else if (p < pat.size() && (escaped ? pat[p + 1] == text[t] : pat[p] == '?' || pat[p] == text[t])) {
       p += escaped ? 2 : 1;
       ++t;
-    } else if (star != std::string::npos) {
+    } else if (star != std::string_view::npos) {
       p = star + 1;
       t = ++mark;
     } else {
@@ -85,69 +86,63 @@ std::optional<bool> glob_match(const std::string& pat, const std::string& text, 
 /// The bash pattern operators of `${NAME<op>...}` applied to `v`: `#`/`##` remove the shortest /
 /// longest matching prefix, `%`/`%%` suffix; `/pat/rep` replaces the first longest match, `//`
 /// every one, `/#` one at the start, `/%` one at the end. nullopt when the pattern is not read
-/// or `budget` (glob steps) runs out.
+/// or `budget` (glob steps, one also per candidate tried) runs out.
 std::optional<std::string> pattern_op(const std::string& op, const std::string& pat, const std::string& rep,
                                       const std::string& v, int64_t& budget) {
+  const std::string_view sv(v);
   const size_t n = v.size();
-  if (op == "#" || op == "##") {
+  // Whether v[from, from + len) matches, charging the candidate to the budget.
+  auto matches = [&](size_t from, size_t len) -> std::optional<bool> {
+    if (--budget < 0) return std::nullopt;
+    return glob_match(pat, sv.substr(from, len), budget);
+  };
+  if (op == "#" || op == "##" || op == "/#") {  // a prefix: shortest (#) or longest (## and /#)
+    if (op == "/#" && pat.empty()) return rep + v;
     for (size_t k = 0; k <= n; ++k) {
       const size_t len = op == "#" ? k : n - k;
-      auto m = glob_match(pat, v.substr(0, len), budget);
+      auto m = matches(0, len);
       if (!m) return std::nullopt;
-      if (*m) return v.substr(len);
+      if (*m) return (op == "/#" ? rep : std::string()) + v.substr(len);
     }
     return v;
   }
-  if (op == "%" || op == "%%") {
+  if (op == "%" || op == "%%" || op == "/%") {  // a suffix: shortest (%) or longest (%% and /%)
+    if (op == "/%" && pat.empty()) return v + rep;
     for (size_t k = 0; k <= n; ++k) {
       const size_t from = op == "%" ? n - k : k;
-      auto m = glob_match(pat, v.substr(from), budget);
+      auto m = matches(from, n - from);
       if (!m) return std::nullopt;
-      if (*m) return v.substr(0, from);
+      if (*m) return v.substr(0, from) + (op == "/%" ? rep : std::string());
     }
     return v;
   }
-  // Replacement: the longest match starting at each position, left to right. An empty pattern
-  // matches nothing for `/` and `//` and the empty string at the anchor for `/#` and `/%`.
-  if (pat.empty()) return op == "/#" ? rep + v : op == "/%" ? v + rep : v;
-  if (v.empty()) {  // only a pattern of stars matches the empty string
-    auto m = glob_match(pat, v, budget);
+  // `/` and `//`: the longest match starting at each position, left to right. An empty pattern
+  // matches nothing; only a pattern of stars matches the empty value.
+  if (pat.empty()) return v;
+  if (v.empty()) {
+    auto m = matches(0, 0);
     if (!m) return std::nullopt;
     return *m ? rep : v;
   }
   std::string out;
   size_t i = 0;
-  bool replaced = false;
-  while (i <= n) {
+  while (i < n) {
     size_t match = std::string::npos;
-    const bool may_start = op == "/#" ? i == 0 : true;
-    if (may_start && !(replaced && op != "//")) {
-      for (size_t len = n - i + 1; len-- > 0;) {
-        if (op == "/%" && i + len != n) continue;
-        auto m = glob_match(pat, v.substr(i, len), budget);
-        if (!m) return std::nullopt;
-        if (*m) {
-          match = len;
-          break;
-        }
+    for (size_t len = n - i + 1; len-- > 1;) {  // non-empty matches only
+      auto m = matches(i, len);
+      if (!m) return std::nullopt;
+      if (*m) {
+        match = len;
+        break;
       }
     }
-    if (match != std::string::npos && (match > 0 || op != "//")) {
-      out += rep;
-      i += match;
-      replaced = true;
-      if (op != "//") {
-        out += v.substr(std::min(i, n));
-        return out;
-      }
-      if (match == 0) {
-        if (i < n) out += v[i];
-        ++i;
-      }
+    if (match == std::string::npos) {
+      out += v[i++];
       continue;
     }
-    if (i < n) out += v[i];
-    ++i;
+    out += rep;
+    i += match;
+    if (op != "//") return out + v.substr(i);
   }
   return out;
 }
@@ -172,9 +167,12 @@ class Arith {
     return v;
   }
   /// Evaluates `s` as a whole (a fresh memo); `deep` as above.
-  static std::optional<int64_t> eval(const std::string& s, const std::map<std::string, Text>& vars, bool* deep) {
+  static std::optional<int64_t> eval(const std::string& s, const std::map<std::string, Text>& vars, bool* deep,
+                                     std::vector<std::string>* assigned = nullptr) {
     Memo memo;
-    return Arith(s, vars, memo, deep).run();
+    Arith a(s, vars, memo, deep);
+    a.assigned_ = assigned;
+    return a.run();
   }
 
  private:
@@ -237,6 +235,16 @@ class Arith {
   };
   std::optional<int64_t> unary() {
     skip();
+    if (i_ + 1 < s_.size() && (s_[i_] == '-' || s_[i_] == '+') && s_[i_ + 1] == s_[i_]) {  // ++N, --N: not read
+      size_t k = i_ + 2;
+      while (k < s_.size() && std::isspace(static_cast<unsigned char>(s_[k]))) ++k;
+      size_t b = k;
+      while (k < s_.size() && is_name_char(s_[k])) ++k;
+      if (k > b && is_name_start(s_[b])) {  // before a number, two signs (bash: $((--1)) is 1)
+        record_assigned(s_.substr(b, k - b));
+        return std::nullopt;
+      }
+    }
     if (i_ < s_.size() && (s_[i_] == '-' || s_[i_] == '+')) {
       char op = s_[i_++];
       Nest nest(*this);
@@ -281,6 +289,16 @@ class Arith {
       size_t b = i_;
       while (i_ < s_.size() && is_name_char(s_[i_])) ++i_;
       const std::string name = s_.substr(b, i_ - b);
+      size_t k = i_;
+      while (k < s_.size() && std::isspace(static_cast<unsigned char>(s_[k]))) ++k;
+      const bool incdec = k + 1 < s_.size() && (s_[k] == '+' || s_[k] == '-') && s_[k + 1] == s_[k];
+      const bool assign = k < s_.size() && ((s_[k] == '=' && (k + 1 >= s_.size() || s_[k + 1] != '=')) ||
+                                            (k + 1 < s_.size() && s_[k + 1] == '=' &&
+                                             std::string("+-*/%").find(s_[k]) != std::string::npos));
+      if (incdec || assign) {
+        record_assigned(name);
+        return std::nullopt;
+      }
       auto it = vars_.find(name);
       if (it == vars_.end() || it->second.empty()) return 0;
       if (depth_ >= 16) return std::nullopt;
@@ -299,6 +317,12 @@ class Arith {
   Memo& memo_;
   bool* deep_;
   int depth_ = 0;
+  /// Names the expression assigns (`++N`, `N++`, `N = e`, `N += e`): such an expression is not
+  /// evaluated (nullopt), and its caller is told which variables it would have changed.
+  std::vector<std::string>* assigned_ = nullptr;
+  void record_assigned(const std::string& name) {
+    if (assigned_) assigned_->push_back(name);
+  }
   int nest_ = 0;
   size_t i_ = 0;
 };
@@ -329,6 +353,8 @@ class Shell {
       char c = peek();
       if (c == '#') {
         skip_comment();
+      } else if (c == '(' && peek(1) == '(') {
+        command();  // an arithmetic command `(( ... ))`
       } else if (c == '\n' || c == ';' || c == '&' || c == '|' || c == '(' || c == ')' || c == '<' || c == '>') {
         advance();
       } else {
@@ -492,7 +518,8 @@ class Shell {
       std::string inner = balanced('(', ')');
       if (peek() == ')') advance();
       bool deep = false;
-      auto v = Arith::eval(plain(inner), scalars_, &deep);
+      std::vector<std::string> assigned;
+      auto v = Arith::eval(plain(inner), scalars_, &deep, &assigned);
       if (deep) limit(at, "$((...)) nests parentheses or signs more than " + std::to_string(kMaxShellNesting) +
                               " deep: a launch script's arithmetic is shallow, so this is not read");
       // Not evaluated: its own text, without blanks so that it stays one word (a flag given it
@@ -500,6 +527,8 @@ class Shell {
       std::string text = "$((" + inner + "))";
       text.erase(std::remove_if(text.begin(), text.end(), [](char ch) { return std::isspace(static_cast<unsigned char>(ch)); }),
                  text.end());
+      // A variable the expression would have changed holds the expression's text too.
+      for (const std::string& name : assigned) set_text(name, text, at);
       splice(t, v ? std::to_string(*v) : text, "$((...))", at);
     } else if (c == '(') {
       advance();
@@ -584,6 +613,8 @@ class Shell {
         // Substrings, pattern removal and replacement, case changes; an operator not read
         // here leaves the expansion's own text, which no flag takes as a value, rather than
         // the variable's plain value.
+        // An unset variable expands to nothing whatever the operator (bash: `${U/#/x}` is empty).
+        if (!scalars_.count(name) && array == arrays_.end()) return;
         auto v = transformed(str(value), inner.substr(k));
         return splice(t, v ? *v : "${" + inner + "}", name, at);
       }
@@ -649,8 +680,12 @@ class Shell {
                                                   : std::tolower(static_cast<unsigned char>(out[i])));
       return out;
     }
+    // A quoted or escaped pattern character matches itself in bash; the expansion of quotes
+    // here drops that difference, so such a pattern is not read (never read as a wildcard).
+    auto quoted = [](const std::string& raw) { return raw.find_first_of("\"'\\") != std::string::npos; };
     if (rest[0] == '#' || rest[0] == '%') {
       const size_t w = rest.size() > 1 && rest[1] == rest[0] ? 2 : 1;
+      if (quoted(rest.substr(w))) return std::nullopt;
       return pattern(rest.substr(0, w), plain(rest.substr(w)), "", v);
     }
     if (rest[0] == '/') {
@@ -659,6 +694,7 @@ class Shell {
       // The pattern ends at the first unescaped `/`; the rest is the replacement.
       size_t slash = w;
       while (slash < rest.size() && rest[slash] != '/') slash += rest[slash] == '\\' ? 2 : 1;
+      if (quoted(rest.substr(w, slash - w))) return std::nullopt;
       const std::string pat = plain(rest.substr(w, slash - w));
       const std::string rep = slash < rest.size() ? plain(rest.substr(slash + 1)) : std::string();
       return pattern(rest.substr(0, w), pat, rep, v);
@@ -668,6 +704,7 @@ class Shell {
   /// pattern_op within the script's budget of glob steps; past it, the limit is recorded.
   std::optional<std::string> pattern(const std::string& op, const std::string& pat, const std::string& rep,
                                      const std::string& v) {
+    if (pattern_budget_ < 0) return std::nullopt;
     auto out = pattern_op(op, pat, rep, v, pattern_budget_);
     if (pattern_budget_ < 0)
       limit(here(), "the script's ${...} patterns take more than " + std::to_string(kMaxPatternSteps) +
@@ -812,6 +849,19 @@ class Shell {
         heredoc_start();
         continue;
       }
+      if (c == '(' && peek(1) == '(' && words.empty() && !condition) {  // `(( expr, expr ))`: let's arithmetic
+        const SourceLoc at = here();
+        advance();
+        advance();
+        std::string inner = balanced('(', ')');
+        if (peek() == ')') advance();
+        size_t from = 0;
+        for (size_t comma = 0; comma != std::string::npos; from = comma + 1) {
+          comma = inner.find(',', from);
+          let_assign(plain(inner.substr(from, comma == std::string::npos ? std::string::npos : comma - from)), at);
+        }
+        continue;
+      }
       if (c == '(' || c == ')' || c == '<' || c == '>') {
         advance();
         continue;
@@ -901,6 +951,8 @@ class Shell {
           continue;
         }
         if (declaring) continue;
+        // A word that expands to nothing is no command word: bash drops it.
+        if (w.empty() && !raw.empty() && raw.find_first_of("\"'") == std::string::npos) continue;
         // The command word: the assignments before it were its environment only.
         for (auto& [name, old] : prefix_saved) {
           if (old)
@@ -919,35 +971,57 @@ class Shell {
     if (collect(tokens)) command_flags_ = true;
   }
 
-  /// One word of `let`: NAME=expr, NAME op= expr (+ - * / %), NAME++ or NAME--, evaluated as
-  /// `$((...))` is. A word it cannot evaluate leaves NAME as it was and unset NAME stays unset,
-  /// so a flag that reads it says its value is missing rather than taking a wrong one.
-  void let_assign(const std::string& word, const SourceLoc& at) {
+  /// Sets scalar `name` to `text` (a value it could not compute: no integer flag accepts it).
+  void set_text(const std::string& name, const std::string& text, const SourceLoc& at) {
+    Text value;
+    append(value, text.substr(0, kMaxShellValue), at);
+    scalars_[name] = std::move(value);
+    scalar_loc_[name] = at;
+  }
+
+  /// One word of `let` or one expression of `(( ))`: NAME=expr, NAME op= expr (+ - * / %),
+  /// NAME++, NAME--, ++NAME, --NAME, evaluated as `$((...))` is. A variable it cannot compute
+  /// holds the expression's text (`$((...))` without blanks), so a flag that reads it says its
+  /// value is invalid, with the note of an unevaluated expression, never a stale value.
+  void let_assign(std::string word, const SourceLoc& at) {
+    word.erase(0, std::min(word.size(), word.find_first_not_of(" \t")));
+    while (!word.empty() && std::isspace(static_cast<unsigned char>(word.back()))) word.pop_back();
+    std::string prefix;
+    if (word.size() > 2 && (word.rfind("++", 0) == 0 || word.rfind("--", 0) == 0)) {
+      prefix = word.substr(0, 2);
+      word.erase(0, 2);
+    }
     size_t n = 0;
     while (n < word.size() && (n ? is_name_char(word[n]) : is_name_start(word[n]))) ++n;
+    const std::string text = "$((" + prefix + word + "))";
+    std::string compact = text;
+    compact.erase(std::remove_if(compact.begin(), compact.end(), [](char ch) { return std::isspace(static_cast<unsigned char>(ch)); }),
+                  compact.end());
     if (n == 0) return;
     const std::string name = word.substr(0, n);
     std::string rest = word.substr(n);
     rest.erase(0, std::min(rest.size(), rest.find_first_not_of(" \t")));
     std::string expr;
-    if (rest == "++" || rest == "--") {
+    if (!prefix.empty() && rest.empty()) {
+      expr = name + (prefix == "++" ? "+1" : "-1");
+    } else if (!prefix.empty()) {
+      return set_text(name, compact, at);
+    } else if (rest == "++" || rest == "--") {
       expr = name + (rest == "++" ? "+1" : "-1");
     } else if (rest.size() >= 2 && rest[1] == '=' && std::string("+-*/%").find(rest[0]) != std::string::npos) {
       expr = name + rest[0] + "(" + rest.substr(2) + ")";
-    } else if (!rest.empty() && rest[0] == '=') {
+    } else if (!rest.empty() && rest[0] == '=' && (rest.size() == 1 || rest[1] != '=')) {
       expr = rest.substr(1);
     } else {
-      return;
+      return;  // a test (`let N==1`) or an operator not read: assigns nothing
     }
     bool deep = false;
-    auto v = Arith::eval(expr, scalars_, &deep);
+    std::vector<std::string> assigned;
+    auto v = Arith::eval(expr, scalars_, &deep, &assigned);
     if (deep) limit(at, "let nests parentheses or signs more than " + std::to_string(kMaxShellNesting) +
                             " deep: a launch script's arithmetic is shallow, so this is not read");
-    if (!v) return;
-    Text value;
-    append(value, std::to_string(*v), at);
-    scalars_[name] = std::move(value);
-    scalar_loc_[name] = at;
+    for (const std::string& other : assigned) set_text(other, compact, at);
+    set_text(name, v ? std::to_string(*v) : compact, at);
   }
 
   /// Skips the target word of a redirection or here-string (on the same line), if any.

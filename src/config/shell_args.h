@@ -75,7 +75,8 @@ inline constexpr int kMaxShellNesting = 64;
 /// `${NAME[i]}`; the substring, pattern and case operators `${NAME:off:len}`, `${NAME#pat}`,
 /// `##`, `%`, `%%`, `${NAME/pat/rep}`, `//`, `/#`, `/%`, `^^`, `,,`, `^`, `,` (glob patterns
 /// with * and ?; an expansion it does not read keeps its own text, never the plain value);
-/// `let NAME=expr` (and `+=`, `++`, ...); `NAME=value cmd` sets NAME for cmd only, as bash
+/// `let NAME=expr` (and `+=`, `++`, ...) and `(( expr ))`; an arithmetic side effect inside
+/// `$((...))` is not evaluated (the variable then holds the expression's text); `NAME=value cmd` sets NAME for cmd only, as bash
 /// does. `$(command)` is not run: it expands to the word `$(...)`; here-document bodies (`<<EOF`) are skipped. Every branch of `if`/`elif`/`else` is taken
 /// (conditions are skipped); loops run their body once. Flags come from every command that is
 /// not a shell builtin (echo, mkdir, ...); the words of a command are split at blanks after

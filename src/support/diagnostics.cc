@@ -50,7 +50,9 @@ std::string format_diagnostic(const Diagnostic& d) {
     std::string_view line = source_line(d.loc.file, d.loc.line);
     if (!line.empty()) {
       // Keep very long lines (CSV rows) readable: show a window around the column.
-      size_t col = d.loc.col > 0 ? static_cast<size_t>(d.loc.col - 1) : 0;
+      // A column past the line's end (a location computed inside an expansion's text) points
+      // at the end of the line.
+      size_t col = d.loc.col > 0 ? std::min(static_cast<size_t>(d.loc.col - 1), line.size()) : 0;
       size_t start = 0;
       std::string prefix;
       if (line.size() > 120 && col > 60) {
