@@ -47,6 +47,13 @@ void check_at(const Diagnostic* d, const std::string& text, const std::string& l
   CHECK(d->loc.col == col);
 }
 
+/// Reads Megatron-LM script `text`, written to a temporary file `name`, into `diags`; true when
+/// it reads without errors.
+bool read_megatron_text(const std::string& name, const std::string& text, Diagnostics& diags) {
+  TrainingJob j;
+  return read_megatron(test::write_temp("schedcheck_config_test", name, text), JobContext{}, &j, diags);
+}
+
 bool has_unmodelled(const TrainingJob& j, const std::string& key) {
   for (const auto& [k, l] : j.unmodelled)
     if (k == key) return true;
@@ -356,10 +363,8 @@ TEST_CASE("Megatron: a value the script computes with what schedcheck does not e
       "H=$(python3 -c 'print(256)')\n"
       "torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --num-layers $L --hidden-size $H \\\n"
       "    --num-attention-heads 8 --seq-length 1024 --micro-batch-size 1 --global-batch-size 8\n";
-  const std::string path = test::write_temp("schedcheck_config_test", "unread.sh", text);
   Diagnostics diags;
-  TrainingJob j;
-  CHECK_FALSE(read_megatron(path, JobContext{}, &j, diags));
+  CHECK_FALSE(read_megatron_text("unread.sh", text, diags));
   INFO(all_text(diags));
   check_at(find_diag(diags, Severity::kError, "argument --num-layers: invalid int value: '$((1<<4))'"), text,
            "--num-layers", "--num-layers");
@@ -377,10 +382,8 @@ TEST_CASE("Megatron: expansions nested past the limit are refused at their line,
   const std::string text = "X=1024\ntorchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --num-layers " + nest +
                            " --hidden-size 256 --num-attention-heads 8 --seq-length 1024 --micro-batch-size 1 "
                            "--global-batch-size 8\n";
-  const std::string path = test::write_temp("schedcheck_config_test", "nest65.sh", text);
   Diagnostics diags;
-  TrainingJob j;
-  CHECK_FALSE(read_megatron(path, JobContext{}, &j, diags));
+  CHECK_FALSE(read_megatron_text("nest65.sh", text, diags));
   const std::string printed = all_text(diags);
   INFO(printed);
   const Diagnostic* d = find_diag(diags, Severity::kError, "nest more than 64 deep");

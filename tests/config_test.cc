@@ -39,6 +39,15 @@ std::string changed(const std::string& name, const std::string& from, const std:
   return test::write_temp("schedcheck-config-test", "changed-" + name, text);
 }
 
+/// Reads torchtitan TOML `text`, written to a temporary file `name`, on 8 GPUs into `d`; true
+/// when it reads without errors.
+bool read_torchtitan_text(const std::string& name, const std::string& text, Diagnostics& d) {
+  config::TrainingJob job;
+  config::JobContext ctx;
+  ctx.gpus = 8;
+  return config::read_torchtitan(test::write_temp("schedcheck-config-test", name, text), ctx, &job, d);
+}
+
 bool has_error_at(const Diagnostics& d, int line, const std::string& words) {
   for (const Diagnostic& x : d.all())
     if (x.severity == Severity::kError && x.loc.line == line && x.message.find(words) != std::string::npos) return true;
@@ -617,13 +626,10 @@ TEST_CASE("torchtitan: a table written as a value, and a training.dtype torchtit
           "[config]") {
   // `compile = true` was "unknown table 'compile' (did you mean 'compile'?)"; training.dtype is
   // Literal["bfloat16", "float32"] at 238fa99, and "float16" was accepted and ignored.
-  config::TrainingJob job;
   Diagnostics d;
-  config::JobContext ctx;
-  ctx.gpus = 8;
   const std::string text = "compile = true\n[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\n"
                            "local_batch_size = 2\nseq_len = 8192\ndtype = \"float16\"\n";
-  CHECK_FALSE(config::read_torchtitan(test::write_temp("schedcheck-config-test", "table-value.toml", text), ctx, &job, d));
+  CHECK_FALSE(read_torchtitan_text("table-value.toml", text, d));
   CHECK(has_error_at(d, 1, "compile is a table in torchtitan's JobConfig: write [compile] with its keys below it, "
                            "not a single value"));
   CHECK(has_error_at(d, 8, "training.dtype = \"float16\": expected \"bfloat16\" or \"float32\""));
@@ -631,13 +637,10 @@ TEST_CASE("torchtitan: a table written as a value, and a training.dtype torchtit
 
 TEST_CASE("an abbreviated key gets the long name it abbreviates as its suggestion", "[config]") {
   // "enable_async_tp" is 13 edits from "enable_async_tensor_parallel", past the edit bound.
-  config::TrainingJob job;
   Diagnostics d;
-  config::JobContext ctx;
-  ctx.gpus = 8;
   const std::string text = "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 2\n"
                            "seq_len = 8192\n[parallelism]\nenable_async_tp = true\n";
-  CHECK_FALSE(config::read_torchtitan(test::write_temp("schedcheck-config-test", "abbrev.toml", text), ctx, &job, d));
+  CHECK_FALSE(read_torchtitan_text("abbrev.toml", text, d));
   CHECK(has_error_at(d, 8, "(did you mean 'enable_async_tensor_parallel'?)"));
   CHECK(closest_match("pipeline_par", {"pipeline_parallel_degree", "pipeline_parallel_schedule"}).empty());  // two share it
 }

@@ -56,6 +56,13 @@ size_t assignment_prefix(const std::string& raw, bool* append_op) {
 /// script's patterns take a few hundred): bounds time whatever the values and patterns.
 constexpr int64_t kMaxPatternSteps = int64_t{1} << 24;
 
+/// `s` without its blanks: the text of an expression left unevaluated stays one word.
+std::string without_blanks(std::string s) {
+  s.erase(std::remove_if(s.begin(), s.end(), [](char ch) { return std::isspace(static_cast<unsigned char>(ch)); }),
+          s.end());
+  return s;
+}
+
 /// Whether `text` matches the bash glob `pat` as a whole: `*` any run, `?` one character, `\c`
 /// the character c, anything else itself. nullopt for a bracket expression (`[...]`), which is
 /// not read. Iterative with one backtrack point, so linear-times-pattern at worst; each step
@@ -524,9 +531,7 @@ class Shell {
                               " deep: a launch script's arithmetic is shallow, so this is not read");
       // Not evaluated: its own text, without blanks so that it stays one word (a flag given it
       // says the value is invalid, and the reader's note points here).
-      std::string text = "$((" + inner + "))";
-      text.erase(std::remove_if(text.begin(), text.end(), [](char ch) { return std::isspace(static_cast<unsigned char>(ch)); }),
-                 text.end());
+      const std::string text = without_blanks("$((" + inner + "))");
       // A variable the expression would have changed holds the expression's text too.
       for (const std::string& name : assigned) set_text(name, text, at);
       splice(t, v ? std::to_string(*v) : text, "$((...))", at);
@@ -993,21 +998,16 @@ class Shell {
     }
     size_t n = 0;
     while (n < word.size() && (n ? is_name_char(word[n]) : is_name_start(word[n]))) ++n;
-    const std::string text = "$((" + prefix + word + "))";
-    std::string compact = text;
-    compact.erase(std::remove_if(compact.begin(), compact.end(), [](char ch) { return std::isspace(static_cast<unsigned char>(ch)); }),
-                  compact.end());
     if (n == 0) return;
+    const std::string compact = without_blanks("$((" + prefix + word + "))");
     const std::string name = word.substr(0, n);
     std::string rest = word.substr(n);
     rest.erase(0, std::min(rest.size(), rest.find_first_not_of(" \t")));
+    if (!prefix.empty() && !rest.empty()) return set_text(name, compact, at);
+    const std::string& incdec = prefix.empty() ? rest : prefix;  // ++N, --N, N++, N--
     std::string expr;
-    if (!prefix.empty() && rest.empty()) {
-      expr = name + (prefix == "++" ? "+1" : "-1");
-    } else if (!prefix.empty()) {
-      return set_text(name, compact, at);
-    } else if (rest == "++" || rest == "--") {
-      expr = name + (rest == "++" ? "+1" : "-1");
+    if (incdec == "++" || incdec == "--") {
+      expr = name + (incdec == "++" ? "+1" : "-1");
     } else if (rest.size() >= 2 && rest[1] == '=' && std::string("+-*/%").find(rest[0]) != std::string::npos) {
       expr = name + rest[0] + "(" + rest.substr(2) + ")";
     } else if (!rest.empty() && rest[0] == '=' && (rest.size() == 1 || rest[1] != '=')) {

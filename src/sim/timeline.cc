@@ -150,6 +150,9 @@ void summarize(const Program& p, const std::vector<OpId>& order, bool busy_from_
     uint8_t pool;
   };
   std::vector<std::vector<Ev>> evs(R);
+  // Only FSDP2's programs allocate outside the compute pool: others skip the buffer lookup.
+  const bool side_pools =
+      std::any_of(p.buffers.begin(), p.buffers.end(), [](const Buffer& b) { return b.pool != kPoolCompute; });
   // One pass over the execution order for the figures and the memory events (each op read once).
   double first = std::numeric_limits<double>::infinity(), last = 0;
   for (OpId id : order) {
@@ -169,7 +172,7 @@ void summarize(const Program& p, const std::vector<OpId>& order, bool busy_from_
     for (bool at_end : {false, true})
       for (const MemEffect* m = m0; m != m1; ++m)
         if (m->at_end == at_end) {
-          const uint8_t pool = m->buffer >= 0 ? p.buffers[m->buffer].pool : uint8_t{kPoolCompute};
+          const uint8_t pool = side_pools && m->buffer >= 0 ? p.buffers[m->buffer].pool : uint8_t{kPoolCompute};
           evs[op.rank].push_back({at_end ? ot.end_s : ot.start_s, m->bytes, zero, pool});
         }
   }
