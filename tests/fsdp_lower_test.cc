@@ -577,3 +577,37 @@ TEST_CASE("fsdp2's reserve holds the all-gather outputs and the gradient shards 
 }
 
 }  // namespace sc
+
+namespace sc {
+
+TEST_CASE("a unit's stranded block is a reserve hold from its forward to its backward", "[fsdp-lower]") {
+  // The last unit stands for a loss: 60 MB of transients in its forward, 80 MB in its backward,
+  // and a 20 MB block its forward frees that its backward cannot reuse
+  // (docs/facts/activation-memory.md#the-loss-region). The 80 MB backward is the rank's live
+  // peak, inside the hold, so the reserve is that peak + 20 MB; the live peak is the same as
+  // without the block. FSDP1 keeps every buffer in the compute pool, so nothing else separates
+  // the reserve from the peak.
+  FsdpSpec s = make_spec(FsdpImplementation::kFsdp1);
+  s.units.back().transient_bytes = 60'000'000;
+  s.units.back().backward_transient_bytes = 80'000'000;
+  const FsdpProgram without = lower_fsdp(s);
+  s.units.back().stranded_bytes = 20'000'000;
+  const FsdpProgram fp = lower_fsdp(s);
+  REQUIRE(fp.program.validate().empty());
+  // One hold per rank, step and microbatch, from the last unit's forward to its backward.
+  REQUIRE(fp.program.reserve_holds.size() == 4 * 2);
+  for (const ReserveHold& h : fp.program.reserve_holds) {
+    CHECK(h.bytes == 20'000'000);
+    CHECK(std::string(fp.program.names[fp.program.ops[h.from].name()]).starts_with("F layer.2"));
+    CHECK(std::string(fp.program.names[fp.program.ops[h.to].name()]).starts_with("B layer.2"));
+  }
+  const ExecutionResult ex = execute(fp.program), ex0 = execute(without.program);
+  REQUIRE(ex.completed);
+  REQUIRE(ex0.completed);
+  const Timeline t = simulate(fp.program, ex.order), t0 = simulate(without.program, ex0.order);
+  CHECK(t.peak_bytes_per_rank == t0.peak_bytes_per_rank);
+  CHECK(t0.reserved_bytes_per_rank[0] == t0.peak_bytes_per_rank[0]);
+  CHECK(t.reserved_bytes_per_rank[0] == t.peak_bytes_per_rank[0] + 20'000'000);
+}
+
+}  // namespace sc

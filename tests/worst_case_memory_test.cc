@@ -830,4 +830,34 @@ TEST_CASE("reserved memory is each caching-allocator pool at its own peak, summe
   CHECK(one.validate() == fmt::format("buffer {} names pool {}", y, int{kNumMemPools}));
 }
 
+TEST_CASE("a reserve hold raises its pool's reserve and never the live peak", "[sim]") {
+  // Rank 0, one stream: A (0-1 s) holds a 6 GiB transient, then B (1-2 s) two 4 GiB buffers.
+  // A block of 2 GiB that A frees is held (too small for B's, the loss region of
+  // docs/facts/activation-memory.md#the-loss-region) from A's end to B's end: B's 8 GiB are
+  // live over 1 GiB static (peak 9 GiB, as without the hold), and the compute pool reserves
+  // 9 + 2 = 11 GiB. A hold while the pool is below its peak leaves the reserve alone.
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  Builder b(1);
+  b.p.static_bytes_per_rank = {kGiB};
+  const int32_t s = b.stream(0);
+  const int32_t x = b.buffer(0, 6 * kGiB), y = b.buffer(0, 8 * kGiB);
+  const OpId a = b.compute(s, {}, {b.alloc(x), b.free(x)});
+  const OpId c = b.compute(s, {a}, {b.alloc(y), b.free(y)});
+  Program p = b.done();
+  p.reserve_holds.push_back(ReserveHold{0, 2 * kGiB, a, c, true, true, kPoolCompute});
+  REQUIRE(p.validate().empty());
+  const ExecutionResult ex = execute(p);
+  REQUIRE(ex.completed);
+  const Timeline t = simulate(p, ex.order);
+  CHECK(t.peak_bytes_per_rank == std::vector<int64_t>{9 * kGiB});
+  CHECK(t.reserved_bytes_per_rank == std::vector<int64_t>{11 * kGiB});
+  // Held during A only (A's start to A's end): A's 7 GiB live + 2 GiB held < B's 9 GiB.
+  Program early = p;
+  early.reserve_holds[0] = ReserveHold{0, 2 * kGiB, a, a, false, true, kPoolCompute};
+  CHECK(simulate(early, ex.order).reserved_bytes_per_rank == std::vector<int64_t>{9 * kGiB});
+  // A hold naming an op of another rank, or no op, is refused.
+  early.reserve_holds[0].to = kNoOp;
+  CHECK(early.validate() == "reserve hold 0 names a bad pool, size or op");
+}
+
 }  // namespace sc

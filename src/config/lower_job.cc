@@ -495,6 +495,10 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
     if (job.framework == "torchtitan") {
       outu.transient_bytes = static_cast<int64_t>(6 * tokens * static_cast<double>(m.vocab) / lay.tp);
       outu.backward_transient_bytes = static_cast<int64_t>(8 * tokens * static_cast<double>(m.vocab) / lay.tp);
+      // The bf16 logits' block (2·V), freed before the backward, is too small for either fp32
+      // gradient (4·V) that follows: the allocator keeps it and grows by 4·V instead, so the
+      // loss region reserves 14·V where 12·V is live (docs/facts/activation-memory.md#the-loss-region).
+      outu.stranded_bytes = static_cast<int64_t>(2 * tokens * static_cast<double>(m.vocab) / lay.tp);
     }
     outu.loc = job.loc("model");
     f.units.push_back(outu);

@@ -48,6 +48,12 @@ struct FsdpUnit {
   /// Live while the unit's backward runs instead of transient_bytes when >= 0, bytes: a loss
   /// whose backward holds more than its forward (docs/facts/activation-memory.md#the-loss).
   int64_t backward_transient_bytes = -1;
+  /// Reserved by the caching allocator but not live from the end of the unit's forward to the
+  /// end of its backward, per microbatch, bytes: a block the forward's transients free that the
+  /// backward's larger allocations cannot reuse (torchtitan's bf16 logits, too small for the
+  /// loss's fp32 gradients; docs/facts/activation-memory.md#the-loss-region). A ReserveHold in
+  /// the program: it raises the reserve, never the live peak or the out-of-memory verdict.
+  int64_t stranded_bytes = 0;
   SourceLoc loc;                  ///< the unit's entry in the spec
 };
 

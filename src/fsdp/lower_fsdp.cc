@@ -198,6 +198,7 @@ class RankGen {
     act_.assign(slots_.size(), -1);
     grad_.assign(slots_.size(), -1);
     backward_op_.assign(slots_.size(), kNoOp);
+    forward_op_.assign(slots_.size(), kNoOp);
   }
 
   /// Every step: each microbatch's forward and backward, then the optimizer step.
@@ -428,8 +429,8 @@ class RankGen {
     const FsdpUnit& un = unit(s);
     act_[s] = b_.buffer(rank_, "act", un.activation_bytes, slots_[s].unit, mb_,
                         fmt::format("act {} {}", unit_name(s), mb_tag()));
-    add(Builder::compute(rank_, compute_, un.forward_s, un.loc), FsdpOpKind::kForward, s,
-        fmt::format("F {} ({})", unit_name(s), mb_tag()));
+    forward_op_[s] = add(Builder::compute(rank_, compute_, un.forward_s, un.loc), FsdpOpKind::kForward, s,
+                         fmt::format("F {} ({})", unit_name(s), mb_tag()));
     b_.alloc(act_[s], false);
     transient(s, un.transient_bytes);
     b_.use(gather_[s].param);
@@ -456,6 +457,9 @@ class RankGen {
     transient(s, un.backward_transient_bytes >= 0 ? un.backward_transient_bytes : un.transient_bytes);
     b_.use(gather_[s].param);
     act_[s] = -1;
+    if (un.stranded_bytes > 0 && forward_op_[s] != kNoOp)
+      b_.program().reserve_holds.push_back(
+          ReserveHold{rank_, un.stranded_bytes, forward_op_[s], backward_op_[s], true, true, kPoolCompute});
   }
 
   // ---- reductions ---------------------------------------------------------------------------
@@ -540,6 +544,7 @@ class RankGen {
   std::vector<Gather> gather_;          // per slot
   std::vector<int32_t> act_, grad_;     // per slot: this microbatch's buffers, -1 when none
   std::vector<OpId> backward_op_;       // per slot: its latest backward
+  std::vector<OpId> forward_op_;        // per slot: its latest forward
   std::vector<AgBuffer> ag_buffers_;    // FSDP2 gather buffers not yet freed, oldest first
   std::vector<int32_t> grad_shard_;     // per unit: this step's gradient shard, -1 before its first RS
   std::vector<int32_t> grad_shards_;    // this step's gradient shards, in allocation order

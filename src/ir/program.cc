@@ -240,6 +240,12 @@ std::string Program::validate() const {
     }
   for (size_t b = 0; b < buffers.size(); ++b)
     if (buffers[b].pool >= kNumMemPools) return fmt::format("buffer {} names pool {}", b, int{buffers[b].pool});
+  for (size_t h = 0; h < reserve_holds.size(); ++h) {
+    const ReserveHold& r = reserve_holds[h];
+    const auto op_of_rank = [&](OpId id) { return id >= 0 && id < static_cast<OpId>(ops.size()) && ops[id].rank == r.rank; };
+    if (r.pool >= kNumMemPools || r.bytes < 0 || !op_of_rank(r.from) || !op_of_rank(r.to))
+      return fmt::format("reserve hold {} names a bad pool, size or op", h);
+  }
   for (size_t i = 0; i < ops.size(); ++i) {
     if (seen[i] != 1) return fmt::format("op {} is on {} streams", i, seen[i]);
     // Each op's ranges start where the previous op's end.

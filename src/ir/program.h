@@ -113,6 +113,23 @@ enum MemPool : uint8_t {
   kNumMemPools = 3,
 };
 
+/// A block the caching allocator keeps reserved in `pool` while no tensor lives in it: freed by
+/// an op's tensor and too small for the larger allocations that follow, so the allocator grows
+/// its reserve for them instead (torchtitan's bf16 logits before the loss's fp32 gradients:
+/// docs/facts/activation-memory.md#the-loss-region). It counts toward the reserve
+/// (Timeline::reserved_bytes_per_rank) and never toward live bytes: the memory passes and the
+/// out-of-memory verdict do not see it. Held from `from` (its start, or its end with
+/// `from_end`) to `to` (likewise), both ops of `rank`.
+struct ReserveHold {
+  int32_t rank = 0;
+  int64_t bytes = 0;
+  OpId from = kNoOp;
+  OpId to = kNoOp;
+  bool from_end = true;
+  bool to_end = true;
+  uint8_t pool = 0;  ///< MemPool
+};
+
 /// One operation. `actions` holds the pipeline actions it stands for: one, or two for an
 /// overlapped F;B pair (kCompute), the local SEND/RECV action (kSend/kRecv), or the marker
 /// action. Its deps are Program::deps[the previous op's dep_end, dep_end) (deps_begin/deps_end),
@@ -288,6 +305,7 @@ struct Program {
   /// action carries more than one tensor): an op past its end carries the default, one tensor.
   std::vector<BoundaryTensor> tensors;
   std::vector<int64_t> static_bytes_per_rank;      ///< resident for the whole step (params)
+  std::vector<ReserveHold> reserve_holds;          ///< reserved, not live: read by the timeline only
   LinkModel link;
   Semantics semantics;
   BlockingModel blocking = BlockingModel::kCommStream;

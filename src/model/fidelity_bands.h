@@ -22,7 +22,7 @@ struct FidelityBand {
 
 inline constexpr FidelityBand kFidelityBands[] = {
     {"megatron", 9, -14.6, 21.4, 0, 0.0, 0.0},
-    {"torchtitan", 13, -12.2, 14.8, 4, -11.7, -3.0},
+    {"torchtitan", 13, -12.2, 14.8, 4, -5.8, 2.1},
 };
 
 /// The band of `framework` ("torchtitan", "megatron", "deepspeed"), or null when no

@@ -148,6 +148,7 @@ void summarize(const Program& p, const std::vector<OpId>& order, bool busy_from_
     int64_t delta;
     bool zero_time;
     uint8_t pool;
+    bool reserve_only = false;  ///< a ReserveHold: counts toward its pool's reserve, not live bytes
   };
   std::vector<std::vector<Ev>> evs(R);
   // Only FSDP2's programs allocate outside the compute pool: others skip the buffer lookup.
@@ -175,6 +176,12 @@ void summarize(const Program& p, const std::vector<OpId>& order, bool busy_from_
           const uint8_t pool = side_pools && m->buffer >= 0 ? p.buffers[m->buffer].pool : uint8_t{kPoolCompute};
           evs[op.rank].push_back({at_end ? ot.end_s : ot.start_s, m->bytes, zero, pool});
         }
+  }
+  for (const ReserveHold& h : p.reserve_holds) {
+    const OpTime& a = t.ops[h.from];
+    const OpTime& b = t.ops[h.to];
+    evs[h.rank].push_back({h.from_end ? a.end_s : a.start_s, h.bytes, a.end_s == a.start_s, h.pool, true});
+    evs[h.rank].push_back({h.to_end ? b.end_s : b.start_s, -h.bytes, b.end_s == b.start_s, h.pool, true});
   }
   if (order.empty()) first = 0;
   t.makespan_s = last - first;
@@ -217,10 +224,11 @@ void summarize(const Program& p, const std::vector<OpId>& order, bool busy_from_
     std::array<int64_t, kNumMemPools> pool_live{}, pool_peak{};
     pool_live[kPoolCompute] = pool_peak[kPoolCompute] = live;
     for (const Ev& ev : e) {
-      live += ev.delta;
       int64_t& pl = pool_live[ev.pool];
       pl += ev.delta;
       pool_peak[ev.pool] = std::max(pool_peak[ev.pool], pl);
+      if (ev.reserve_only) continue;
+      live += ev.delta;
       if (!t.memory_curve[r].empty() && t.memory_curve[r].back().first == ev.time)
         t.memory_curve[r].back().second = live;
       else

@@ -37,8 +37,10 @@ struct Timeline {
   /// of each pool's own peak of live bytes (static bytes in the compute stream's pool). A pool
   /// keeps the blocks it has allocated, and no other stream reuses them, so each pool's reserve
   /// grows to its own peak whatever the others hold then
-  /// (docs/facts/activation-memory.md#reserved-memory). Equal to peak_bytes_per_rank when every
-  /// buffer is in one pool; fragmentation inside a pool is not counted.
+  /// (docs/facts/activation-memory.md#reserved-memory). A pool's live bytes here include the
+  /// Program::reserve_holds of the pool (blocks kept but too small for what follows). Equal to
+  /// peak_bytes_per_rank when every buffer is in one pool and no block is held; fragmentation a
+  /// front-end does not state as a hold is not counted.
   std::vector<int64_t> reserved_bytes_per_rank;
   /// Per rank, (time, live bytes) after each change, in time order (for trace counters).
   std::vector<std::vector<std::pair<double, int64_t>>> memory_curve;
