@@ -159,8 +159,7 @@ TEST_CASE("a launch script's variables, defaults, arithmetic and arrays expand a
   ShellArgs sh = read_shell_args(register_source(path, text), text);
   CHECK(sh.vars["W"].value == "8");
   CHECK(sh.vars["N"].value == "2");
-  REQUIRE(sh.if_lines.size() == 1);
-  CHECK(sh.if_lines[0] == 7);
+  CHECK(sh.if_lines.empty());  // `[[ "$X" == 1 ]]` is evaluated: X is unset, so the else branch runs
   std::vector<std::string> names;
   for (const auto& f : sh.flags) names.push_back(f.name);
   CHECK(names == std::vector<std::string>{"--nproc_per_node", "--nnodes", "--tensor-model-parallel-size",
@@ -277,6 +276,72 @@ TEST_CASE("a launch script's substrings, patterns, case changes, let and prefix 
   REQUIRE(sh.flags.size() == 3);
   CHECK(sh.flags[1].values.at(0).text == "8");
   CHECK(sh.flags[2].values.empty());  // ${TP:1} of "8" is empty, and an empty unquoted word vanishes
+}
+
+TEST_CASE("a launch script's && and || lists run their right side by the test's status, as bash does", "[config]") {
+  // Each expected value is what bash 5.2 prints after running the same lines ("Lists of
+  // Commands" and "Bash Conditional Expressions" in the bash manual; `test` for `[`).
+  const std::string text =
+      "TP=4\n"
+      "[ -n \"$TP\" ] || TP=2\n"              // TP set: stays 4
+      "[ -z \"$PP\" ] && PP=8\n"              // PP unset: 8
+      "[ \"$TP\" -gt 2 ] && CP=3 || CP=1\n"   // 3
+      "false && A=1 || B=2\n"                 // A unset, B=2
+      "[[ -n $EMPTY ]] && E1=yes\n"           // [[ keeps the empty word: false
+      "[ -n $EMPTY ] && E2=yes\n"             // [ drops it: `[ -n ]` is true
+      "[ ! -z \"$TP\" ] && F=$TP\n"           // 4
+      "true && { G=1; H=2; }\n"               // both set
+      "false && { I=1; J=2; }\n"              // neither
+      "test \"$TP\" = 4 && K=ok\n"            // ok
+      "! [ -n \"$TP\" ] && N=neg || N=pos\n"  // pos
+      "Q=1; [ \"$Q\" != 1 ] && Q=9\n"         // 1
+      "false && torchrun --tensor-model-parallel-size 8\n"  // not run: no flag
+      "[ -f /data/ckpt ] || R=fresh\n"        // a file test: not evaluated, read as run
+      "launch --micro-batch-size 2 && S=after\n";  // a command's status: not known, read as run
+  ShellArgs sh = read_shell_args(register_source("lists.sh", text), text);
+  const std::map<std::string, std::string> want = {{"TP", "4"}, {"PP", "8"}, {"CP", "3"}, {"B", "2"},
+                                                   {"E2", "yes"}, {"F", "4"},  {"G", "1"},  {"H", "2"},
+                                                   {"K", "ok"},  {"N", "pos"}, {"Q", "1"}, {"R", "fresh"},
+                                                   {"S", "after"}};
+  for (const auto& [name, value] : want) {
+    INFO(name);
+    CHECK(sh.vars[name].value == value);
+  }
+  for (const char* unset : {"A", "E1", "I", "J"}) {
+    INFO(unset);
+    CHECK(sh.vars.count(unset) == 0);
+  }
+  // The skipped torchrun gives no flag; the launch command's does.
+  REQUIRE(sh.flags.size() == 1);
+  CHECK(sh.flags[0].name == "--micro-batch-size");
+  // The two lists whose left side's status is not known are listed, for the reader's note.
+  CHECK(sh.list_lines == std::vector<int32_t>{15, 16});
+}
+
+TEST_CASE("a launch script's if blocks run the branch their test conditions choose, as bash does", "[config]") {
+  // What bash 5.2 prints after these lines: TP=8 PP=4 CP=2 VPP=2 LOAD=no BIG=0 AND=1.
+  const std::string text =
+      "MODEL=70b\n"
+      "if [ \"$MODEL\" = \"8b\" ]; then TP=1; elif [ \"$MODEL\" = \"70b\" ]; then TP=8; else TP=2; fi\n"
+      "if [ -z \"$PP\" ]\nthen\n  PP=4\nelse\n  PP=1\nfi\n"
+      "if [ \"$TP\" -ge 8 ]; then\n"
+      "  if [ \"$PP\" -gt 8 ]; then CP=4; else CP=2; fi\n"
+      "  VPP=2\n"
+      "else\n  CP=9\n  VPP=9\nfi\n"
+      "if [ -f /data/ckpt ]; then LOAD=yes; else LOAD=no; fi\n"       // line 16: a file test, not evaluated
+      "if [ \"$MODEL\" = \"405b\" ]; then BIG=1; else if [ -n \"$MODEL\" ]; then BIG=0; fi; fi\n"
+      "if true && [ \"$TP\" = 8 ]; then AND=1; fi\n"                 // line 18: a list, not evaluated
+      "if [ \"$MODEL\" = \"8b\" ]; then torchrun --tensor-model-parallel-size 1; fi\n";
+  ShellArgs sh = read_shell_args(register_source("ifs.sh", text), text);
+  // LOAD: both branches were read, the else last (here what bash prints too, by chance).
+  const std::map<std::string, std::string> want = {{"TP", "8"},    {"PP", "4"},   {"CP", "2"},  {"VPP", "2"},
+                                                   {"LOAD", "no"}, {"BIG", "0"}, {"AND", "1"}};
+  for (const auto& [name, value] : want) {
+    INFO(name);
+    CHECK(sh.vars[name].value == value);
+  }
+  CHECK(sh.flags.empty());  // the 8b branch's torchrun did not run
+  CHECK(sh.if_lines == std::vector<int32_t>{16, 18});
 }
 
 TEST_CASE("Megatron: an older script with flags in multi-line strings reads with each flag located", "[config]") {

@@ -82,7 +82,7 @@ class MegatronReader {
  public:
   MegatronReader(const std::string& path, int32_t file, ShellArgs sh, const JobContext& ctx, Diagnostics& diags)
       : path_(path), file_(file), args_(std::move(sh.flags)), vars_(std::move(sh.vars)),
-        if_lines_(std::move(sh.if_lines)), ctx_(ctx), diags_(diags) {}
+        if_lines_(std::move(sh.if_lines)), list_lines_(std::move(sh.list_lines)), ctx_(ctx), diags_(diags) {}
 
   bool run(TrainingJob* job) {
     const size_t errors_before = diags_.error_count();
@@ -96,8 +96,17 @@ class MegatronReader {
       std::vector<std::string> lines;
       for (int32_t l : if_lines_) lines.push_back(std::to_string(l));
       diags_.note(SourceLoc{file_, if_lines_.front(), 1},
-                  fmt::format("the script's if blocks (line{} {}) are read with every branch taken: their "
-                              "conditions are not evaluated",
+                  fmt::format("the script's if blocks (line{} {}) are read with every branch taken from a "
+                              "condition schedcheck does not evaluate (a command, a file test, a && or || list)",
+                              lines.size() > 1 ? "s" : "", fmt::join(lines, ", ")));
+    }
+    if (!list_lines_.empty()) {
+      std::vector<std::string> lines;
+      for (int32_t l : list_lines_) lines.push_back(std::to_string(l));
+      diags_.note(SourceLoc{file_, list_lines_.front(), 1},
+                  fmt::format("the script's && / || lists (line{} {}) are read with both sides run: the left "
+                              "side's status is not known (a command, or a test other than -n, -z and "
+                              "comparisons)",
                               lines.size() > 1 ? "s" : "", fmt::join(lines, ", ")));
     }
     deprecated();
@@ -832,6 +841,7 @@ class MegatronReader {
   Args args_;
   std::map<std::string, ShellVar> vars_;
   std::vector<int32_t> if_lines_;
+  std::vector<int32_t> list_lines_;
   const JobContext& ctx_;
   Diagnostics& diags_;
   int32_t etp_ = 1;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -354,18 +355,47 @@ class Shell {
   }
 
   ShellArgs run() {
+    // An `a && b` / `a || b` list: the status of what ran so far (nullopt: not known, as for a
+    // launcher or a condition schedcheck does not evaluate), and whether the next command runs.
+    std::optional<bool> status = true;
+    bool skip_next = false;
     while (!eof()) {
       skip_blanks();
       if (eof()) break;
       char c = peek();
       if (c == '#') {
         skip_comment();
-      } else if (c == '(' && peek(1) == '(') {
-        command();  // an arithmetic command `(( ... ))`
-      } else if (c == '\n' || c == ';' || c == '&' || c == '|' || c == '(' || c == ')' || c == '<' || c == '>') {
+      } else if ((c == '&' && peek(1) == '&') || (c == '|' && peek(1) == '|')) {
+        // `&&` runs the next command after a success, `||` after a failure; a command skipped
+        // leaves the status as it was (`false && A=1 || B=2` sets B).
+        const int32_t line = line_;
         advance();
-      } else {
+        advance();
+        if (last_was_condition_ && !ifs_.empty()) ifs_.back().cond_unknown = true;  // `if a && b`
+        if (skip_next) continue;  // `a && b && c` with b skipped: c is decided by a's status
+        if (!status) {
+          if (out_.list_lines.empty() || out_.list_lines.back() != line) out_.list_lines.push_back(line);
+        } else {
+          skip_next = *status != (c == '&');
+        }
+      } else if (c == '\n' || c == ';' || c == '&' || c == '|' || (c == '(' && peek(1) != '(') || c == ')' ||
+                 c == '<' || c == '>') {  // `((` starts an arithmetic command
+        if (c == ';' || c == '&' || c == '|') status = true, skip_next = false;  // a new list (or pipeline)
+        advance();
+      } else if (skip_next) {
+        // Read without effect: the command, or a `{ ...; }` group it opens, up to its end.
+        const Snapshot snap = snapshot();
+        const int depth = brace_depth_;
         command();
+        while (brace_depth_ > depth && !eof()) {
+          while (!eof() && (is_blank(peek()) || peek() == '\n' || peek() == ';')) advance();
+          if (peek() == '#') skip_comment();
+          else if (!eof()) command();
+        }
+        restore(snap);
+        skip_next = false;
+      } else {
+        status = command();
       }
     }
     if (!command_flags_)
@@ -811,8 +841,15 @@ class Shell {
   }
 
   /// One simple command up to a newline, `;`, `&` or `|`: assignments, keywords and words.
-  void command() {
+  /// Reads one simple command and applies it; answers its exit status where schedcheck knows it
+  /// (test_status: `[ ... ]`, `[[ ... ]]`, `test`, `true`, `false`, `:`), nullopt otherwise.
+  std::optional<bool> command() {
     std::vector<Text> words;
+    std::vector<bool> quoted_empty;  // per word: written quoted and expanded to nothing ("")
+    bool negate = false;             // `! cmd`
+    bool arithmetic = false;         // `(( expr ))`
+    bool is_condition = false;       // the words of an `if`/`elif` condition
+    std::optional<Snapshot> skipped; // in an if branch not taken: the state to restore at the end
     bool condition = false;   // skipping an if/while condition up to `;` or a newline
     bool declaring = false;   // after export/local/...: words are assignments
     bool unsetting = false;   // after unset: words are names to remove
@@ -856,6 +893,7 @@ class Shell {
       }
       if (c == '(' && peek(1) == '(' && words.empty() && !condition) {  // `(( expr, expr ))`: let's arithmetic
         const SourceLoc at = here();
+        arithmetic = true;
         advance();
         advance();
         std::string inner = balanced('(', ')');
@@ -884,11 +922,30 @@ class Shell {
         continue;
       if (condition) continue;
       if (words.empty()) {
-        if (raw == "if" || raw == "elif" || raw == "while" || raw == "until" || raw == "for" || raw == "case") {
-          if (raw == "if") out_.if_lines.push_back(start.line);
+        if (raw == "if" || raw == "elif") {  // the words that follow are the condition, a test
+          if (raw == "if") ifs_.push_back(IfFrame{skipping(), true, false, std::nullopt, false, start.line});
+          else if (!ifs_.empty()) ifs_.back().skip = true;
+          if (!ifs_.empty()) ifs_.back().cond_unknown = false;
+          is_condition = !ifs_.empty();
+          continue;
+        }
+        if (raw == "then" || raw == "else") {
+          if (!ifs_.empty()) branch(raw == "then");
+          continue;
+        }
+        if (raw == "fi") {
+          if (!ifs_.empty()) ifs_.pop_back();
+          continue;
+        }
+        if (raw == "while" || raw == "until" || raw == "for" || raw == "case") {
           condition = true;
           continue;
         }
+        // The first word that is not a keyword: in a branch not taken, read it without effect.
+        if (!skipped && skipping()) skipped = snapshot();
+        if (raw == "{") ++brace_depth_;
+        if (raw == "}") --brace_depth_;
+        if (raw == "!") negate = !negate;
         if (raw == "then" || raw == "else" || raw == "do" || raw == "fi" || raw == "done" || raw == "esac" ||
             raw == "{" || raw == "}" || raw == "!" || raw == "in")
           continue;
@@ -967,13 +1024,169 @@ class Shell {
         }
         prefix_saved.clear();
       }
+      quoted_empty.push_back(w.empty() && raw.find_first_of("\"'") != std::string::npos);
       words.push_back(std::move(w));
     }
     heredoc_body();
-    if (words.empty() || kNotLaunchers.count(str(words.front()))) return;
-    std::vector<ShellToken> tokens;
-    for (const Text& w : words) split(w, tokens);
-    if (collect(tokens)) command_flags_ = true;
+    // Only assignments (`CP=3`): status 0; an arithmetic command's status is its value's, not read.
+    std::optional<bool> status =
+        !words.empty() ? test_status(words, quoted_empty) : arithmetic ? std::nullopt : std::optional<bool>(true);
+    if (status && negate) status = !*status;
+    last_was_condition_ = is_condition;
+    if (is_condition) {  // a condition's words are no command line
+      ifs_.back().cond = status;
+      if (skipped) restore(*skipped);
+      return status;
+    }
+    if (!words.empty() && !kNotLaunchers.count(str(words.front()))) {
+      std::vector<ShellToken> tokens;
+      for (const Text& w : words) split(w, tokens);
+      if (collect(tokens)) command_flags_ = true;
+    }
+    if (skipped) restore(*skipped);
+    return status;
+  }
+
+  /// An `if` block being read: whether its current branch runs, by its conditions' statuses
+  /// where test_status knows them. A condition it does not know runs its branch, and every
+  /// later branch too (as every branch of an if was read before: if_lines).
+  struct IfFrame {
+    bool outer_skip = false;        ///< inside a branch not taken: nothing here runs
+    bool skip = true;               ///< the current branch (or condition) does not run
+    bool any_taken = false;         ///< a branch has certainly run
+    std::optional<bool> cond;       ///< the status of the latest condition
+    bool cond_unknown = false;      ///< the latest condition is a list (`a && b`): not evaluated
+    int32_t line = 0;               ///< the `if` keyword's line
+    bool unknown_recorded = false;  ///< line is in if_lines
+  };
+  bool skipping() const { return !ifs_.empty() && (ifs_.back().skip || ifs_.back().outer_skip); }
+  /// `then` (after a condition) or `else`: whether the branch that starts runs.
+  void branch(bool then) {
+    IfFrame& f = ifs_.back();
+    const std::optional<bool> c = then ? (f.cond_unknown ? std::nullopt : f.cond) : std::optional<bool>(true);
+    if (f.outer_skip || f.any_taken) {
+      f.skip = true;
+    } else if (c) {
+      f.skip = !*c;
+      if (*c && !f.unknown_recorded) f.any_taken = true;  // after an unknown condition, not certain
+    } else {
+      f.skip = false;
+      if (!f.unknown_recorded) out_.if_lines.push_back(f.line);
+      f.unknown_recorded = true;
+    }
+  }
+
+  /// The exit status of a test command, as bash's `test` builtin and `[[` give it for the forms
+  /// a launch script uses to default a variable (`[ -z "$TP" ] && TP=2`): no operand; one operand
+  /// (non-empty); `!`, `-n`, `-z` and one operand; `=`, `==`, `!=`, `-eq`, `-ne`, `-lt`, `-le`,
+  /// `-gt`, `-ge` between two (integers for the last six); each of these after a `!`. `true` and
+  /// `:` succeed, `false` fails. Anything else (file tests, patterns, `-a`/`-o`, a command):
+  /// nullopt. `[` and `test` drop an unquoted empty expansion, as word splitting does; `[[` keeps
+  /// every word, empty or not.
+  static std::optional<bool> test_status(const std::vector<Text>& words, const std::vector<bool>& quoted_empty) {
+    if (words.empty()) return std::nullopt;
+    const std::string cmd = str(words.front());
+    if (cmd == "true" || cmd == ":") return true;
+    if (cmd == "false") return false;
+    const bool dbl = cmd == "[[";
+    if (cmd != "[" && !dbl && cmd != "test") return std::nullopt;
+    std::vector<std::string> a;
+    for (size_t k = 1; k < words.size(); ++k) {
+      if (words[k].empty()) {
+        if (dbl || quoted_empty[k]) a.emplace_back();
+        continue;
+      }
+      std::vector<ShellToken> t;
+      split(words[k], t);
+      if (dbl && t.size() != 1) return std::nullopt;  // `[[` does not split: a blank inside is one word
+      for (ShellToken& x : t) a.push_back(std::move(x.text));
+    }
+    if (cmd != "test") {
+      if (a.empty() || a.back() != (dbl ? "]]" : "]")) return std::nullopt;
+      a.pop_back();
+    }
+    return test_args(a, dbl);
+  }
+
+  static std::optional<bool> test_args(const std::vector<std::string>& a, bool dbl) {
+    const auto integer = [](const std::string& x) -> std::optional<int64_t> {
+      int64_t v = 0;
+      const char* b = x.data();
+      const char* e = x.data() + x.size();
+      if (b != e && *b == '+') ++b;
+      auto [p, ec] = std::from_chars(b, e, v);
+      if (b == e || ec != std::errc() || p != e) return std::nullopt;
+      return v;
+    };
+    switch (a.size()) {
+      case 0:
+        return false;
+      case 1:
+        return !a[0].empty();
+      case 2:
+        if (a[0] == "!") return a[1].empty();
+        if (a[0] == "-n") return !a[1].empty();
+        if (a[0] == "-z") return a[1].empty();
+        return std::nullopt;
+      case 3: {
+        const std::string& op = a[1];
+        if (op == "=" || op == "==" || op == "!=") {
+          // `[[ A == B ]]` matches B as a pattern: only a literal B is read.
+          if (dbl && a[2].find_first_of("*?[\\") != std::string::npos) return std::nullopt;
+          return (a[0] == a[2]) == (op != "!=");
+        }
+        static const std::set<std::string> kIntOps = {"-eq", "-ne", "-lt", "-le", "-gt", "-ge"};
+        if (kIntOps.count(op)) {
+          const auto x = integer(a[0]), y = integer(a[2]);
+          if (!x || !y) return std::nullopt;
+          if (op == "-eq") return *x == *y;
+          if (op == "-ne") return *x != *y;
+          if (op == "-lt") return *x < *y;
+          if (op == "-le") return *x <= *y;
+          if (op == "-gt") return *x > *y;
+          return *x >= *y;
+        }
+        if (a[0] == "!") {
+          const auto r = test_args({a[1], a[2]}, dbl);
+          if (r) return !*r;
+        }
+        return std::nullopt;
+      }
+      case 4:
+        if (a[0] == "!") {
+          const auto r = test_args({a[1], a[2], a[3]}, dbl);
+          if (r) return !*r;
+        }
+        return std::nullopt;
+      default:
+        return std::nullopt;
+    }
+  }
+
+  /// What a command changes, for reading a command without its effects (a skipped `&&`/`||`
+  /// side): restored after it.
+  struct Snapshot {
+    std::map<std::string, Text> scalars;
+    std::map<std::string, SourceLoc> scalar_loc;
+    std::map<std::string, std::vector<Text>> arrays;
+    std::vector<std::string> array_order;
+    bool command_flags = false;
+    size_t flags = 0, if_lines = 0, defaults_used = 0;
+  };
+  Snapshot snapshot() const {
+    return Snapshot{scalars_,          scalar_loc_,       arrays_,
+                    array_order_,      command_flags_,    out_.flags.size(),
+                    out_.if_lines.size(), out_.defaults_used.size()};
+  }
+  void restore(const Snapshot& s) {
+    scalars_ = s.scalars;
+    scalar_loc_ = s.scalar_loc;
+    arrays_ = s.arrays;
+    array_order_ = s.array_order;
+    command_flags_ = s.command_flags;
+    out_.flags.resize(s.flags);
+    out_.if_lines.resize(s.if_lines);
+    out_.defaults_used.resize(s.defaults_used);
   }
 
   /// Sets scalar `name` to `text` (a value it could not compute: no integer flag accepts it).
@@ -1120,6 +1333,9 @@ class Shell {
   std::map<std::string, std::vector<Text>> arrays_;
   std::vector<std::string> array_order_;
   bool command_flags_ = false;
+  int brace_depth_ = 0;  ///< `{` minus `}` command words so far
+  std::vector<IfFrame> ifs_;          ///< the if blocks open, innermost last
+  bool last_was_condition_ = false;   ///< the last command read was an if/elif condition
   size_t expanded_ = 0;  ///< characters produced by expansions so far (kMaxShellExpansion)
   int64_t pattern_budget_ = kMaxPatternSteps;  // glob steps left for ${...} patterns
   int plain_depth_ = 0;  ///< nesting of plain() (kMaxShellNesting)

@@ -39,6 +39,9 @@ struct ShellArgs {
   std::map<std::string, ShellVar> vars;
   /// Lines of the `if` keywords: every branch of an `if` block was read, none evaluated.
   std::vector<int32_t> if_lines;
+  /// Lines of `&&` / `||` whose left side's status schedcheck does not know (a command it does
+  /// not run, a test it does not evaluate): the right side was read as if it ran.
+  std::vector<int32_t> list_lines;
   /// The first limit the script ran into, as a message ("A expands to more than 65536
   /// characters ..."), and where; empty when none. A launch script's values are short and
   /// shallow; these guard against `A="$A$A"` chains, `$V` repeated thousands of times and
@@ -77,8 +80,13 @@ inline constexpr int kMaxShellNesting = 64;
 /// with * and ?; an expansion it does not read keeps its own text, never the plain value);
 /// `let NAME=expr` (and `+=`, `++`, ...) and `(( expr ))`; an arithmetic side effect inside
 /// `$((...))` is not evaluated (the variable then holds the expression's text); `NAME=value cmd` sets NAME for cmd only, as bash
-/// does. `$(command)` is not run: it expands to the word `$(...)`; here-document bodies (`<<EOF`) are skipped. Every branch of `if`/`elif`/`else` is taken
-/// (conditions are skipped); loops run their body once. Flags come from every command that is
+/// does. `$(command)` is not run: it expands to the word `$(...)`; here-document bodies
+/// (`<<EOF`) are skipped. An `if`/`elif`/`else` block runs the branch its conditions choose where
+/// each is a test it evaluates (as for `&&` below), and from a condition it does not evaluate
+/// on, every branch (if_lines); loops run their body once. In `a && b` and `a || b` the right side
+/// runs or not by a's status where a is a test schedcheck evaluates (`[ -z "$TP" ] && TP=2`:
+/// `-n`, `-z`, string and integer comparisons, `true`, `false`), and is read as if it ran where
+/// a's status is not known (list_lines). Flags come from every command that is
 /// not a shell builtin (echo, mkdir, ...); the words of a command are split at blanks after
 /// expansion, quoted or not, so an array item "--fp8-format hybrid" gives a flag and its value,
 /// and a quote pair around a whole word ('99,1,0') is removed. When no command holds a flag (an
