@@ -15,9 +15,11 @@
 #include "cli_util.h"
 #include "config/lower_job.h"
 #include "config/readers.h"
+#include "check/execution.h"
 #include "config/verify_job.h"
 #include "model/cost_model.h"
 #include "model/fidelity_bands.h"
+#include "sim/timeline.h"
 #include "test_util.h"
 
 using namespace sc;
@@ -494,6 +496,31 @@ TEST_CASE("torchtitan's loss holds 12·V bytes per token in its backward, 2·V m
   REQUIRE(tmp.size() == 4);  // forward and backward of each of the two modelled steps
   CHECK(tmp[0] == out.transient_bytes);
   CHECK(tmp[1] == out.backward_transient_bytes);
+
+  // docs/facts/activation-memory.md#the-loss-region: the bf16 logits' 2·V block stays reserved
+  // through the backward, one hold per step; the reserve is 2·V above the live peak where the
+  // loss's backward is the rank's peak (here: full AC, so the loss region dominates).
+  CHECK(out.stranded_bytes == static_cast<int64_t>(2 * tokens * vocab));
+  REQUIRE(p.reserve_holds.size() == 2);
+  CHECK(p.reserve_holds[0].bytes == out.stranded_bytes);
+  REQUIRE(v.result.timeline);
+  const Timeline& t = *v.result.timeline;
+  Program no_holds = p;
+  no_holds.reserve_holds.clear();
+  const ExecutionResult ex = execute(no_holds);
+  REQUIRE(ex.completed);
+  const Timeline t0 = simulate(no_holds, ex.order);
+  CHECK(t.peak_bytes_per_rank == t0.peak_bytes_per_rank);
+  CHECK(t.reserved_bytes_per_rank[0] == t0.reserved_bytes_per_rank[0] + out.stranded_bytes);
+
+  // A compiled loss (compile.components with "loss") writes no fp32 copy or gradients: no hold.
+  config::VerifiedJob c;
+  predicted_peak(test::write_temp("schedcheck-memory-test", "loss-compiled.toml",
+                                  text + "[compile]\nenable = true\ncomponents = [\"model\", \"loss\"]\n"),
+                 ctx, &c);
+  REQUIRE(c.lowered.is_fsdp);
+  CHECK(c.lowered.fsdp.units.back().stranded_bytes == 0);
+  CHECK(c.result.program.reserve_holds.empty());
 }
 
 TEST_CASE("torchtitan's compile fuses the elementwise ops: the same job is faster compiled", "[config][model]") {

@@ -498,7 +498,9 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
       // The bf16 logits' block (2·V), freed before the backward, is too small for either fp32
       // gradient (4·V) that follows: the allocator keeps it and grows by 4·V instead, so the
       // loss region reserves 14·V where 12·V is live (docs/facts/activation-memory.md#the-loss-region).
-      outu.stranded_bytes = static_cast<int64_t>(2 * tokens * static_cast<double>(m.vocab) / lay.tp);
+      // An eager loss's tensors only: a compiled loss writes no fp32 copy or gradients.
+      if (job.loss_kernel == model::LossKernel::kEager)
+        outu.stranded_bytes = static_cast<int64_t>(2 * tokens * static_cast<double>(m.vocab) / lay.tp);
     }
     outu.loc = job.loc("model");
     f.units.push_back(outu);
