@@ -115,7 +115,7 @@ TEST_CASE("the Megatron-LM llama3 8B fp8 script reads as 8-way data parallel wit
   // Megatron turns --sequence-parallel off at TP 1 with a warning: located at the flag.
   const Diagnostic* sp = find_diag(diags, Severity::kWarning, "Disabling sequence parallelism");
   check_at(sp, text, "--sequence-parallel  #", "--sequence-parallel");
-  CHECK(find_diag(diags, Severity::kNote, "if blocks"));
+  CHECK(find_diag(diags, Severity::kNote, "if, case and loop blocks (lines 135, 180)"));
 
   auto [dist_line, dist_col] = position(text, "--use-distributed-optimizer");
   CHECK(j.loc("sharding").line == dist_line);
@@ -342,6 +342,50 @@ TEST_CASE("a launch script's if blocks run the branch their test conditions choo
   }
   CHECK(sh.flags.empty());  // the 8b branch's torchrun did not run
   CHECK(sh.if_lines == std::vector<int32_t>{16, 18});
+}
+
+TEST_CASE("a launch script's groups, loops, functions and case blocks skip and run as bash does", "[config]") {
+  // What bash 5.2 prints after these lines: PP=4 A= B=octal C= D= E=once F=two G=else H=set I=.
+  const std::string text =
+      "TP=2\n"
+      "false && { true && PP=9; }\n"          // a skipped group with a list inside
+      "[ \"$TP\" -eq 1 ] &&\n  A=8\n"          // the right side on the next line
+      "if [[ 010 -eq 8 ]]; then B=octal; fi\n"  // [[ reads 010 as octal
+      "while false; do C=loop; done\n"         // a loop its condition ends at once
+      "until true; do D=loop; done\n"
+      "while [ -z \"$E\" ]; do E=once; done\n"  // the body is read once
+      "set_pp() {\n  PP=4\n}\nset_pp\n"          // a function's body, read where it is defined
+      "case $TP in\n  2) F=two;;\nesac\n"       // every branch of a case is read (one here)
+      "if true; false; then G=then; else G=else; fi\n"  // the condition's last command decides
+      "if H=set; then :; fi\n"                 // a condition's assignment stays
+      "[ 1 -eq 2 ] && if true; then I=1; fi\n";  // a skipped if, whole
+  ShellArgs sh = read_shell_args(register_source("blocks.sh", text), text);
+  const std::map<std::string, std::string> want = {{"PP", "4"},   {"B", "octal"}, {"E", "once"},
+                                                   {"F", "two"},  {"G", "else"},  {"H", "set"}};
+  for (const auto& [name, value] : want) {
+    INFO(name);
+    CHECK(sh.vars[name].value == value);
+  }
+  for (const char* unset : {"A", "C", "D", "I"}) {
+    INFO(unset);
+    CHECK(sh.vars.count(unset) == 0);
+  }
+  CHECK(sh.limit_error.empty());
+  CHECK(sh.if_lines == std::vector<int32_t>{13});  // the case block: its patterns are not matched
+
+  // A keyword out of place or a block left open is bash's syntax error, located.
+  for (const auto& [script, line, message] :
+       std::vector<std::tuple<std::string, int32_t, std::string>>{
+           {"TP=2\nfi\n", 2, "syntax error near unexpected token 'fi': no open 'if' it belongs to here"},
+           {"TP=2\nif [ -n x ]; then\n  TP=4\n", 2, "'if' has no matching 'fi' before the end of the script"},
+           {"f() {\n  TP=4\n", 1, "'{' has no matching '}' before the end of the script"},
+           {"while true; done\n", 1, "syntax error near unexpected token 'done': no open 'while/until/for' it "
+                                     "belongs to here"}}) {
+    INFO(script);
+    ShellArgs bad = read_shell_args(register_source("bad.sh", script), script);
+    CHECK(bad.limit_error == message);
+    CHECK(bad.limit_loc.line == line);
+  }
 }
 
 TEST_CASE("Megatron: an older script with flags in multi-line strings reads with each flag located", "[config]") {

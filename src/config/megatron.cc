@@ -92,23 +92,27 @@ class MegatronReader {
     j.path = path_;
     j.file = start();
     j.hardware = ctx_.hardware;
-    if (!if_lines_.empty()) {
-      std::vector<std::string> lines;
-      for (int32_t l : if_lines_) lines.push_back(std::to_string(l));
+    // "line 3", "lines 3, 9", at most ten listed: "lines 3, 9, ... and 99,990 more".
+    const auto lines_of = [](const std::vector<int32_t>& ls) {
+      constexpr size_t kListed = 10;
+      std::vector<std::string> shown;
+      for (size_t k = 0; k < std::min(ls.size(), kListed); ++k) shown.push_back(std::to_string(ls[k]));
+      std::string text = fmt::format("line{} {}", ls.size() > 1 ? "s" : "", fmt::join(shown, ", "));
+      if (ls.size() > kListed) text += fmt::format(" and {} more", ls.size() - kListed);
+      return text;
+    };
+    if (!if_lines_.empty())
       diags_.note(SourceLoc{file_, if_lines_.front(), 1},
-                  fmt::format("the script's if blocks (line{} {}) are read with every branch taken from a "
-                              "condition schedcheck does not evaluate (a command, a file test, a && or || list)",
-                              lines.size() > 1 ? "s" : "", fmt::join(lines, ", ")));
-    }
-    if (!list_lines_.empty()) {
-      std::vector<std::string> lines;
-      for (int32_t l : list_lines_) lines.push_back(std::to_string(l));
+                  fmt::format("the script's if, case and loop blocks ({}) are read with every branch taken, "
+                              "loops once, from a condition schedcheck does not evaluate (a command, a file test, "
+                              "a && or || list, a case pattern)",
+                              lines_of(if_lines_)));
+    if (!list_lines_.empty())
       diags_.note(SourceLoc{file_, list_lines_.front(), 1},
-                  fmt::format("the script's && / || lists (line{} {}) are read with both sides run: the left "
-                              "side's status is not known (a command, or a test other than -n, -z and "
+                  fmt::format("the script's && / || lists ({}) are read with both sides run: the left side's "
+                              "status is not known (a command, a block, or a test other than -n, -z and "
                               "comparisons)",
-                              lines.size() > 1 ? "s" : "", fmt::join(lines, ", ")));
-    }
+                              lines_of(list_lines_)));
     deprecated();
     switches_take_no_value();
     parallel(j);

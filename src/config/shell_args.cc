@@ -359,44 +359,52 @@ class Shell {
     // launcher or a condition schedcheck does not evaluate), and whether the next command runs.
     std::optional<bool> status = true;
     bool skip_next = false;
+    bool after_operator = false;  // an `&&` or `||` waits for its right side
     while (!eof()) {
-      skip_blanks();
-      if (eof()) break;
-      char c = peek();
-      if (c == '#') {
-        skip_comment();
-      } else if ((c == '&' && peek(1) == '&') || (c == '|' && peek(1) == '|')) {
+      if (separator()) continue;
+      const char c = peek();
+      if ((c == '&' && peek(1) == '&') || (c == '|' && peek(1) == '|')) {
         // `&&` runs the next command after a success, `||` after a failure; a command skipped
         // leaves the status as it was (`false && A=1 || B=2` sets B).
         const int32_t line = line_;
         advance();
         advance();
-        if (last_was_condition_ && !ifs_.empty()) ifs_.back().cond_unknown = true;  // `if a && b`
+        if (last_was_condition_ && !frames_.empty()) frames_.back().cond_unknown = true;  // `if a && b`
+        after_operator = true;  // newlines may follow before the next command
         if (skip_next) continue;  // `a && b && c` with b skipped: c is decided by a's status
         if (!status) {
           if (out_.list_lines.empty() || out_.list_lines.back() != line) out_.list_lines.push_back(line);
         } else {
           skip_next = *status != (c == '&');
         }
-      } else if (c == '\n' || c == ';' || c == '&' || c == '|' || (c == '(' && peek(1) != '(') || c == ')' ||
-                 c == '<' || c == '>') {  // `((` starts an arithmetic command
-        if (c == ';' || c == '&' || c == '|') status = true, skip_next = false;  // a new list (or pipeline)
+      } else if (c == ';' && peek(1) == ';') {  // the end of a case branch: a pattern follows
+        advance();
+        advance();
+        if (!frames_.empty() && frames_.back().kind == Block::kCase) case_pattern_ = true;
+      } else if (c == '\n' && after_operator) {
+        advance();
+      } else if (c == '\n' || c == ';' || c == '&' || c == '|') {
+        status = true, skip_next = false;  // a new list (or pipeline)
         advance();
       } else if (skip_next) {
-        // Read without effect: the command, or a `{ ...; }` group it opens, up to its end.
+        after_operator = false;
+        // Read without effect: the command, or the block it opens (`{ ...; }`, an if, a loop)
+        // up to its end.
         const Snapshot snap = snapshot();
-        const int depth = brace_depth_;
-        command();
-        while (brace_depth_ > depth && !eof()) {
-          while (!eof() && (is_blank(peek()) || peek() == '\n' || peek() == ';')) advance();
-          if (peek() == '#') skip_comment();
-          else if (!eof()) command();
-        }
+        const size_t depth = frames_.size();
+        command_progressing();
+        while (frames_.size() > depth && !eof())
+          if (!separator() && !operator_chars()) command_progressing();
         restore(snap);
         skip_next = false;
       } else {
-        status = command();
+        after_operator = false;
+        status = command_progressing();
       }
+    }
+    if (!frames_.empty()) {  // bash: "syntax error: unexpected end of file"
+      const Frame& f = frames_.front();
+      limit(f.at, "'" + f.opener + "' has no matching '" + closer(f.kind) + "' before the end of the script");
     }
     if (!command_flags_)
       for (const std::string& name : array_order_) {
@@ -412,6 +420,43 @@ class Shell {
   bool eof() const { return i_ >= s_->size(); }
   char peek(size_t k = 0) const { return i_ + k < s_->size() ? (*s_)[i_ + k] : '\0'; }
   SourceLoc here() const { return SourceLoc{file_, line_, col_}; }
+  /// Skips one blank, comment or character between commands that opens no command (`(` alone,
+  /// `)`, `<`, `>`): true if it did. Not `;`, `&`, `|` or a newline, which end a list.
+  bool separator() {
+    if (eof()) return false;
+    const char c = peek();
+    if (is_blank(c) || (c == '\\' && peek(1) == '\n')) {
+      skip_blanks();
+      return true;
+    }
+    if (c == '#') {
+      skip_comment();
+      return true;
+    }
+    if ((c == '(' && peek(1) != '(') || c == ')' || c == '<' || c == '>') {  // `((` starts an arithmetic command
+      advance();
+      return true;
+    }
+    return false;
+  }
+  /// Skips one list or pipeline operator character (`;`, `&`, `|`, a newline): true if it did.
+  bool operator_chars() {
+    const char c = peek();
+    if (c != ';' && c != '&' && c != '|' && c != '\n') return false;
+    if (c == ';' && peek(1) == ';' && !frames_.empty() && frames_.back().kind == Block::kCase) {
+      advance();
+      case_pattern_ = true;
+    }
+    advance();
+    return true;
+  }
+  /// command(), and past one character if it read none (it never stalls the reader).
+  std::optional<bool> command_progressing() {
+    const size_t before = i_;
+    std::optional<bool> status = command();
+    if (i_ == before) advance();
+    return status;
+  }
   void advance() {
     if (eof()) return;
     if ((*s_)[i_] == '\n') {
@@ -848,7 +893,8 @@ class Shell {
     std::vector<bool> quoted_empty;  // per word: written quoted and expanded to nothing ("")
     bool negate = false;             // `! cmd`
     bool arithmetic = false;         // `(( expr ))`
-    bool is_condition = false;       // the words of an `if`/`elif` condition
+    bool closing = false;            // a block's closing keyword (fi, done, esac, })
+    bool function_parens = false;    // `name()`: a function definition's body may follow
     std::optional<Snapshot> skipped; // in an if branch not taken: the state to restore at the end
     bool condition = false;   // skipping an if/while condition up to `;` or a newline
     bool declaring = false;   // after export/local/...: words are assignments
@@ -867,6 +913,18 @@ class Shell {
         break;
       }
       if (c == '\n' || c == ';') break;
+      if (case_pattern_ && words.empty()) {  // a case branch's `pattern)`, or the `esac`
+        if (s_->compare(i_, 4, "esac") == 0 && (i_ + 4 >= s_->size() || !is_name_char((*s_)[i_ + 4]))) {
+          case_pattern_ = false;
+        } else {
+          while (!eof() && peek() != ')' && peek() != '\n') advance();
+          if (peek() == ')') {
+            advance();
+            case_pattern_ = false;
+          }
+          continue;
+        }
+      }
       if ((c == '&' && peek(1) == '>') || ((c == '<' || c == '>') && peek(1) != '(' && !(c == '<' && peek(1) == '<'))) {
         // A redirection (`> log`, `2>&1`, `&> log`, `< in`): the operator and its target are
         // not words of the command, so a file name never becomes a flag's value.
@@ -906,6 +964,7 @@ class Shell {
         continue;
       }
       if (c == '(' || c == ')' || c == '<' || c == '>') {
+        if (c == '(' && peek(1) == ')' && words.size() == 1) function_parens = true;
         advance();
         continue;
       }
@@ -916,39 +975,36 @@ class Shell {
         advance();
         continue;
       }
+      // A function definition, `name() {` or `function name {`: its body is read where it is
+      // defined (as if called once there), a `{ }` group.
+      if (raw == "{" && !condition && ((words.size() == 1 && function_parens) ||
+                                       (!words.empty() && str(words.front()) == "function" && words.size() <= 2))) {
+        words.clear();
+        quoted_empty.clear();
+        keyword(raw, start);
+        continue;
+      }
       // A file descriptor written against its redirection (the 2 of `2>&1`).
       if ((peek() == '>' || peek() == '<') && !raw.empty() &&
           raw.find_first_not_of("0123456789") == std::string::npos)
         continue;
-      if (condition) continue;
+      if (condition) {
+        if (raw == "in" && !frames_.empty() && frames_.back().kind == Block::kCase && !case_pattern_) {
+          condition = false;  // `case WORD in`: the branches' patterns follow
+          case_pattern_ = true;
+        }
+        continue;
+      }
       if (words.empty()) {
-        if (raw == "if" || raw == "elif") {  // the words that follow are the condition, a test
-          if (raw == "if") ifs_.push_back(IfFrame{skipping(), true, false, std::nullopt, false, start.line});
-          else if (!ifs_.empty()) ifs_.back().skip = true;
-          if (!ifs_.empty()) ifs_.back().cond_unknown = false;
-          is_condition = !ifs_.empty();
-          continue;
-        }
-        if (raw == "then" || raw == "else") {
-          if (!ifs_.empty()) branch(raw == "then");
-          continue;
-        }
-        if (raw == "fi") {
-          if (!ifs_.empty()) ifs_.pop_back();
-          continue;
-        }
-        if (raw == "while" || raw == "until" || raw == "for" || raw == "case") {
-          condition = true;
+        if (keyword(raw, start)) {
+          closing = closing || raw == "fi" || raw == "done" || raw == "esac" || raw == "}";
+          if (raw == "for" || raw == "case") condition = true;  // their words are no command
           continue;
         }
         // The first word that is not a keyword: in a branch not taken, read it without effect.
         if (!skipped && skipping()) skipped = snapshot();
-        if (raw == "{") ++brace_depth_;
-        if (raw == "}") --brace_depth_;
         if (raw == "!") negate = !negate;
-        if (raw == "then" || raw == "else" || raw == "do" || raw == "fi" || raw == "done" || raw == "esac" ||
-            raw == "{" || raw == "}" || raw == "!" || raw == "in")
-          continue;
+        if (raw == "!" || raw == "in") continue;
         if (kDeclarers.count(raw)) {
           declaring = true;
           continue;
@@ -1029,15 +1085,15 @@ class Shell {
     }
     heredoc_body();
     // Only assignments (`CP=3`): status 0; an arithmetic command's status is its value's, not read.
-    std::optional<bool> status =
-        !words.empty() ? test_status(words, quoted_empty) : arithmetic ? std::nullopt : std::optional<bool>(true);
+    // A block's status (the last command it ran) is not followed: after its closing keyword the
+    // status is not known.
+    std::optional<bool> status = !words.empty() ? test_status(words, quoted_empty)
+                                 : arithmetic || closing ? std::nullopt
+                                                         : std::optional<bool>(true);
     if (status && negate) status = !*status;
-    last_was_condition_ = is_condition;
-    if (is_condition) {  // a condition's words are no command line
-      ifs_.back().cond = status;
-      if (skipped) restore(*skipped);
-      return status;
-    }
+    // A command of an if/while/until condition: the last one before `then`/`do` decides.
+    last_was_condition_ = !frames_.empty() && frames_.back().in_condition;
+    if (last_was_condition_) frames_.back().cond = status;
     if (!words.empty() && !kNotLaunchers.count(str(words.front()))) {
       std::vector<ShellToken> tokens;
       for (const Text& w : words) split(w, tokens);
@@ -1047,33 +1103,106 @@ class Shell {
     return status;
   }
 
-  /// An `if` block being read: whether its current branch runs, by its conditions' statuses
-  /// where test_status knows them. A condition it does not know runs its branch, and every
-  /// later branch too (as every branch of an if was read before: if_lines).
-  struct IfFrame {
-    bool outer_skip = false;        ///< inside a branch not taken: nothing here runs
-    bool skip = true;               ///< the current branch (or condition) does not run
-    bool any_taken = false;         ///< a branch has certainly run
-    std::optional<bool> cond;       ///< the status of the latest condition
-    bool cond_unknown = false;      ///< the latest condition is a list (`a && b`): not evaluated
-    int32_t line = 0;               ///< the `if` keyword's line
-    bool unknown_recorded = false;  ///< line is in if_lines
+  /// A compound command being read (`if`, `while`, `until`, `for`, `case`, `{`): whether its
+  /// current part runs. An if/while/until condition runs (its last command's status decides,
+  /// where test_status knows it); a branch runs by it. From a condition whose status is not
+  /// known on, every branch of the if is read (if_lines); a loop runs its body once, or not at
+  /// all where its condition is known to end it at once; every branch of a case is read.
+  enum class Block : uint8_t { kIf, kWhile, kUntil, kFor, kCase, kGroup };
+  struct Frame {
+    Block kind = Block::kIf;
+    bool outer_skip = false;        ///< inside a part that does not run: nothing here runs
+    bool skip = false;              ///< the current part does not run
+    bool in_condition = false;      ///< between if/elif/while/until and then/do
+    bool any_taken = false;         ///< an if branch has certainly run
+    std::optional<bool> cond;       ///< the status of the condition's last command
+    bool cond_unknown = false;      ///< the condition is a list (`a && b`): not evaluated
+    bool unknown_recorded = false;  ///< the if's line is in if_lines
+    SourceLoc at;                   ///< the opening keyword
+    std::string opener;             ///< "if", "while", ...
   };
-  bool skipping() const { return !ifs_.empty() && (ifs_.back().skip || ifs_.back().outer_skip); }
-  /// `then` (after a condition) or `else`: whether the branch that starts runs.
-  void branch(bool then) {
-    IfFrame& f = ifs_.back();
-    const std::optional<bool> c = then ? (f.cond_unknown ? std::nullopt : f.cond) : std::optional<bool>(true);
+  static const char* closer(Block k) {
+    switch (k) {
+      case Block::kIf: return "fi";
+      case Block::kWhile:
+      case Block::kUntil:
+      case Block::kFor: return "done";
+      case Block::kCase: return "esac";
+      case Block::kGroup: return "}";
+    }
+    return "";
+  }
+  bool skipping() const { return !frames_.empty() && (frames_.back().skip || frames_.back().outer_skip); }
+  /// A reserved word at a command's start: updates the blocks and answers true, or false for
+  /// any other word. A keyword out of place (`fi` with no `if` open) is a syntax error, as bash
+  /// says ("syntax error near unexpected token").
+  bool keyword(const std::string& raw, const SourceLoc& at) {
+    static const std::map<std::string, Block> kOpeners = {{"if", Block::kIf},       {"while", Block::kWhile},
+                                                          {"until", Block::kUntil}, {"for", Block::kFor},
+                                                          {"case", Block::kCase},   {"{", Block::kGroup}};
+    if (auto o = kOpeners.find(raw); o != kOpeners.end()) {
+      Frame f;
+      f.kind = o->second;
+      f.outer_skip = skipping();
+      f.in_condition = f.kind == Block::kIf || f.kind == Block::kWhile || f.kind == Block::kUntil;
+      f.at = at;
+      f.opener = raw;
+      // Every branch of a case is read: its patterns are not matched.
+      if (f.kind == Block::kCase && !f.outer_skip) out_.if_lines.push_back(at.line);
+      frames_.push_back(std::move(f));
+      return true;
+    }
+    static const std::map<std::string, std::vector<Block>> kInner = {
+        {"then", {Block::kIf}}, {"elif", {Block::kIf}},  {"else", {Block::kIf}},  {"fi", {Block::kIf}},
+        {"do", {Block::kWhile, Block::kUntil, Block::kFor}}, {"done", {Block::kWhile, Block::kUntil, Block::kFor}},
+        {"esac", {Block::kCase}}, {"}", {Block::kGroup}}};
+    auto k = kInner.find(raw);
+    if (k == kInner.end()) return false;
+    const bool fits = !frames_.empty() && std::find(k->second.begin(), k->second.end(), frames_.back().kind) !=
+                                              k->second.end();
+    // `then`/`do` only after a condition, `elif`/`else`/`fi` only after one (not inside it).
+    const bool in_cond = fits && frames_.back().in_condition;
+    if (!fits || ((raw == "then" || raw == "do") != in_cond && frames_.back().kind != Block::kFor)) {
+      const Block b = k->second.front();
+      const std::string owner = b == Block::kIf ? "if" : b == Block::kCase ? "case" : b == Block::kGroup ? "{" : "while/until/for";
+      limit(at, "syntax error near unexpected token '" + raw + "': no open '" + owner + "' it belongs to here");
+      return true;
+    }
+    Frame& f = frames_.back();
+    if (raw == "fi" || raw == "done" || raw == "esac" || raw == "}") {
+      frames_.pop_back();
+      if (raw == "esac") case_pattern_ = false;
+      return true;
+    }
+    if (raw == "elif") {
+      f.in_condition = true;
+      f.cond.reset();
+      f.cond_unknown = false;
+      f.skip = f.outer_skip || f.any_taken;  // after a branch that ran, the condition is not run
+      return true;
+    }
+    if (raw == "else") {
+      f.skip = f.outer_skip || f.any_taken;
+      return true;
+    }
+    // then / do: whether the part that starts runs.
+    if (f.kind == Block::kFor) return true;  // `for x in ...; do`: the body runs once
+    f.in_condition = false;
+    const bool known = !f.cond_unknown && f.cond.has_value();
+    const bool runs = known && f.cond.value_or(false) != (f.kind == Block::kUntil);
     if (f.outer_skip || f.any_taken) {
       f.skip = true;
-    } else if (c) {
-      f.skip = !*c;
-      if (*c && !f.unknown_recorded) f.any_taken = true;  // after an unknown condition, not certain
+    } else if (known) {
+      f.skip = !runs;
+      if (runs && f.kind == Block::kIf) f.any_taken = true;
     } else {
-      f.skip = false;
-      if (!f.unknown_recorded) out_.if_lines.push_back(f.line);
-      f.unknown_recorded = true;
+      f.skip = false;  // not known: the part is read as if it ran
+      if (!f.unknown_recorded) {
+        out_.if_lines.push_back(f.at.line);
+        f.unknown_recorded = true;
+      }
     }
+    return true;
   }
 
   /// The exit status of a test command, as bash's `test` builtin and `[[` give it for the forms
@@ -1109,14 +1238,20 @@ class Shell {
   }
 
   static std::optional<bool> test_args(const std::vector<std::string>& a, bool dbl) {
-    const auto integer = [](const std::string& x) -> std::optional<int64_t> {
+    // `[` and `test` read decimal integers (a leading 0 is decimal); `[[` evaluates its
+    // operands as arithmetic, where a leading 0 is octal (010 is 8, 08 an error) and an empty
+    // operand is 0. Anything else `[[` would evaluate (names, 0x, expressions): not read.
+    const auto integer = [dbl](const std::string& x) -> std::optional<int64_t> {
+      if (dbl && x.empty()) return 0;
       int64_t v = 0;
       const char* b = x.data();
       const char* e = x.data() + x.size();
-      if (b != e && *b == '+') ++b;
-      auto [p, ec] = std::from_chars(b, e, v);
+      const bool neg = dbl && b != e && *b == '-';
+      if (b != e && (*b == '+' || neg)) ++b;
+      const bool octal = dbl && e - b > 1 && *b == '0';
+      auto [p, ec] = std::from_chars(b, e, v, octal ? 8 : 10);
       if (b == e || ec != std::errc() || p != e) return std::nullopt;
-      return v;
+      return neg ? -v : v;
     };
     switch (a.size()) {
       case 0:
@@ -1171,12 +1306,12 @@ class Shell {
     std::map<std::string, std::vector<Text>> arrays;
     std::vector<std::string> array_order;
     bool command_flags = false;
-    size_t flags = 0, if_lines = 0, defaults_used = 0;
+    size_t flags = 0, if_lines = 0, list_lines = 0, defaults_used = 0;
   };
   Snapshot snapshot() const {
-    return Snapshot{scalars_,          scalar_loc_,       arrays_,
-                    array_order_,      command_flags_,    out_.flags.size(),
-                    out_.if_lines.size(), out_.defaults_used.size()};
+    return Snapshot{scalars_,          scalar_loc_,          arrays_,
+                    array_order_,      command_flags_,       out_.flags.size(),
+                    out_.if_lines.size(), out_.list_lines.size(), out_.defaults_used.size()};
   }
   void restore(const Snapshot& s) {
     scalars_ = s.scalars;
@@ -1186,6 +1321,7 @@ class Shell {
     command_flags_ = s.command_flags;
     out_.flags.resize(s.flags);
     out_.if_lines.resize(s.if_lines);
+    out_.list_lines.resize(s.list_lines);
     out_.defaults_used.resize(s.defaults_used);
   }
 
@@ -1333,9 +1469,9 @@ class Shell {
   std::map<std::string, std::vector<Text>> arrays_;
   std::vector<std::string> array_order_;
   bool command_flags_ = false;
-  int brace_depth_ = 0;  ///< `{` minus `}` command words so far
-  std::vector<IfFrame> ifs_;          ///< the if blocks open, innermost last
-  bool last_was_condition_ = false;   ///< the last command read was an if/elif condition
+  std::vector<Frame> frames_;         ///< the compound commands open, innermost last
+  bool last_was_condition_ = false;   ///< the last command read was part of a condition
+  bool case_pattern_ = false;         ///< a case branch's `pattern)` comes next
   size_t expanded_ = 0;  ///< characters produced by expansions so far (kMaxShellExpansion)
   int64_t pattern_budget_ = kMaxPatternSteps;  // glob steps left for ${...} patterns
   int plain_depth_ = 0;  ///< nesting of plain() (kMaxShellNesting)

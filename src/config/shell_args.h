@@ -42,7 +42,8 @@ struct ShellArgs {
   /// Lines of `&&` / `||` whose left side's status schedcheck does not know (a command it does
   /// not run, a test it does not evaluate): the right side was read as if it ran.
   std::vector<int32_t> list_lines;
-  /// The first limit the script ran into, as a message ("A expands to more than 65536
+  /// The first limit the script ran into, or its first syntax error (a keyword out of place, a
+  /// block left open), as a message ("A expands to more than 65536
   /// characters ..."), and where; empty when none. A launch script's values are short and
   /// shallow; these guard against `A="$A$A"` chains, `$V` repeated thousands of times and
   /// nesting thousands deep. After a limit, expansions that would pass it are cut.
@@ -82,8 +83,11 @@ inline constexpr int kMaxShellNesting = 64;
 /// `$((...))` is not evaluated (the variable then holds the expression's text); `NAME=value cmd` sets NAME for cmd only, as bash
 /// does. `$(command)` is not run: it expands to the word `$(...)`; here-document bodies
 /// (`<<EOF`) are skipped. An `if`/`elif`/`else` block runs the branch its conditions choose where
-/// each is a test it evaluates (as for `&&` below), and from a condition it does not evaluate
-/// on, every branch (if_lines); loops run their body once. In `a && b` and `a || b` the right side
+/// each is a test it evaluates (as for `&&` below; a condition's last command decides), and from a
+/// condition it does not evaluate on, every branch (if_lines); a while/until loop its condition
+/// ends at once is skipped, any other loop runs its body once; every branch of a case is read; a
+/// function's body is read where it is defined. A keyword out of place or a block left open is
+/// a syntax error (limit_error). In `a && b` and `a || b` the right side
 /// runs or not by a's status where a is a test schedcheck evaluates (`[ -z "$TP" ] && TP=2`:
 /// `-n`, `-z`, string and integer comparisons, `true`, `false`), and is read as if it ran where
 /// a's status is not known (list_lines). Flags come from every command that is
