@@ -355,7 +355,7 @@ TEST_CASE("a launch script's groups, loops, functions and case blocks skip and r
       "until true; do D=loop; done\n"
       "while [ -z \"$E\" ]; do E=once; done\n"  // the body is read once
       "set_pp() {\n  PP=4\n}\nset_pp\n"          // a function's body, read where it is defined
-      "case $TP in\n  2) F=two;;\nesac\n"       // every branch of a case is read (one here)
+      "case $TP in\n  2) F=two;;\nesac\n"       // the matching branch
       "if true; false; then G=then; else G=else; fi\n"  // the condition's last command decides
       "if H=set; then :; fi\n"                 // a condition's assignment stays
       "[ 1 -eq 2 ] && if true; then I=1; fi\n";  // a skipped if, whole
@@ -371,7 +371,26 @@ TEST_CASE("a launch script's groups, loops, functions and case blocks skip and r
     CHECK(sh.vars.count(unset) == 0);
   }
   CHECK(sh.limit_error.empty());
-  CHECK(sh.if_lines == std::vector<int32_t>{13});  // the case block: its patterns are not matched
+  CHECK(sh.if_lines.empty());
+
+  // case: the first branch whose pattern matches runs (bash 5.2: TP=8 PP=2 A=q B=glob C= D=2 E=paren).
+  const std::string cases =
+      "MODEL=70b\n"
+      "case $MODEL in\n  8b) TP=1 ;;\n  70b|70B) TP=8; PP=2 ;;\n  *) TP=4 ;;\nesac\n"
+      "case \"$MODEL\" in \"70b\") A=q;; esac\n"
+      "case x$MODEL in x7*) B=glob;; *) B=star;; esac\n"
+      "case $MODEL in 405b) C=no;; esac\n"
+      "case $(hostname) in a) D=1;; *) D=2;; esac\n"  // line 10: a command's output, not read
+      "case $MODEL in (70b) E=paren;; esac\n";
+  ShellArgs c = read_shell_args(register_source("cases.sh", cases), cases);
+  const std::map<std::string, std::string> case_want = {{"TP", "8"}, {"PP", "2"}, {"A", "q"},
+                                                        {"B", "glob"}, {"D", "2"}, {"E", "paren"}};
+  for (const auto& [name, value] : case_want) {
+    INFO(name);
+    CHECK(c.vars[name].value == value);
+  }
+  CHECK(c.vars.count("C") == 0);
+  CHECK(c.if_lines == std::vector<int32_t>{10});  // every branch of that case was read
 
   // A keyword out of place or a block left open is bash's syntax error, located.
   for (const auto& [script, line, message] :

@@ -105,7 +105,7 @@ class MegatronReader {
       diags_.note(SourceLoc{file_, if_lines_.front(), 1},
                   fmt::format("the script's if, case and loop blocks ({}) are read with every branch taken, "
                               "loops once, from a condition schedcheck does not evaluate (a command, a file test, "
-                              "a && or || list, a case pattern)",
+                              "a && or || list, a case pattern with [...] or a word from $(...))",
                               lines_of(if_lines_)));
     if (!list_lines_.empty())
       diags_.note(SourceLoc{file_, list_lines_.front(), 1},

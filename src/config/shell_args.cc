@@ -917,10 +917,18 @@ class Shell {
         if (s_->compare(i_, 4, "esac") == 0 && (i_ + 4 >= s_->size() || !is_name_char((*s_)[i_ + 4]))) {
           case_pattern_ = false;
         } else {
-          while (!eof() && peek() != ')' && peek() != '\n') advance();
+          std::string pattern;
+          char quote = 0;
+          while (!eof() && (quote != 0 || (peek() != ')' && peek() != '\n'))) {
+            if (quote == 0 && (peek() == '"' || peek() == '\'')) quote = peek();
+            else if (quote != 0 && peek() == quote) quote = 0;
+            pattern += peek();
+            advance();
+          }
           if (peek() == ')') {
             advance();
             case_pattern_ = false;
+            case_branch(pattern);
           }
           continue;
         }
@@ -989,9 +997,19 @@ class Shell {
           raw.find_first_not_of("0123456789") == std::string::npos)
         continue;
       if (condition) {
-        if (raw == "in" && !frames_.empty() && frames_.back().kind == Block::kCase && !case_pattern_) {
-          condition = false;  // `case WORD in`: the branches' patterns follow
-          case_pattern_ = true;
+        if (!frames_.empty() && frames_.back().kind == Block::kCase && !case_pattern_) {
+          Frame& f = frames_.back();
+          if (raw == "in" && f.subject_read) {
+            condition = false;  // `case WORD in`: the branches' patterns follow
+            case_pattern_ = true;
+          } else if (!f.subject_read) {
+            // The word matched: not read where an expansion left its own text (`$(...)`).
+            f.subject_read = true;
+            const std::string v = str(w);
+            if (v.find("$(") == std::string::npos && v.find("${") == std::string::npos &&
+                v.find('`') == std::string::npos)
+              f.subject = v;
+          }
         }
         continue;
       }
@@ -1120,7 +1138,47 @@ class Shell {
     bool unknown_recorded = false;  ///< the if's line is in if_lines
     SourceLoc at;                   ///< the opening keyword
     std::string opener;             ///< "if", "while", ...
+    bool subject_read = false;      ///< case: its word has been read
+    std::optional<std::string> subject;  ///< case: the word's value, where it could be read
   };
+  /// A case branch's `pattern)` (alternatives split at `|`): whether the branch runs. The
+  /// first branch whose pattern matches the case's word runs (bash's glob: `*`, `?`, `\c`; a
+  /// quoted alternative matches its text literally); the others do not. A pattern or word it
+  /// cannot read (`[...]`, an expansion) runs its branch and every later one, listed in
+  /// if_lines.
+  void case_branch(std::string pattern) {
+    Frame& f = frames_.back();
+    const size_t b = pattern.find_first_not_of(" \t(");
+    pattern = b == std::string::npos ? std::string() : pattern.substr(b);
+    while (!pattern.empty() && is_blank(pattern.back())) pattern.pop_back();
+    bool known = f.subject.has_value() && pattern.find_first_of("$`[") == std::string::npos;
+    bool hit = false;
+    for (size_t from = 0, bar = 0; known && !hit && bar != std::string::npos; from = bar + 1) {
+      bar = pattern.find('|', from);
+      std::string alt = pattern.substr(from, bar == std::string::npos ? std::string::npos : bar - from);
+      const size_t l = alt.find_first_not_of(" \t"), r = alt.find_last_not_of(" \t");
+      alt = l == std::string::npos ? std::string() : alt.substr(l, r - l + 1);
+      if (alt.size() >= 2 && (alt.front() == '"' || alt.front() == '\'') && alt.back() == alt.front()) {
+        hit = alt.substr(1, alt.size() - 2) == *f.subject;
+      } else if (alt.find_first_of("\"'") != std::string::npos) {
+        known = false;
+      } else {
+        const std::optional<bool> m = glob_match(alt, *f.subject, pattern_budget_);
+        known = m.has_value();
+        hit = m.value_or(false);
+      }
+    }
+    if (f.outer_skip || f.any_taken) {
+      f.skip = true;
+    } else if (known) {
+      f.skip = !hit;
+      f.any_taken = hit;
+    } else {
+      f.skip = false;
+      if (!f.unknown_recorded) out_.if_lines.push_back(f.at.line);
+      f.unknown_recorded = true;
+    }
+  }
   static const char* closer(Block k) {
     switch (k) {
       case Block::kIf: return "fi";
@@ -1147,8 +1205,7 @@ class Shell {
       f.in_condition = f.kind == Block::kIf || f.kind == Block::kWhile || f.kind == Block::kUntil;
       f.at = at;
       f.opener = raw;
-      // Every branch of a case is read: its patterns are not matched.
-      if (f.kind == Block::kCase && !f.outer_skip) out_.if_lines.push_back(at.line);
+      f.skip = f.kind == Block::kCase;  // nothing runs before a case's first pattern
       frames_.push_back(std::move(f));
       return true;
     }
