@@ -103,9 +103,10 @@ class MegatronReader {
     };
     if (!if_lines_.empty())
       diags_.note(SourceLoc{file_, if_lines_.front(), 1},
-                  fmt::format("the script's if, case and loop blocks ({}) are read with every branch taken, "
-                              "loops once, from a condition schedcheck does not evaluate (a command, a file test, "
-                              "a && or || list, a case pattern with [...] or a word from $(...))",
+                  fmt::format("the script's blocks at {} are read approximately: a loop's body once, a "
+                              "function's body where it is defined, and every branch of an if or case from a "
+                              "condition schedcheck does not evaluate (a command, a file test, a && or || list, a "
+                              "case pattern with [...] or a word from $(...))",
                               lines_of(if_lines_)));
     if (!list_lines_.empty())
       diags_.note(SourceLoc{file_, list_lines_.front(), 1},

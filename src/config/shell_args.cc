@@ -377,10 +377,8 @@ class Shell {
         } else {
           skip_next = *status != (c == '&');
         }
-      } else if (c == ';' && peek(1) == ';') {  // the end of a case branch: a pattern follows
-        advance();
-        advance();
-        if (!frames_.empty() && frames_.back().kind == Block::kCase) case_pattern_ = true;
+      } else if (c == ';' && (peek(1) == ';' || peek(1) == '&')) {  // the end of a case branch
+        end_case_branch();
       } else if (c == '\n' && after_operator) {
         advance();
       } else if (c == '\n' || c == ';' || c == '&' || c == '|') {
@@ -443,12 +441,26 @@ class Shell {
   bool operator_chars() {
     const char c = peek();
     if (c != ';' && c != '&' && c != '|' && c != '\n') return false;
-    if (c == ';' && peek(1) == ';' && !frames_.empty() && frames_.back().kind == Block::kCase) {
-      advance();
-      case_pattern_ = true;
+    if (c == ';' && (peek(1) == ';' || peek(1) == '&')) {
+      end_case_branch();
+      return true;
     }
     advance();
     return true;
+  }
+  /// `;;` (the case ends), `;&` (the next branch runs too) or `;;&` (the next patterns are tested
+  /// as well), at the reader: a pattern follows.
+  void end_case_branch() {
+    advance();
+    const bool fall = peek() == '&';
+    const bool next_too = peek() == ';' && peek(1) == '&';
+    advance();
+    if (next_too) advance();
+    if (frames_.empty() || frames_.back().kind != Block::kCase) return;
+    Frame& f = frames_.back();
+    case_pattern_ = true;
+    f.fall_through = fall && !f.skip;  // the branch that ran goes on into the next one
+    if (next_too && !f.skip) f.any_taken = false;
   }
   /// command(), and past one character if it read none (it never stalls the reader).
   std::optional<bool> command_progressing() {
@@ -990,6 +1002,7 @@ class Shell {
         words.clear();
         quoted_empty.clear();
         keyword(raw, start);
+        if (!skipping()) out_.if_lines.push_back(start.line);  // a function body, read where defined
         continue;
       }
       // A file descriptor written against its redirection (the 2 of `2>&1`).
@@ -1139,6 +1152,7 @@ class Shell {
     SourceLoc at;                   ///< the opening keyword
     std::string opener;             ///< "if", "while", ...
     bool subject_read = false;      ///< case: its word has been read
+    bool fall_through = false;      ///< case: `;&` after a branch that ran: the next one runs
     std::optional<std::string> subject;  ///< case: the word's value, where it could be read
   };
   /// A case branch's `pattern)` (alternatives split at `|`): whether the branch runs. The
@@ -1168,7 +1182,10 @@ class Shell {
         hit = m.value_or(false);
       }
     }
-    if (f.outer_skip || f.any_taken) {
+    if (f.fall_through && !f.outer_skip) {
+      f.skip = false;
+      f.fall_through = false;
+    } else if (f.outer_skip || f.any_taken) {
       f.skip = true;
     } else if (known) {
       f.skip = !hit;
@@ -1242,8 +1259,11 @@ class Shell {
       f.skip = f.outer_skip || f.any_taken;
       return true;
     }
-    // then / do: whether the part that starts runs.
-    if (f.kind == Block::kFor) return true;  // `for x in ...; do`: the body runs once
+    // then / do: whether the part that starts runs. A loop body that runs is read once: listed.
+    if (f.kind == Block::kFor) {  // `for x in ...; do`
+      if (!f.outer_skip) out_.if_lines.push_back(f.at.line);
+      return true;
+    }
     f.in_condition = false;
     const bool known = !f.cond_unknown && f.cond.has_value();
     const bool runs = known && f.cond.value_or(false) != (f.kind == Block::kUntil);
@@ -1252,6 +1272,7 @@ class Shell {
     } else if (known) {
       f.skip = !runs;
       if (runs && f.kind == Block::kIf) f.any_taken = true;
+      if (runs && f.kind != Block::kIf) out_.if_lines.push_back(f.at.line);  // a loop body read once
     } else {
       f.skip = false;  // not known: the part is read as if it ran
       if (!f.unknown_recorded) {

@@ -37,7 +37,11 @@ struct ShellArgs {
   std::vector<ShellFlag> flags;
   /// Scalar variables after the whole script ran (arrays are not listed).
   std::map<std::string, ShellVar> vars;
-  /// Lines of the `if` keywords: every branch of an `if` block was read, none evaluated.
+  /// Lines of blocks read approximately: an `if`, `while`, `until` or `case` with a condition (or
+  /// a case pattern or word) schedcheck does not evaluate (a command, a file test, `a && b`,
+  /// `[...]`), from which on every branch was read as if it ran; each loop whose body was read
+  /// (once); each function definition (its body read there). Blocks whose conditions it
+  /// evaluates run only their branch and are not listed.
   std::vector<int32_t> if_lines;
   /// Lines of `&&` / `||` whose left side's status schedcheck does not know (a command it does
   /// not run, a test it does not evaluate): the right side was read as if it ran.
