@@ -17,6 +17,20 @@ namespace {
 
 using sc::test::all_text;
 
+/// Checks that the script left each of `want` at its value and none of `unset` set.
+void check_vars(const ShellArgs& sh, const std::map<std::string, std::string>& want,
+                std::initializer_list<const char*> unset = {}) {
+  for (const auto& [name, value] : want) {
+    INFO(name);
+    REQUIRE(sh.vars.count(name) == 1);
+    CHECK(sh.vars.at(name).value == value);
+  }
+  for (const char* name : unset) {
+    INFO(name);
+    CHECK(sh.vars.count(name) == 0);
+  }
+}
+
 /// The first diagnostic of `severity` whose message holds `needle`, or null.
 const Diagnostic* find_diag(const Diagnostics& d, Severity severity, const std::string& needle) {
   for (const auto& x : d.all())
@@ -248,10 +262,7 @@ TEST_CASE("a launch script's substrings, patterns, case changes, let and prefix 
       {"E", "gpt-big-run"}, {"F", "GPT-BIG-RUN"}, {"G", "GPT_Big_Run"}, {"H", "x.tar.gz"}, {"I", "data/runs/x.tar.gz"},
       {"J", "x.tar"}, {"K", "x"}, {"N", "LLM-Big-Run"}, {"O", "GPT-Big-Job"}, {"R", "pre-GPT-Big-Run"},
       {"S", "y"}, {"T", "Ru"}};
-  for (const auto& [name, value] : want) {
-    INFO(name);
-    CHECK(sh.vars[name].value == value);
-  }
+  check_vars(sh, want);
   // An expansion not read keeps its own text, which no integer flag accepts, never the plain value.
   CHECK(sh.vars["Q"].value == "${M/[A-Z]*/x}");
 
@@ -303,14 +314,7 @@ TEST_CASE("a launch script's && and || lists run their right side by the test's 
                                                    {"E2", "yes"}, {"F", "4"},  {"G", "1"},  {"H", "2"},
                                                    {"K", "ok"},  {"N", "pos"}, {"Q", "1"}, {"R", "fresh"},
                                                    {"S", "after"}};
-  for (const auto& [name, value] : want) {
-    INFO(name);
-    CHECK(sh.vars[name].value == value);
-  }
-  for (const char* unset : {"A", "E1", "I", "J"}) {
-    INFO(unset);
-    CHECK(sh.vars.count(unset) == 0);
-  }
+  check_vars(sh, want, {"A", "E1", "I", "J"});
   // The skipped torchrun gives no flag; the launch command's does.
   REQUIRE(sh.flags.size() == 1);
   CHECK(sh.flags[0].name == "--micro-batch-size");
@@ -336,10 +340,7 @@ TEST_CASE("a launch script's if blocks run the branch their test conditions choo
   // LOAD: both branches were read, the else last (here what bash prints too, by chance).
   const std::map<std::string, std::string> want = {{"TP", "8"},    {"PP", "4"},   {"CP", "2"},  {"VPP", "2"},
                                                    {"LOAD", "no"}, {"BIG", "0"}, {"AND", "1"}};
-  for (const auto& [name, value] : want) {
-    INFO(name);
-    CHECK(sh.vars[name].value == value);
-  }
+  check_vars(sh, want);
   CHECK(sh.flags.empty());  // the 8b branch's torchrun did not run
   CHECK(sh.if_lines == std::vector<int32_t>{16, 18});
 }
@@ -362,14 +363,7 @@ TEST_CASE("a launch script's groups, loops, functions and case blocks skip and r
   ShellArgs sh = read_shell_args(register_source("blocks.sh", text), text);
   const std::map<std::string, std::string> want = {{"PP", "4"},   {"B", "octal"}, {"E", "once"},
                                                    {"F", "two"},  {"G", "else"},  {"H", "set"}};
-  for (const auto& [name, value] : want) {
-    INFO(name);
-    CHECK(sh.vars[name].value == value);
-  }
-  for (const char* unset : {"A", "C", "D", "I"}) {
-    INFO(unset);
-    CHECK(sh.vars.count(unset) == 0);
-  }
+  check_vars(sh, want, {"A", "C", "D", "I"});
   CHECK(sh.limit_error.empty());
   CHECK(sh.if_lines == std::vector<int32_t>{8, 9});  // the loop read once, the function where defined
 
@@ -393,11 +387,7 @@ TEST_CASE("a launch script's groups, loops, functions and case blocks skip and r
   ShellArgs c = read_shell_args(register_source("cases.sh", cases), cases);
   const std::map<std::string, std::string> case_want = {{"TP", "8"}, {"PP", "2"}, {"A", "q"},
                                                         {"B", "glob"}, {"D", "2"}, {"E", "paren"}};
-  for (const auto& [name, value] : case_want) {
-    INFO(name);
-    CHECK(c.vars[name].value == value);
-  }
-  CHECK(c.vars.count("C") == 0);
+  check_vars(c, case_want, {"C"});
   CHECK(c.if_lines == std::vector<int32_t>{10});  // every branch of that case was read
 
   // A keyword out of place or a block left open is bash's syntax error, located.

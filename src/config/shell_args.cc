@@ -402,7 +402,7 @@ class Shell {
     }
     if (!frames_.empty()) {  // bash: "syntax error: unexpected end of file"
       const Frame& f = frames_.front();
-      limit(f.at, "'" + f.opener + "' has no matching '" + closer(f.kind) + "' before the end of the script");
+      limit(f.at, std::string("'") + opener(f.kind) + "' has no matching '" + closer(f.kind) + "' before the end of the script");
     }
     if (!command_flags_)
       for (const std::string& name : array_order_) {
@@ -1150,7 +1150,6 @@ class Shell {
     bool cond_unknown = false;      ///< the condition is a list (`a && b`): not evaluated
     bool unknown_recorded = false;  ///< the if's line is in if_lines
     SourceLoc at;                   ///< the opening keyword
-    std::string opener;             ///< "if", "while", ...
     bool subject_read = false;      ///< case: its word has been read
     bool fall_through = false;      ///< case: `;&` after a branch that ran: the next one runs
     std::optional<std::string> subject;  ///< case: the word's value, where it could be read
@@ -1196,6 +1195,17 @@ class Shell {
       f.unknown_recorded = true;
     }
   }
+  static const char* opener(Block k) {
+    switch (k) {
+      case Block::kIf: return "if";
+      case Block::kWhile: return "while";
+      case Block::kUntil: return "until";
+      case Block::kFor: return "for";
+      case Block::kCase: return "case";
+      case Block::kGroup: return "{";
+    }
+    return "";
+  }
   static const char* closer(Block k) {
     switch (k) {
       case Block::kIf: return "fi";
@@ -1212,16 +1222,13 @@ class Shell {
   /// any other word. A keyword out of place (`fi` with no `if` open) is a syntax error, as bash
   /// says ("syntax error near unexpected token").
   bool keyword(const std::string& raw, const SourceLoc& at) {
-    static const std::map<std::string, Block> kOpeners = {{"if", Block::kIf},       {"while", Block::kWhile},
-                                                          {"until", Block::kUntil}, {"for", Block::kFor},
-                                                          {"case", Block::kCase},   {"{", Block::kGroup}};
-    if (auto o = kOpeners.find(raw); o != kOpeners.end()) {
+    for (Block b : {Block::kIf, Block::kWhile, Block::kUntil, Block::kFor, Block::kCase, Block::kGroup}) {
+      if (raw != opener(b)) continue;
       Frame f;
-      f.kind = o->second;
+      f.kind = b;
       f.outer_skip = skipping();
       f.in_condition = f.kind == Block::kIf || f.kind == Block::kWhile || f.kind == Block::kUntil;
       f.at = at;
-      f.opener = raw;
       f.skip = f.kind == Block::kCase;  // nothing runs before a case's first pattern
       frames_.push_back(std::move(f));
       return true;
@@ -1238,7 +1245,7 @@ class Shell {
     const bool in_cond = fits && frames_.back().in_condition;
     if (!fits || ((raw == "then" || raw == "do") != in_cond && frames_.back().kind != Block::kFor)) {
       const Block b = k->second.front();
-      const std::string owner = b == Block::kIf ? "if" : b == Block::kCase ? "case" : b == Block::kGroup ? "{" : "while/until/for";
+      const std::string owner = b == Block::kWhile ? "while/until/for" : opener(b);
       limit(at, "syntax error near unexpected token '" + raw + "': no open '" + owner + "' it belongs to here");
       return true;
     }
