@@ -304,6 +304,64 @@ TEST_CASE("a row of 10^5 cells parses in linear time", "[csv]") {
   CHECK(seconds < 2.0);  // about 10 ms when linear; a quadratic reader takes minutes
 }
 
+// A file of 4 MiB or more is read in two halves at once (csv_schedule.cc); what it gives must
+// be what one pass gives: every step, its location, the counts and the detected format.
+TEST_CASE("a large file read in two halves gives what one pass gives", "[csv]") {
+  constexpr int kRows = 8, kCols = 90000;
+  std::string text;
+  for (int r = 0; r < kRows; ++r) {
+    for (int i = 0; i < kCols; ++i) {
+      if (i) text += ',';
+      if (i % 1000 == 999) continue;  // an idle cell
+      // Only the last row sends, so only the second half sees the comms format.
+      text += (r == kRows - 1 && i % 2 ? std::to_string(r) + "SEND_F" : std::to_string(r) + "F") + std::to_string(i);
+    }
+    text += '\n';
+  }
+  REQUIRE(text.size() >= (size_t{4} << 20));
+  Diagnostics diags;
+  auto csv = parse_csv_schedule("large.csv", text, diags);
+  REQUIRE(csv);
+  CHECK_FALSE(diags.has_errors());
+  REQUIRE(csv->actions.size() == kRows);
+  for (int r = 0; r < kRows; ++r) CHECK(csv->actions[r].size() == kCols - kCols / 1000);
+  CHECK(csv->idle_cells == static_cast<size_t>(kRows * (kCols / 1000)));
+  CHECK(csv->max_stage == kRows - 1);
+  CHECK(csv->max_microbatch == kCols - 2);
+  CHECK(csv->format == CsvFormat::kComputeComms);
+  const Step& last = csv->actions[kRows - 1].back();  // "7F89998", the last cell before an idle one
+  CHECK(last.first == Action{ActionKind::kF, kRows - 1, kCols - 2});
+  CHECK(last.loc.line == kRows);
+  const size_t row_start = text.rfind('\n', text.size() - 2) + 1;
+  CHECK(last.loc.col == static_cast<int32_t>(text.rfind("7F89998") - row_start + 1));
+  CHECK(csv->actions[3][5].loc.line == 4);
+  CHECK(write_csv_schedule(csv->actions) == [&] {  // idle cells are not kept
+    std::string expected;
+    for (int r = 0; r < kRows; ++r) {
+      for (int i = 0, n = 0; i < kCols; ++i) {
+        if (i % 1000 == 999) continue;
+        if (n++) expected += ',';
+        expected += (r == kRows - 1 && i % 2 ? std::to_string(r) + "SEND_F" : std::to_string(r) + "F") + std::to_string(i);
+      }
+      expected += '\n';
+    }
+    return expected;
+  }());
+
+  SECTION("errors in both halves are reported in file order, as one pass reports them") {
+    std::string bad = text;
+    bad.replace(bad.find("6F100,"), 5, "6X100");  // row 7, second half
+    bad.replace(bad.find("1F7,"), 3, "1F7y");     // row 2, first half
+    Diagnostics d;
+    CHECK_FALSE(parse_csv_schedule("large-bad.csv", bad, d));
+    REQUIRE(d.error_count() == 2);
+    CHECK(diag_at(d, 0).rfind("large-bad.csv:2:", 0) == 0);
+    CHECK(diag_at(d, 0).find("'1F7y'") != std::string::npos);
+    CHECK(diag_at(d, 1).rfind("large-bad.csv:7:", 0) == 0);
+    CHECK(diag_at(d, 1).find("unknown action kind 'X'") != std::string::npos);
+  }
+}
+
 TEST_CASE("a 10^5-cell row of junk stops after a bounded number of errors", "[csv]") {
   std::string text;
   for (int i = 0; i < 100000; ++i) text += "x,";

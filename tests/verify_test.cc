@@ -2,6 +2,8 @@
 #include <cmath>
 
 #include "catch.h"
+#include "pipeline/build_program.h"
+#include "pipeline/generators.h"
 #include "pipeline/verify_pipeline.h"
 #include "fixtures.h"
 #include "cli_util.h"
@@ -268,6 +270,64 @@ TEST_CASE("the expected output of PyTorch's test_defer_recv_ops deadlocks under 
   CHECK(j["findings"][0]["ops"] == nlohmann::json::array({"0SEND_F1", "1SEND_B0"}));
   test::CliRun eager = test::run_schedcheck("verify '" + path + "' --semantics eager");
   CHECK(eager.exit_code == 0);
+}
+
+}  // namespace sc
+
+namespace sc {
+
+// verify_program runs the timing and worst-case memory passes at once on a program of
+// kConcurrentPassOps ops or more (check/verify.h): the results must be those of one after the
+// other, and the run's seconds count the two once.
+TEST_CASE("timing and worst-case memory give the same results run at once as one after the other", "[verify]") {
+  GenOptions g;
+  g.name = "1f1b";
+  g.ranks = 8;
+  g.microbatches = 8192;  // 2 ops (F, B) per stage and microbatch: 131,072 ops
+  auto gen = generate(g);
+  REQUIRE(gen);
+  PipelineSpec spec = to_pipeline_spec(*gen);
+  auto run = [&](bool concurrent) {
+    PipelineProgram built = build_program(spec, BlockingModel::kCommStream);
+    ProgramVerifyOptions o;
+    o.concurrent_passes = concurrent;
+    return verify_program(std::move(built.program), {}, o);
+  };
+  ProgramResult serial = run(false), concurrent = run(true);
+  REQUIRE(serial.program.ops.size() >= kConcurrentPassOps);
+  REQUIRE(serial.timeline);
+  REQUIRE(concurrent.timeline);
+  REQUIRE(serial.worst_case);
+  REQUIRE(concurrent.worst_case);
+  CHECK(concurrent.exit_code == serial.exit_code);
+  CHECK(concurrent.findings.size() == serial.findings.size());
+  CHECK(concurrent.timeline->span_s == serial.timeline->span_s);
+  CHECK(concurrent.timeline->peak_bytes_per_rank == serial.timeline->peak_bytes_per_rank);
+  bool same_times = concurrent.timeline->ops.size() == serial.timeline->ops.size();
+  for (size_t i = 0; same_times && i < serial.timeline->ops.size(); ++i)
+    same_times = concurrent.timeline->ops[i].start_s == serial.timeline->ops[i].start_s &&
+                 concurrent.timeline->ops[i].end_s == serial.timeline->ops[i].end_s;
+  CHECK(same_times);
+  CHECK(concurrent.worst_case->bytes_per_rank == serial.worst_case->bytes_per_rank);
+  CHECK(concurrent.worst_case->live_buffers == serial.worst_case->live_buffers);
+
+  // The pass list: worst-case memory marked as run beside timing only when it was.
+  auto memory_pass = [](const ProgramResult& r) {
+    for (const PassTime& t : r.pass_times)
+      if (t.pass == "worst-case memory") return t;
+    FAIL("no worst-case memory pass");
+    return PassTime{};
+  };
+  CHECK_FALSE(memory_pass(serial).concurrent_with_previous);
+  CHECK(memory_pass(concurrent).concurrent_with_previous);
+}
+
+TEST_CASE("a run's seconds count passes that ran at once as the longest of them", "[verify]") {
+  CHECK(total_seconds({}) == 0);
+  CHECK(total_seconds({{"a", 1.0}, {"b", 2.0}}) == 3.0);
+  CHECK(total_seconds({{"deadlock", 0.5}, {"timing", 0.25}, {"worst-case memory", 0.75, true}, {"memory", 0.125}}) ==
+        0.5 + 0.75 + 0.125);
+  CHECK(total_seconds({{"timing", 0.75}, {"worst-case memory", 0.25, true}}) == 0.75);
 }
 
 }  // namespace sc

@@ -6,6 +6,7 @@
 
 #include "check/pass_timer.h"
 #include "check/passes.h"
+#include "support/concurrent.h"
 
 namespace sc {
 namespace {
@@ -96,6 +97,20 @@ void name_job_ranks(Finding& f, const Program& p) {
 
 }  // namespace
 
+double total_seconds(const std::vector<PassTime>& passes) {
+  double total = 0, group = 0;  // group: the longest of the passes that ran together so far
+  for (const PassTime& p : passes) {
+    if (p.concurrent_with_previous) {
+      total += std::max(group, p.seconds) - group;
+      group = std::max(group, p.seconds);
+    } else {
+      total += p.seconds;
+      group = p.seconds;
+    }
+  }
+  return total;
+}
+
 ProgramResult verify_program(Program program, std::vector<Finding> front_end, const ProgramVerifyOptions& options,
                              std::vector<PassTime> pass_times) {
   ProgramResult r;
@@ -155,16 +170,33 @@ ProgramResult verify_program(Program program, std::vector<Finding> front_end, co
           r.findings.push_back(std::move(f));
         }
       });
-    r.timeline = timer.run("timing", [&] { return simulate(p, r.execution.order); });
-    timer.run("worst-case memory", [&] {
-      std::vector<MemoryView> views{MemoryView{}};
-      views.insert(views.end(), options.extra_views.begin(), options.extra_views.end());
-      std::vector<WorstCaseMemory> worst = worst_case_memory_views(p, views, options.force_min_cut, only);
-      if (images)
-        for (auto& w : worst) copy_to_images(w, p.rank_images);
-      r.worst_case = std::move(worst[0]);
-      r.extra_worst_case.assign(std::make_move_iterator(worst.begin() + 1), std::make_move_iterator(worst.end()));
-    });
+    // Timing and the worst case read the program and write disjoint results: on a large
+    // program they run at once, each timed on its own clock (their seconds then overlap).
+    std::vector<PassTime> timing_time, memory_time;
+    const bool concurrent = options.concurrent_passes && p.ops.size() >= kConcurrentPassOps;
+    run_concurrently(
+        concurrent,
+        [&] {
+          PassTimer t(timing_time);
+          r.timeline = t.run("timing", [&] { return simulate(p, r.execution.order); });
+        },
+        [&] {
+          PassTimer t(memory_time);
+          t.run("worst-case memory", [&] {
+            std::vector<MemoryView> views{MemoryView{}};
+            views.insert(views.end(), options.extra_views.begin(), options.extra_views.end());
+            std::vector<WorstCaseMemory> worst = worst_case_memory_views(p, views, options.force_min_cut, only);
+            if (images)
+              for (auto& w : worst) copy_to_images(w, p.rank_images);
+            r.worst_case = std::move(worst[0]);
+            r.extra_worst_case.assign(std::make_move_iterator(worst.begin() + 1), std::make_move_iterator(worst.end()));
+          });
+        });
+    r.pass_times.insert(r.pass_times.end(), timing_time.begin(), timing_time.end());
+    for (PassTime& t : memory_time) {
+      t.concurrent_with_previous = concurrent;
+      r.pass_times.push_back(std::move(t));
+    }
     if (p.memory_limit_bytes)
       append(r.findings, timer.run("memory", [&] {
                return group_by_rank(check_memory(p, &*r.timeline, &*r.worst_case, *p.memory_limit_bytes));

@@ -22,13 +22,27 @@ struct ProgramVerifyOptions {
   /// their results are ProgramResult::extra_worst_case, in this order. Computed in the same
   /// pass as the full view.
   std::vector<MemoryView> extra_views;
+  /// On a program of kConcurrentPassOps ops or more, the timing and worst-case memory passes run
+  /// at once on two threads; false runs them one after the other (the results are the same).
+  bool concurrent_passes = true;
 };
+
+/// From this many ops on, verify_program runs independent passes on two threads: below it a
+/// thread's start (tens of microseconds) is not worth it.
+inline constexpr size_t kConcurrentPassOps = 100'000;
 
 /// Wall time of one pass, in seconds.
 struct PassTime {
   std::string pass;
   double seconds = 0;
+  /// Ran at the same time as the pass before it (on another thread): the run's wall time
+  /// counts the longer of the two (total_seconds).
+  bool concurrent_with_previous = false;
 };
+
+/// The wall time of a run's passes: their sum, where passes that ran at the same time count as
+/// the longest of them.
+double total_seconds(const std::vector<PassTime>& passes);
 
 /// Everything the passes established about one program. `timeline` and `worst_case` are
 /// absent when the program does not execute to completion (a deadlock, a hang or a causality

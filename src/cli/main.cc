@@ -1,9 +1,11 @@
 // The schedcheck command line.
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #if defined(__linux__) && defined(__GLIBC__)
+#include <malloc.h>
 #include <unistd.h>
 #endif
 
@@ -44,9 +46,24 @@ void reexec_with_huge_pages(char** argv) {
 #endif
 }
 
+/// On glibc, keeps freed memory for the process's own reuse: every block comes from the heap
+/// (no mmap per large block, M_MMAP_MAX 0) and the heap is never trimmed (M_TRIM_THRESHOLD).
+/// A large input's arrays are built, freed and allocated again pass after pass (the parsed
+/// schedule, then the program's ops, then each pass's own arrays); returned to the kernel, each
+/// new array faults its pages in again and the kernel zeroes them, which on the largest comms
+/// CSV cost about a fifth of verify's time (bench/README.md). The peak is what the run needs
+/// anyway; a run is one command, so nothing is held longer than the process lives.
+void keep_freed_memory() {
+#if defined(__linux__) && defined(__GLIBC__) && !defined(SC_SANITIZED)
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   reexec_with_huge_pages(argv);
+  keep_freed_memory();
   return sc::cli::run_cli(argc, argv);
 }

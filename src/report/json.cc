@@ -129,11 +129,8 @@ json json_report_value(const VerifyResult& r) {
   // Implicit transfers carry link.message_bytes each (their cost in the timing pass).
   message_bytes += static_cast<int64_t>(transfers) * r.program.link.message_bytes;
   json passes = json::object();
-  double total = 0;
-  for (const auto& p : r.pass_times) {
-    passes[p.pass] = p.seconds;
-    total += p.seconds;
-  }
+  for (const auto& p : r.pass_times) passes[p.pass] = p.seconds;
+  const double total = total_seconds(r.pass_times);  // wall time: concurrent passes count once
   double compute_s = 0;  // the work: every compute op's duration, summed over ranks
   for (const Op& op : r.program.ops)
     if (op.kind == OpKind::kCompute)  // a quotient's built rank counts once per job rank it stands for

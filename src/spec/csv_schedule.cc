@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "support/concurrent.h"
 #include "support/units.h"
 
 namespace sc {
@@ -21,6 +22,8 @@ namespace {
 
 // At most this many errors are reported per file; then one note says the rest were not checked.
 constexpr size_t kMaxErrorsPerFile = 20;
+// From this size on, a file's rows are read on two threads.
+constexpr size_t kConcurrentReadBytes = size_t{4} << 20;
 // A cell longer than this is shown abbreviated in messages.
 constexpr size_t kMaxShownCell = 40;
 // Ids beyond these are rejected by spec_from_csv (as in a YAML spec, pipeline_spec.h).
@@ -152,8 +155,11 @@ bool parse_row(std::string_view line, int32_t file, int32_t line_no, CsvSchedule
         SourceLoc at{file, line_no, static_cast<int32_t>(start + p.error_offset + 1)};
         if (!errors.error(at, shorten_message(p.error))) return false;
       } else {
-        if (p.batch.empty()) p.batch.push_back(*p.step);
-        for (const Step& st : p.batch) {
+        // A plain cell is one step; only a BATCH group carries a list (no allocation per cell).
+        const Step* members = p.batch.empty() ? &*p.step : p.batch.data();
+        const size_t count = p.batch.empty() ? 1 : p.batch.size();
+        for (size_t i = 0; i < count; ++i) {
+          const Step& st = members[i];
           note_ids(out, st.first);
           if (st.second) note_ids(out, *st.second);
           if (is_p2p(st.first.kind)) {
@@ -293,7 +299,6 @@ std::optional<CsvSchedule> parse_csv_schedule(const std::string& name, std::stri
     }
   }
 
-  FileErrors errors(diags);
   SourceLoc first_p2p;
   std::string_view rest = body;
   // The last line's terminator ends the file; every line before it is a row, a blank one
@@ -303,6 +308,7 @@ std::optional<CsvSchedule> parse_csv_schedule(const std::string& name, std::stri
   constexpr size_t kMaxRanks = kMaxSpecRanks;  // as the YAML spec's ranks
   line_no = 1;
   int32_t first_row_line = 1;
+  std::vector<std::string_view> rows;  // one per rank, at line first_row_line + index
   // With the final terminator gone, every remaining line break separates two rows.
   bool more = !rest.empty();
   while (more) {
@@ -311,21 +317,63 @@ std::optional<CsvSchedule> parse_csv_schedule(const std::string& name, std::stri
     more = nl != std::string_view::npos;
     rest = more ? rest.substr(nl + 1) : std::string_view();
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (out.actions.empty() && !line.empty() && line[0] == '#') {  // a comment before the first rank
+    if (rows.empty() && !line.empty() && line[0] == '#') {  // a comment before the first rank
       if (!parse_header(line, SourceLoc{out.file, line_no, 1}, out, diags)) return std::nullopt;
       first_row_line = ++line_no;
       continue;
     }
-    if (out.actions.size() == kMaxRanks) {
+    if (rows.size() == kMaxRanks) {
       diags.error(SourceLoc{out.file, line_no, 1}, fmt::format("more than {} rows: schedcheck supports at most {} ranks",
                                                                kMaxRanks, kMaxRanks));
       return std::nullopt;
     }
-    out.actions.emplace_back();
-    if (!parse_row(line, out.file, line_no, out, out.actions.back(), errors, first_p2p)) break;
+    rows.push_back(line);
     ++line_no;
   }
-  if (errors.any()) return std::nullopt;
+  out.actions.resize(rows.size());
+  // Rows [from, to) into out.actions, counting into `part`; false once the error cap is reached.
+  auto parse_rows = [&](size_t from, size_t to, CsvSchedule& part, FileErrors& errors, SourceLoc& p2p) {
+    for (size_t r = from; r < to; ++r)
+      if (!parse_row(rows[r], out.file, first_row_line + static_cast<int32_t>(r), part, out.actions[r], errors, p2p))
+        return false;
+    return true;
+  };
+  // A large file is read in two halves at once. Group names and tensor lists are numbered in
+  // the order they are first read (intern_group_name, intern_tensor_names), so a file naming
+  // any ('@' or '[') is read in one pass, as is a file with an error: its diagnostics, capped
+  // per file, come from the one pass below in file order.
+  bool parsed = false;
+  if (body.size() >= kConcurrentReadBytes && rows.size() >= 2 &&
+      body.find_first_of("@[") == std::string_view::npos) {
+    size_t half = 0;  // the first row of the second half: about half of the bytes before it
+    for (size_t bytes = 0; half < rows.size() && bytes < body.size() / 2; ++half) bytes += rows[half].size() + 1;
+    half = std::clamp<size_t>(half, 1, rows.size() - 1);
+    CsvSchedule second;
+    Diagnostics first_diags, second_diags;
+    FileErrors first_errors(first_diags), second_errors(second_diags);
+    SourceLoc first_half_p2p, second_half_p2p;
+    run_concurrently(
+        true, [&] { parse_rows(0, half, out, first_errors, first_half_p2p); },
+        [&] { parse_rows(half, rows.size(), second, second_errors, second_half_p2p); });
+    if (!first_errors.any() && !second_errors.any()) {
+      out.max_stage = std::max(out.max_stage, second.max_stage);
+      out.max_microbatch = std::max(out.max_microbatch, second.max_microbatch);
+      out.idle_cells += second.idle_cells;
+      if (second.format == CsvFormat::kComputeComms) out.format = CsvFormat::kComputeComms;
+      first_p2p = first_half_p2p.valid() ? first_half_p2p : second_half_p2p;
+      parsed = true;
+    } else {
+      for (auto& row : out.actions) std::vector<Step>().swap(row);
+      out.max_stage = out.max_microbatch = -1;
+      out.idle_cells = 0;
+      out.format = CsvFormat::kComputeOnly;
+    }
+  }
+  if (!parsed) {
+    FileErrors errors(diags);
+    parse_rows(0, rows.size(), out, errors, first_p2p);
+    if (errors.any()) return std::nullopt;
+  }
 
   bool any_action = false;
   for (const auto& row : out.actions) any_action = any_action || !row.empty();
