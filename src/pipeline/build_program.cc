@@ -87,6 +87,10 @@ class Builder {
       last_backward_.clear();
       last_reshard_ = kNoOp;
       pending_init_ = kNoOp;
+      // A rank's steps go to its compute and comm streams: room for all of them in each (only
+      // what is written is touched), where growing by doubling copied each list about twice.
+      for (int32_t s : {compute_stream_[g], comm_stream_[g]})
+        p.streams[s].ops.reserve(p.streams[s].ops.size() + spec_.actions[r].size());
       for (size_t i = 0; i < spec_.actions[r].size(); ++i) create_op(g, r, static_cast<int32_t>(i));
       if (comp_) add_optimizer(g);
     }
