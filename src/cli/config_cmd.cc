@@ -2,6 +2,7 @@
 // JSON): read the job, lower it with the cost model to a composed or FSDP spec, verify that, and
 // report the job's predicted step time, MFU and memory above the front-end's report.
 #include <algorithm>
+#include <chrono>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -195,7 +196,9 @@ int run_config_verify(const std::vector<std::string>& files, ReportSink& sink, c
     Diagnostics d;
     TrainingJob job;
     config::VerifiedJob v;
+    const auto read_start = std::chrono::steady_clock::now();
     bool ok = read_config_job(files[i], ctx, &job, d);
+    const double read_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - read_start).count();
     if (ok && job.seq_len <= 0) job.seq_len = ctx.seq_len;
     else if (ok && ctx.seq_len > 0 && ctx.seq_len != job.seq_len)
       d.warning(job.loc("seq_len"), fmt::format("--seq-len {} is ignored: the config sets the sequence length to {} "
@@ -207,26 +210,30 @@ int run_config_verify(const std::vector<std::string>& files, ReportSink& sink, c
     }
     d.print(std::cerr);  // warnings (e.g. sequence parallelism dropped at TP 1)
     exit = combine_exit(exit, v.exit_code);
+    v.result.pass_times.insert(v.result.pass_times.begin(), PassTime{"read", read_s});
     const config::JobPrediction& p = v.prediction;
     const VerifyResult& result = v.result;
     const bool fsdp = fsdp_extras(result) != nullptr;
     config::LoweredJob& lowered = v.lowered;
-    nlohmann::json j = fsdp ? fsdp_json_value(result) : json_report_value(result);
-    j["path"] = files[i];
-    j["job"] = job_json(job, lowered.costs, p);
-    sink.add(std::move(j));
+    // As for a spec: the text report and the files first, timed as the "report" pass.
+    const auto report_start = std::chrono::steady_clock::now();
     if (sink.wants_text()) {
       std::ostream& os = sink.text();
       write_job_text(os, job, lowered.costs, p);
       if (fsdp) write_fsdp_text_report(os, result);
       else write_text_report(os, result, out.timeline_ops);
     }
-    const VerifyResult& vbase = v.result;
     std::vector<OutputFile> outputs;  // all or none; never the config or a file it references
-    if (!out.trace.empty()) outputs.push_back({"--trace", out.trace, chrome_trace(vbase, out.trace_all_ranks)});
-    if (!out.trace.empty() && out.trace_all_ranks) std::cerr << trace_all_ranks_note(vbase);
-    if (!out.dot.empty()) outputs.push_back({"--dot", out.dot, dot_graph(vbase)});
-    if (!out.svg.empty()) outputs.push_back({"--svg", out.svg, svg_timeline(vbase)});
+    if (!out.trace.empty()) outputs.push_back({"--trace", out.trace, chrome_trace(result, out.trace_all_ranks)});
+    if (!out.trace.empty() && out.trace_all_ranks) std::cerr << trace_all_ranks_note(result);
+    if (!out.dot.empty()) outputs.push_back({"--dot", out.dot, dot_graph(result)});
+    if (!out.svg.empty()) outputs.push_back({"--svg", out.svg, svg_timeline(result)});
+    v.result.pass_times.push_back(
+        PassTime{"report", std::chrono::duration<double>(std::chrono::steady_clock::now() - report_start).count()});
+    nlohmann::json j = fsdp ? fsdp_json_value(result) : json_report_value(result);
+    j["path"] = files[i];
+    j["job"] = job_json(job, lowered.costs, p);
+    sink.add(std::move(j));
     if (!outputs.empty() && !write_outputs(outputs, files)) return exit != 0 ? exit : kExitUsage;
   }
   return exit;
