@@ -289,6 +289,44 @@ TEST_CASE("a launch script's substrings, patterns, case changes, let and prefix 
   CHECK(sh.flags[2].values.empty());  // ${TP:1} of "8" is empty, and an empty unquoted word vanishes
 }
 
+TEST_CASE("a launch script's subshell keeps its assignments to itself, as bash does", "[config]") {
+  // Each expected value is what bash 5.2 prints after running the same lines: a `( ... )` runs
+  // in a child process ("Compound Commands" in the bash manual), so what it assigns is gone at
+  // its `)`; a command substitution's assignments likewise. A launch command inside a subshell
+  // is still the script's launch.
+  const std::string text =
+      "TP=2\n"
+      "PP=1\n"
+      "( TP=8 )\n"
+      "(cd /tmp && PP=4; CP=2)\n"
+      "X=$( TP=16; echo 3 )\n"
+      "( ( TP=32 ); EP=4 )\n"
+      "true && ( DP=2 )\n"
+      "false || ( A=1; B=2 )\n"
+      "( Y=1\n"
+      "  Z=2 )\n"
+      "( arr=(1 2 3); V=${arr[1]} )\n"
+      "( torchrun --nnodes 1 train.py --tensor-model-parallel-size $TP )\n";
+  ShellArgs sh = read_shell_args(register_source("subshells.sh", text), text);
+  check_vars(sh, {{"TP", "2"}, {"PP", "1"}}, {"CP", "EP", "DP", "A", "B", "Y", "Z", "V", "arr"});
+  REQUIRE(sh.flags.size() == 2);  // --nnodes and the TP degree
+  CHECK(sh.flags[1].name == "--tensor-model-parallel-size");
+  CHECK(sh.flags[1].values.at(0).text == "2");
+
+  // Lists around subshells, and a function whose body is a subshell (bash 5.2: Z=3, X unset).
+  const std::string lists = "false && ( X=1 )\ntrue && ( X=2 ) || Y=2\n( X=3 ) && Z=3\nf() ( X=4 ); f\n";
+  ShellArgs l = read_shell_args(register_source("sublists.sh", lists), lists);
+  CHECK(l.limit_error.empty());
+  check_vars(l, {{"Z", "3"}}, {"X", "Y"});
+
+  // A subshell left open is bash's "syntax error: unexpected end of file", at its `(`.
+  const std::string open = "TP=2\n( TP=8\n";
+  ShellArgs o = read_shell_args(register_source("open.sh", open), open);
+  CHECK(o.limit_error == "'(' has no matching ')' before the end of the script");
+  CHECK(o.limit_loc.line == 2);
+  CHECK(o.limit_loc.col == 1);
+}
+
 TEST_CASE("a launch script's && and || lists run their right side by the test's status, as bash does", "[config]") {
   // Each expected value is what bash 5.2 prints after running the same lines ("Lists of
   // Commands" and "Bash Conditional Expressions" in the bash manual; `test` for `[`).

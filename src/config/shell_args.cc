@@ -6,6 +6,8 @@
 #include <cctype>
 #include <charconv>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -431,11 +433,44 @@ class Shell {
       skip_comment();
       return true;
     }
-    if ((c == '(' && peek(1) != '(') || c == ')' || c == '<' || c == '>') {  // `((` starts an arithmetic command
+    if (c == '(' && peek(1) != '(') {  // a subshell (`((` starts an arithmetic command)
+      open_subshell();
+      return true;
+    }
+    if (c == ')') {
+      advance();
+      close_subshell();
+      return true;
+    }
+    if (c == '<' || c == '>') {
       advance();
       return true;
     }
     return false;
+  }
+  /// `(` at a command's start: a subshell, whose assignments end at its `)`. Its commands
+  /// otherwise count as the script's (a launch command inside one is still the launch).
+  void open_subshell() {
+    Frame f;
+    f.kind = Block::kSubshell;
+    f.at = here();
+    advance();
+    f.outer_skip = skipping();
+    f.saved = std::make_shared<const SavedVars>(SavedVars{scalars_, scalar_loc_, arrays_, array_order_});
+    frames_.push_back(std::move(f));
+  }
+  /// `)`: closes the innermost subshell, if one is open, and restores the variables from before
+  /// it. Its exit status is not followed: an if or while whose condition holds one reads every
+  /// branch, listed in if_lines.
+  void close_subshell() {
+    if (frames_.empty() || frames_.back().kind != Block::kSubshell) return;
+    const SavedVars& v = *frames_.back().saved;
+    scalars_ = v.scalars;
+    scalar_loc_ = v.scalar_loc;
+    arrays_ = v.arrays;
+    array_order_ = v.array_order;
+    frames_.pop_back();
+    if (!frames_.empty() && frames_.back().in_condition) frames_.back().cond_unknown = true;
   }
   /// Skips one list or pipeline operator character (`;`, `&`, `|`, a newline): true if it did.
   bool operator_chars() {
@@ -466,7 +501,7 @@ class Shell {
   std::optional<bool> command_progressing() {
     const size_t before = i_;
     std::optional<bool> status = command();
-    if (i_ == before) advance();
+    if (i_ == before && !separator()) advance();  // separator(): a subshell's `)` closes it
     return status;
   }
   void advance() {
@@ -907,6 +942,7 @@ class Shell {
     bool arithmetic = false;         // `(( expr ))`
     bool closing = false;            // a block's closing keyword (fi, done, esac, })
     bool function_parens = false;    // `name()`: a function definition's body may follow
+    int32_t parens = 0;              // `(` read inside this command and not yet closed
     std::optional<Snapshot> skipped; // in an if branch not taken: the state to restore at the end
     bool condition = false;   // skipping an if/while condition up to `;` or a newline
     bool declaring = false;   // after export/local/...: words are assignments
@@ -983,8 +1019,12 @@ class Shell {
         }
         continue;
       }
+      if (c == ')' && parens == 0 && !frames_.empty() && frames_.back().kind == Block::kSubshell)
+        break;  // the subshell's `)` ends the command; the list reader closes the subshell
       if (c == '(' || c == ')' || c == '<' || c == '>') {
         if (c == '(' && peek(1) == ')' && words.size() == 1) function_parens = true;
+        if (c == '(') ++parens;
+        if (c == ')' && parens > 0) --parens;
         advance();
         continue;
       }
@@ -1139,7 +1179,15 @@ class Shell {
   /// where test_status knows it); a branch runs by it. From a condition whose status is not
   /// known on, every branch of the if is read (if_lines); a loop runs its body once, or not at
   /// all where its condition is known to end it at once; every branch of a case is read.
-  enum class Block : uint8_t { kIf, kWhile, kUntil, kFor, kCase, kGroup };
+  enum class Block : uint8_t { kIf, kWhile, kUntil, kFor, kCase, kGroup, kSubshell };
+  /// The variables before a subshell `( ... )`: bash runs it in a child process, so what it
+  /// assigns is gone at its `)`.
+  struct SavedVars {
+    std::map<std::string, Text> scalars;
+    std::map<std::string, SourceLoc> scalar_loc;
+    std::map<std::string, std::vector<Text>> arrays;
+    std::vector<std::string> array_order;
+  };
   struct Frame {
     Block kind = Block::kIf;
     bool outer_skip = false;        ///< inside a part that does not run: nothing here runs
@@ -1153,6 +1201,7 @@ class Shell {
     bool subject_read = false;      ///< case: its word has been read
     bool fall_through = false;      ///< case: `;&` after a branch that ran: the next one runs
     std::optional<std::string> subject;  ///< case: the word's value, where it could be read
+    std::shared_ptr<const SavedVars> saved;  ///< subshell: the variables to restore at its `)`
   };
   /// A case branch's `pattern)` (alternatives split at `|`): whether the branch runs. The
   /// first branch whose pattern matches the case's word runs (bash's glob: `*`, `?`, `\c`; a
@@ -1203,6 +1252,7 @@ class Shell {
       case Block::kFor: return "for";
       case Block::kCase: return "case";
       case Block::kGroup: return "{";
+      case Block::kSubshell: return "(";
     }
     return "";
   }
@@ -1214,6 +1264,7 @@ class Shell {
       case Block::kFor: return "done";
       case Block::kCase: return "esac";
       case Block::kGroup: return "}";
+      case Block::kSubshell: return ")";
     }
     return "";
   }
