@@ -327,6 +327,31 @@ TEST_CASE("a launch script's subshell keeps its assignments to itself, as bash d
   CHECK(o.limit_loc.col == 1);
 }
 
+TEST_CASE("a launch script's function keeps its locals to itself, as bash does", "[config]") {
+  // Expected: what bash 5.2 prints after the same lines and a call of setup ("Shell Functions"
+  // in the bash manual: local, and declare/typeset without -g, scope a name to the function).
+  // The body is read where it is defined, as if called there.
+  const std::string text =
+      "TP=2\nPP=1\nCP=1\n"
+      "setup() {\n"
+      "  local TP=8\n"
+      "  local PP\n"
+      "  PP=4\n"
+      "  declare -g CP=3\n"
+      "  declare EP=5\n"
+      "  export DP=6\n"
+      "  local -a ARR=(1 2)\n"
+      "  torchrun train.py --tensor-model-parallel-size $TP --pipeline-model-parallel-size $PP\n"
+      "}\n";
+  ShellArgs sh = read_shell_args(register_source("locals.sh", text), text);
+  CHECK(sh.limit_error.empty());
+  check_vars(sh, {{"TP", "2"}, {"PP", "1"}, {"CP", "3"}, {"DP", "6"}}, {"EP", "ARR"});
+  // Inside the body the locals hold: the launch there sees TP 8 and PP 4.
+  REQUIRE(sh.flags.size() == 2);
+  CHECK(sh.flags[0].values.at(0).text == "8");
+  CHECK(sh.flags[1].values.at(0).text == "4");
+}
+
 TEST_CASE("a launch script's && and || lists run their right side by the test's status, as bash does", "[config]") {
   // Each expected value is what bash 5.2 prints after running the same lines ("Lists of
   // Commands" and "Bash Conditional Expressions" in the bash manual; `test` for `[`).

@@ -37,6 +37,10 @@ void append(Text& t, const std::string& s, const SourceLoc& loc) {
 bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+/// A shell variable name: a letter or '_', then letters, digits and '_'.
+bool is_name(const std::string& s) {
+  return !s.empty() && is_name_start(s[0]) && std::all_of(s.begin(), s.end(), is_name_char);
+}
 
 /// Length of the assignment prefix `NAME=` or `NAME+=` at the start of `raw` (0 when none);
 /// `append` is set for `+=`.
@@ -946,6 +950,7 @@ class Shell {
     std::optional<Snapshot> skipped; // in an if branch not taken: the state to restore at the end
     bool condition = false;   // skipping an if/while condition up to `;` or a newline
     bool declaring = false;   // after export/local/...: words are assignments
+    bool scoping = false;     // after local/declare/typeset: the names are local to a function
     bool unsetting = false;   // after unset: words are names to remove
     bool letting = false;     // after let: words are arithmetic assignments
     // Assignments before a command word (`TP=4 torchrun ... $TP`) set the command's environment
@@ -1042,6 +1047,7 @@ class Shell {
         words.clear();
         quoted_empty.clear();
         keyword(raw, start);
+        frames_.back().function_body = true;
         if (!skipping()) out_.if_lines.push_back(start.line);  // a function body, read where defined
         continue;
       }
@@ -1078,7 +1084,27 @@ class Shell {
         if (raw == "!" || raw == "in") continue;
         if (kDeclarers.count(raw)) {
           declaring = true;
+          // In a function, `local`, `declare` and `typeset` make their names local (bash's
+          // "Shell Functions"); `export` and `readonly` do not, nor `declare -g`.
+          scoping = raw == "local" || raw == "declare" || raw == "typeset";
           continue;
+        }
+        if (declaring && scoping && raw == "-g") {
+          scoping = false;
+          continue;
+        }
+        if (declaring && scoping && !raw.empty() && raw[0] != '-') {
+          const size_t eq = raw.find('=');
+          std::string name = raw.substr(0, eq == std::string::npos ? raw.size() : eq);
+          if (name.size() > 1 && name.back() == '+') name.pop_back();  // `local X+=1`
+          if (is_name(name)) {
+            make_local(name);
+            if (eq == std::string::npos) {  // `local X`: a new local, unset
+              scalars_.erase(name);
+              arrays_.erase(name);
+              continue;
+            }
+          }
         }
         if (raw == "unset") {
           unsetting = true;
@@ -1202,7 +1228,43 @@ class Shell {
     bool fall_through = false;      ///< case: `;&` after a branch that ran: the next one runs
     std::optional<std::string> subject;  ///< case: the word's value, where it could be read
     std::shared_ptr<const SavedVars> saved;  ///< subshell: the variables to restore at its `)`
+    bool function_body = false;              ///< `{`: a function's body
+    /// A function body: each name made local in it (`local`, or `declare`/`typeset` without -g)
+    /// with its value from before, restored at the body's `}` as bash ends the local's scope.
+    struct Local {
+      std::string name;
+      std::optional<Text> scalar;
+      std::optional<SourceLoc> loc;
+      std::optional<std::vector<Text>> array;
+    };
+    std::vector<Local> locals;
   };
+  /// Makes `name` local to the innermost function body being read (no-op outside one, or when
+  /// it already is): its value from before is kept for the body's end.
+  void make_local(const std::string& name) {
+    for (auto f = frames_.rbegin(); f != frames_.rend(); ++f) {
+      if (!f->function_body) continue;
+      for (const Frame::Local& l : f->locals)
+        if (l.name == name) return;
+      Frame::Local l{name, std::nullopt, std::nullopt, std::nullopt};
+      if (auto it = scalars_.find(name); it != scalars_.end()) l.scalar = it->second;
+      if (auto it = scalar_loc_.find(name); it != scalar_loc_.end()) l.loc = it->second;
+      if (auto it = arrays_.find(name); it != arrays_.end()) l.array = it->second;
+      f->locals.push_back(std::move(l));
+      return;
+    }
+  }
+  /// At a function body's `}`: its locals get their values from before back.
+  void end_locals(const Frame& f) {
+    for (auto l = f.locals.rbegin(); l != f.locals.rend(); ++l) {
+      if (l->scalar) scalars_[l->name] = *l->scalar;
+      else scalars_.erase(l->name);
+      if (l->loc) scalar_loc_[l->name] = *l->loc;
+      else scalar_loc_.erase(l->name);
+      if (l->array) arrays_[l->name] = *l->array;
+      else arrays_.erase(l->name);
+    }
+  }
   /// A case branch's `pattern)` (alternatives split at `|`): whether the branch runs. The
   /// first branch whose pattern matches the case's word runs (bash's glob: `*`, `?`, `\c`; a
   /// quoted alternative matches its text literally); the others do not. A pattern or word it
@@ -1302,6 +1364,7 @@ class Shell {
     }
     Frame& f = frames_.back();
     if (raw == "fi" || raw == "done" || raw == "esac" || raw == "}") {
+      if (f.function_body) end_locals(f);
       frames_.pop_back();
       if (raw == "esac") case_pattern_ = false;
       return true;
