@@ -319,6 +319,42 @@ TEST_CASE("a launch script's subshell keeps its assignments to itself, as bash d
   CHECK(l.limit_error.empty());
   check_vars(l, {{"Z", "3"}}, {"X", "Y"});
 
+  // A subshell where a command starts after a keyword, a `{`, a `!` or a case pattern; a case
+  // pattern's optional `(`; `((` that is not closed by `))` (nested subshells); each element of
+  // a pipeline (bash 5.2 prints TP=1 F=2 G=4 and nothing else set).
+  const std::string places =
+      "TP=1\n"
+      "if true; then (TP=4); fi\n"
+      "if false; then :; else (A=1); fi\n"
+      "{ (B=1); }\n"
+      "! (C=1)\n"
+      "case x in x) (D=1);; (y) E=1;; esac\n"
+      "case x in\n  (x) F=2;;\nesac\n"
+      "(((G=4)))\n"
+      "((echo x >/dev/null); H=1)\n"
+      "((I=1) )\n"
+      "J=4 | cat\n"
+      "cat /dev/null | K=5\n";
+  ShellArgs pl = read_shell_args(register_source("places.sh", places), places);
+  CHECK(pl.limit_error.empty());
+  check_vars(pl, {{"TP", "1"}, {"F", "2"}, {"G", "4"}}, {"A", "B", "C", "D", "E", "H", "I", "J", "K"});
+
+  // A `)` with no `(` open, and a `$(`, `<(` or `(` body left open, are bash's syntax errors,
+  // located where bash reports them.
+  for (const auto& [script, line, col, message] :
+       std::vector<std::tuple<std::string, int32_t, int32_t, std::string>>{
+           {"TP=4 )\n", 1, 6, "syntax error near unexpected token ')': no open '(' it belongs to here"},
+           {"(TP=2))\n", 1, 7, "syntax error near unexpected token ')': no open '(' it belongs to here"},
+           {"X=$( echo\nTP=4\n", 1, 3, "unexpected end of the script while looking for the matching ')' of '$('"},
+           {"cat <( echo\nTP=4\n", 1, 5, "unexpected end of the script while looking for the matching ')' of '<('"},
+           {"f() ( TP=4\n", 1, 5, "'(' has no matching ')' before the end of the script"}}) {
+    INFO(script);
+    ShellArgs bad = read_shell_args(register_source("bad-paren.sh", script), script);
+    CHECK(bad.limit_error == message);
+    CHECK(bad.limit_loc.line == line);
+    CHECK(bad.limit_loc.col == col);
+  }
+
   // A subshell left open is bash's "syntax error: unexpected end of file", at its `(`.
   const std::string open = "TP=2\n( TP=8\n";
   ShellArgs o = read_shell_args(register_source("open.sh", open), open);

@@ -389,6 +389,7 @@ class Shell {
         advance();
       } else if (c == '\n' || c == ';' || c == '&' || c == '|') {
         status = true, skip_next = false;  // a new list (or pipeline)
+        pipe_next_ = c == '|';
         advance();
       } else if (skip_next) {
         after_operator = false;
@@ -438,12 +439,14 @@ class Shell {
       return true;
     }
     if (c == '(' && peek(1) != '(') {  // a subshell (`((` starts an arithmetic command)
+      if (case_pattern_) return false;  // `(x)`: a case pattern's optional `(`
       open_subshell();
       return true;
     }
     if (c == ')') {
+      const SourceLoc at = here();
       advance();
-      close_subshell();
+      close_subshell(at);
       return true;
     }
     if (c == '<' || c == '>') {
@@ -466,8 +469,11 @@ class Shell {
   /// `)`: closes the innermost subshell, if one is open, and restores the variables from before
   /// it. Its exit status is not followed: an if or while whose condition holds one reads every
   /// branch, listed in if_lines.
-  void close_subshell() {
-    if (frames_.empty() || frames_.back().kind != Block::kSubshell) return;
+  void close_subshell(const SourceLoc& at) {
+    if (frames_.empty() || frames_.back().kind != Block::kSubshell) {
+      limit(at, "syntax error near unexpected token ')': no open '(' it belongs to here");
+      return;
+    }
     const SavedVars& v = *frames_.back().saved;
     scalars_ = v.scalars;
     scalar_loc_ = v.scalar_loc;
@@ -604,16 +610,16 @@ class Shell {
         double_quoted(t);
       } else if (c == '$') {
         dollar(t);
-      } else if (c == '`') {
+      } else if (c == '`') {  // a command substitution, as $(...): not run, one word that says so
         SourceLoc at = here();
         advance();
-        std::string inner;
         while (!eof() && peek() != '`') {
-          inner += peek();
+          if (peek() == '\\') advance();
           advance();
         }
+        if (eof()) limit(at, "unexpected end of the script while looking for the matching '`'");
         advance();
-        append(t, "`" + inner + "`", at);
+        splice(t, std::string("$(...)"), "`...`", at);
       } else {
         t.push_back(Ch{c, here()});
         advance();
@@ -664,6 +670,8 @@ class Shell {
     } else if (c == '(') {
       advance();
       balanced('(', ')');
+      if (eof() && (i_ == 0 || (*s_)[i_ - 1] != ')'))
+        limit(at, "unexpected end of the script while looking for the matching ')' of '$('");
       splice(t, std::string("$(...)"), "$(...)", at);  // a command is not run: one word that says so
     } else if (c == '{') {
       advance();
@@ -947,6 +955,7 @@ class Shell {
     bool closing = false;            // a block's closing keyword (fi, done, esac, })
     bool function_parens = false;    // `name()`: a function definition's body may follow
     int32_t parens = 0;              // `(` read inside this command and not yet closed
+    SourceLoc first_paren;           // the outermost of them (`<(` of a process substitution)
     std::optional<Snapshot> skipped; // in an if branch not taken: the state to restore at the end
     bool condition = false;   // skipping an if/while condition up to `;` or a newline
     bool declaring = false;   // after export/local/...: words are assignments
@@ -957,6 +966,8 @@ class Shell {
     // only: bash expands the command's words with the values from before them, and they do not
     // outlast the command. Each name's earlier value (nullopt: unset), restored at the command word.
     std::vector<std::pair<std::string, std::optional<Text>>> prefix_saved;
+    const bool after_pipe = pipe_next_;  // a pipeline's element after a `|`: a subshell
+    pipe_next_ = false;
     while (!eof()) {
       skip_blanks();
       if (eof()) break;
@@ -1012,11 +1023,19 @@ class Shell {
       }
       if (c == '(' && peek(1) == '(' && words.empty() && !condition) {  // `(( expr, expr ))`: let's arithmetic
         const SourceLoc at = here();
-        arithmetic = true;
+        const size_t at_i = i_;
         advance();
         advance();
         std::string inner = balanced('(', ')');
-        if (peek() == ')') advance();
+        if (peek() != ')') {  // not closed by `))`: bash reads two nested subshells, `( (...) ...)`
+          i_ = at_i;
+          line_ = at.line;
+          col_ = at.col;
+          open_subshell();  // the second `(` opens the inner one next
+          continue;
+        }
+        arithmetic = true;
+        advance();
         size_t from = 0;
         for (size_t comma = 0; comma != std::string::npos; from = comma + 1) {
           comma = inner.find(',', from);
@@ -1026,9 +1045,45 @@ class Shell {
       }
       if (c == ')' && parens == 0 && !frames_.empty() && frames_.back().kind == Block::kSubshell)
         break;  // the subshell's `)` ends the command; the list reader closes the subshell
+      // `(` where a command starts (after `then`, `do`, `{`, `!`, a case pattern): a subshell.
+      if (c == '(' && peek(1) != '(' && words.empty() && !condition && !declaring && !letting && !unsetting) {
+        open_subshell();
+        continue;
+      }
+      // `<(...)` / `>(...)`: a process substitution, a command not run; the word names it.
+      if ((c == '<' || c == '>') && peek(1) == '(') {
+        const SourceLoc at = here();
+        advance();
+        advance();
+        balanced('(', ')');
+        if (eof() && (*s_)[i_ - 1] != ')')
+          limit(at, std::string("unexpected end of the script while looking for the matching ')' of '") + c + "('");
+        Text w;
+        splice(w, std::string(1, c) + "(...)", "process substitution", at);
+        quoted_empty.push_back(false);
+        words.push_back(std::move(w));
+        continue;
+      }
+      // `name() ( ... )`: a function whose body is a subshell, read where it is defined.
+      if (c == '(' && peek(1) != '(' && peek(1) != ')' && function_parens && words.size() == 1 && parens == 0) {
+        words.clear();
+        quoted_empty.clear();
+        function_parens = false;
+        if (!skipping()) out_.if_lines.push_back(line_);
+        open_subshell();
+        continue;
+      }
+      if (c == ')' && parens == 0) {  // bash: "syntax error near unexpected token `)'"
+        limit(here(), "syntax error near unexpected token ')': no open '(' it belongs to here");
+        advance();
+        continue;
+      }
       if (c == '(' || c == ')' || c == '<' || c == '>') {
         if (c == '(' && peek(1) == ')' && words.size() == 1) function_parens = true;
-        if (c == '(') ++parens;
+        if (c == '(') {
+          if (parens == 0) first_paren = here();
+          ++parens;
+        }
         if (c == ')' && parens > 0) --parens;
         advance();
         continue;
@@ -1196,6 +1251,13 @@ class Shell {
       for (const Text& w : words) split(w, tokens);
       if (collect(tokens)) command_flags_ = true;
     }
+    // Each element of a pipeline runs in a subshell (bash without `lastpipe`): `TP=4 | cat`
+    // leaves TP as it was.
+    if (after_pipe || (peek() == '|' && peek(1) != '|'))
+      for (auto& [name, old] : prefix_saved) {
+        if (old) scalars_[name] = std::move(*old);
+        else scalars_.erase(name);
+      }
     if (skipped) restore(*skipped);
     return status;
   }
@@ -1539,6 +1601,19 @@ class Shell {
   void let_assign(std::string word, const SourceLoc& at) {
     word.erase(0, std::min(word.size(), word.find_first_not_of(" \t")));
     while (!word.empty() && std::isspace(static_cast<unsigned char>(word.back()))) word.pop_back();
+    // `(((N=4)))`: parentheses around the whole expression group it and change nothing.
+    while (word.size() >= 2 && word.front() == '(' && word.back() == ')') {
+      int depth = 0;
+      size_t k = 0;
+      for (; k < word.size(); ++k) {
+        depth += word[k] == '(' ? 1 : word[k] == ')' ? -1 : 0;
+        if (depth == 0) break;
+      }
+      if (k + 1 != word.size()) break;  // `(a)+(b)`: the first `(` closes before the end
+      word = word.substr(1, word.size() - 2);
+      word.erase(0, std::min(word.size(), word.find_first_not_of(" \t")));
+      while (!word.empty() && std::isspace(static_cast<unsigned char>(word.back()))) word.pop_back();
+    }
     std::string prefix;
     if (word.size() > 2 && (word.rfind("++", 0) == 0 || word.rfind("--", 0) == 0)) {
       prefix = word.substr(0, 2);
@@ -1671,6 +1746,7 @@ class Shell {
   std::vector<Frame> frames_;         ///< the compound commands open, innermost last
   bool last_was_condition_ = false;   ///< the last command read was part of a condition
   bool case_pattern_ = false;         ///< a case branch's `pattern)` comes next
+  bool pipe_next_ = false;            ///< the next command is a pipeline's element after a `|`
   size_t expanded_ = 0;  ///< characters produced by expansions so far (kMaxShellExpansion)
   int64_t pattern_budget_ = kMaxPatternSteps;  // glob steps left for ${...} patterns
   int plain_depth_ = 0;  ///< nesting of plain() (kMaxShellNesting)
