@@ -339,6 +339,19 @@ TEST_CASE("a launch script's subshell keeps its assignments to itself, as bash d
   CHECK(pl.limit_error.empty());
   check_vars(pl, {{"TP", "1"}, {"F", "2"}, {"G", "4"}}, {"A", "B", "C", "D", "E", "H", "I", "J", "K"});
 
+  // A compound command as a pipeline's element, after or before the `|` (bash 5.2: TP=1 N=0
+  // DP=6, the others unset).
+  const std::string piped =
+      "TP=1\nN=0\n"
+      "echo a | while read l; do TP=4; N=1; done\n"
+      "for i in 1; do PP=3; done | tee /dev/null\n"
+      "if true; then CP=2; fi | cat\n"
+      "{ EP=5; } | cat\n"
+      "case x in x) DP=6;; esac\n";
+  ShellArgs pi = read_shell_args(register_source("piped.sh", piped), piped);
+  CHECK(pi.limit_error.empty());
+  check_vars(pi, {{"TP", "1"}, {"N", "0"}, {"DP", "6"}}, {"PP", "CP", "EP"});
+
   // A `)` with no `(` open, and a `$(`, `<(` or `(` body left open, are bash's syntax errors,
   // located where bash reports them.
   for (const auto& [script, line, col, message] :

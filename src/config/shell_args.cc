@@ -455,6 +455,12 @@ class Shell {
     }
     return false;
   }
+  /// A `|` (not `||`) next on this line after blanks: what was just read is a pipeline's element.
+  bool pipe_follows() const {
+    size_t k = i_;
+    while (k < s_->size() && is_blank((*s_)[k])) ++k;
+    return k < s_->size() && (*s_)[k] == '|' && (k + 1 >= s_->size() || (*s_)[k + 1] != '|');
+  }
   /// `(` at a command's start: a subshell, whose assignments end at its `)`. Its commands
   /// otherwise count as the script's (a launch command inside one is still the launch).
   void open_subshell() {
@@ -968,6 +974,7 @@ class Shell {
     std::vector<std::pair<std::string, std::optional<Text>>> prefix_saved;
     const bool after_pipe = pipe_next_;  // a pipeline's element after a `|`: a subshell
     pipe_next_ = false;
+    command_after_pipe_ = after_pipe;
     while (!eof()) {
       skip_blanks();
       if (eof()) break;
@@ -1289,8 +1296,11 @@ class Shell {
     bool subject_read = false;      ///< case: its word has been read
     bool fall_through = false;      ///< case: `;&` after a branch that ran: the next one runs
     std::optional<std::string> subject;  ///< case: the word's value, where it could be read
-    std::shared_ptr<const SavedVars> saved;  ///< subshell: the variables to restore at its `)`
+    /// A subshell: the variables to restore at its `)`; another block: the variables from before
+    /// it, restored at its end when it is a pipeline's element.
+    std::shared_ptr<const SavedVars> saved;
     bool function_body = false;              ///< `{`: a function's body
+    bool after_pipe = false;                 ///< opened as a pipeline's element after a `|`
     /// A function body: each name made local in it (`local`, or `declare`/`typeset` without -g)
     /// with its value from before, restored at the body's `}` as bash ends the local's scope.
     struct Local {
@@ -1405,6 +1415,10 @@ class Shell {
       f.in_condition = f.kind == Block::kIf || f.kind == Block::kWhile || f.kind == Block::kUntil;
       f.at = at;
       f.skip = f.kind == Block::kCase;  // nothing runs before a case's first pattern
+      // A compound command may be a pipeline's element, which runs in a subshell: the
+      // variables from before it, restored at its end if a `|` precedes or follows it.
+      f.saved = std::make_shared<const SavedVars>(SavedVars{scalars_, scalar_loc_, arrays_, array_order_});
+      f.after_pipe = command_after_pipe_;
       frames_.push_back(std::move(f));
       return true;
     }
@@ -1427,6 +1441,12 @@ class Shell {
     Frame& f = frames_.back();
     if (raw == "fi" || raw == "done" || raw == "esac" || raw == "}") {
       if (f.function_body) end_locals(f);
+      if (f.saved && (f.after_pipe || pipe_follows())) {  // `... | while ...; done`, `done | tee`
+        scalars_ = f.saved->scalars;
+        scalar_loc_ = f.saved->scalar_loc;
+        arrays_ = f.saved->arrays;
+        array_order_ = f.saved->array_order;
+      }
       frames_.pop_back();
       if (raw == "esac") case_pattern_ = false;
       return true;
@@ -1747,6 +1767,7 @@ class Shell {
   bool last_was_condition_ = false;   ///< the last command read was part of a condition
   bool case_pattern_ = false;         ///< a case branch's `pattern)` comes next
   bool pipe_next_ = false;            ///< the next command is a pipeline's element after a `|`
+  bool command_after_pipe_ = false;   ///< the command being read follows a `|`
   size_t expanded_ = 0;  ///< characters produced by expansions so far (kMaxShellExpansion)
   int64_t pattern_budget_ = kMaxPatternSteps;  // glob steps left for ${...} patterns
   int plain_depth_ = 0;  ///< nesting of plain() (kMaxShellNesting)
