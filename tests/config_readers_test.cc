@@ -31,6 +31,15 @@ void check_vars(const ShellArgs& sh, const std::map<std::string, std::string>& w
   }
 }
 
+/// Reads `text` as launch script `name`: no syntax error, and the variables of check_vars.
+void check_script(const std::string& name, const std::string& text, const std::map<std::string, std::string>& want,
+                  std::initializer_list<const char*> unset = {}) {
+  INFO(name);
+  ShellArgs sh = read_shell_args(register_source(name, text), text);
+  CHECK(sh.limit_error.empty());
+  check_vars(sh, want, unset);
+}
+
 /// The first diagnostic of `severity` whose message holds `needle`, or null.
 const Diagnostic* find_diag(const Diagnostics& d, Severity severity, const std::string& needle) {
   for (const auto& x : d.all())
@@ -315,9 +324,7 @@ TEST_CASE("a launch script's subshell keeps its assignments to itself, as bash d
 
   // Lists around subshells, and a function whose body is a subshell (bash 5.2: Z=3, X unset).
   const std::string lists = "false && ( X=1 )\ntrue && ( X=2 ) || Y=2\n( X=3 ) && Z=3\nf() ( X=4 ); f\n";
-  ShellArgs l = read_shell_args(register_source("sublists.sh", lists), lists);
-  CHECK(l.limit_error.empty());
-  check_vars(l, {{"Z", "3"}}, {"X", "Y"});
+  check_script("sublists.sh", lists, {{"Z", "3"}}, {"X", "Y"});
 
   // A subshell where a command starts after a keyword, a `{`, a `!` or a case pattern; a case
   // pattern's optional `(`; `((` that is not closed by `))` (nested subshells); each element of
@@ -335,9 +342,7 @@ TEST_CASE("a launch script's subshell keeps its assignments to itself, as bash d
       "((I=1) )\n"
       "J=4 | cat\n"
       "cat /dev/null | K=5\n";
-  ShellArgs pl = read_shell_args(register_source("places.sh", places), places);
-  CHECK(pl.limit_error.empty());
-  check_vars(pl, {{"TP", "1"}, {"F", "2"}, {"G", "4"}}, {"A", "B", "C", "D", "E", "H", "I", "J", "K"});
+  check_script("places.sh", places, {{"TP", "1"}, {"F", "2"}, {"G", "4"}}, {"A", "B", "C", "D", "E", "H", "I", "J", "K"});
 
   // A compound command as a pipeline's element, after or before the `|` (bash 5.2: TP=1 N=0
   // DP=6, the others unset).
@@ -348,9 +353,7 @@ TEST_CASE("a launch script's subshell keeps its assignments to itself, as bash d
       "if true; then CP=2; fi | cat\n"
       "{ EP=5; } | cat\n"
       "case x in x) DP=6;; esac\n";
-  ShellArgs pi = read_shell_args(register_source("piped.sh", piped), piped);
-  CHECK(pi.limit_error.empty());
-  check_vars(pi, {{"TP", "1"}, {"N", "0"}, {"DP", "6"}}, {"PP", "CP", "EP"});
+  check_script("piped.sh", piped, {{"TP", "1"}, {"N", "0"}, {"DP", "6"}}, {"PP", "CP", "EP"});
 
   // A `)` with no `(` open, and a `$(`, `<(` or `(` body left open, are bash's syntax errors,
   // located where bash reports them.
