@@ -469,7 +469,7 @@ class Shell {
     f.at = here();
     advance();
     f.outer_skip = skipping();
-    f.saved = std::make_shared<const SavedVars>(SavedVars{scalars_, scalar_loc_, arrays_, array_order_});
+    f.saved = std::make_shared<const SavedVars>(saved_vars());
     frames_.push_back(std::move(f));
   }
   /// `)`: closes the innermost subshell, if one is open, and restores the variables from before
@@ -480,11 +480,7 @@ class Shell {
       limit(at, "syntax error near unexpected token ')': no open '(' it belongs to here");
       return;
     }
-    const SavedVars& v = *frames_.back().saved;
-    scalars_ = v.scalars;
-    scalar_loc_ = v.scalar_loc;
-    arrays_ = v.arrays;
-    array_order_ = v.array_order;
+    restore_vars(*frames_.back().saved);
     frames_.pop_back();
     if (!frames_.empty() && frames_.back().in_condition) frames_.back().cond_unknown = true;
   }
@@ -961,7 +957,6 @@ class Shell {
     bool closing = false;            // a block's closing keyword (fi, done, esac, })
     bool function_parens = false;    // `name()`: a function definition's body may follow
     int32_t parens = 0;              // `(` read inside this command and not yet closed
-    SourceLoc first_paren;           // the outermost of them (`<(` of a process substitution)
     std::optional<Snapshot> skipped; // in an if branch not taken: the state to restore at the end
     bool condition = false;   // skipping an if/while condition up to `;` or a newline
     bool declaring = false;   // after export/local/...: words are assignments
@@ -1087,10 +1082,7 @@ class Shell {
       }
       if (c == '(' || c == ')' || c == '<' || c == '>') {
         if (c == '(' && peek(1) == ')' && words.size() == 1) function_parens = true;
-        if (c == '(') {
-          if (parens == 0) first_paren = here();
-          ++parens;
-        }
+        if (c == '(') ++parens;
         if (c == ')' && parens > 0) --parens;
         advance();
         continue;
@@ -1275,8 +1267,9 @@ class Shell {
   /// known on, every branch of the if is read (if_lines); a loop runs its body once, or not at
   /// all where its condition is known to end it at once; every branch of a case is read.
   enum class Block : uint8_t { kIf, kWhile, kUntil, kFor, kCase, kGroup, kSubshell };
-  /// The variables before a subshell `( ... )`: bash runs it in a child process, so what it
-  /// assigns is gone at its `)`.
+  /// The script's variables at one point: restored at a subshell's `)` (bash runs it in a child
+  /// process, so what it assigns is gone there), at a pipeline element's end, and after a
+  /// command read without its effects (Snapshot).
   struct SavedVars {
     std::map<std::string, Text> scalars;
     std::map<std::string, SourceLoc> scalar_loc;
@@ -1417,7 +1410,7 @@ class Shell {
       f.skip = f.kind == Block::kCase;  // nothing runs before a case's first pattern
       // A compound command may be a pipeline's element, which runs in a subshell: the
       // variables from before it, restored at its end if a `|` precedes or follows it.
-      f.saved = std::make_shared<const SavedVars>(SavedVars{scalars_, scalar_loc_, arrays_, array_order_});
+      f.saved = std::make_shared<const SavedVars>(saved_vars());
       f.after_pipe = command_after_pipe_;
       frames_.push_back(std::move(f));
       return true;
@@ -1441,12 +1434,7 @@ class Shell {
     Frame& f = frames_.back();
     if (raw == "fi" || raw == "done" || raw == "esac" || raw == "}") {
       if (f.function_body) end_locals(f);
-      if (f.saved && (f.after_pipe || pipe_follows())) {  // `... | while ...; done`, `done | tee`
-        scalars_ = f.saved->scalars;
-        scalar_loc_ = f.saved->scalar_loc;
-        arrays_ = f.saved->arrays;
-        array_order_ = f.saved->array_order;
-      }
+      if (f.after_pipe || pipe_follows()) restore_vars(*f.saved);  // `... | while ...; done`, `done | tee`
       frames_.pop_back();
       if (raw == "esac") case_pattern_ = false;
       return true;
@@ -1582,23 +1570,23 @@ class Shell {
   /// What a command changes, for reading a command without its effects (a skipped `&&`/`||`
   /// side): restored after it.
   struct Snapshot {
-    std::map<std::string, Text> scalars;
-    std::map<std::string, SourceLoc> scalar_loc;
-    std::map<std::string, std::vector<Text>> arrays;
-    std::vector<std::string> array_order;
+    SavedVars vars;
     bool command_flags = false;
     size_t flags = 0, if_lines = 0, list_lines = 0, defaults_used = 0;
   };
   Snapshot snapshot() const {
-    return Snapshot{scalars_,          scalar_loc_,          arrays_,
-                    array_order_,      command_flags_,       out_.flags.size(),
+    return Snapshot{saved_vars(),          command_flags_,          out_.flags.size(),
                     out_.if_lines.size(), out_.list_lines.size(), out_.defaults_used.size()};
   }
+  SavedVars saved_vars() const { return SavedVars{scalars_, scalar_loc_, arrays_, array_order_}; }
+  void restore_vars(const SavedVars& v) {
+    scalars_ = v.scalars;
+    scalar_loc_ = v.scalar_loc;
+    arrays_ = v.arrays;
+    array_order_ = v.array_order;
+  }
   void restore(const Snapshot& s) {
-    scalars_ = s.scalars;
-    scalar_loc_ = s.scalar_loc;
-    arrays_ = s.arrays;
-    array_order_ = s.array_order;
+    restore_vars(s.vars);
     command_flags_ = s.command_flags;
     out_.flags.resize(s.flags);
     out_.if_lines.resize(s.if_lines);
@@ -1619,8 +1607,11 @@ class Shell {
   /// holds the expression's text (`$((...))` without blanks), so a flag that reads it says its
   /// value is invalid, with the note of an unevaluated expression, never a stale value.
   void let_assign(std::string word, const SourceLoc& at) {
-    word.erase(0, std::min(word.size(), word.find_first_not_of(" \t")));
-    while (!word.empty() && std::isspace(static_cast<unsigned char>(word.back()))) word.pop_back();
+    auto trim = [&word] {
+      word.erase(0, std::min(word.size(), word.find_first_not_of(" \t")));
+      while (!word.empty() && std::isspace(static_cast<unsigned char>(word.back()))) word.pop_back();
+    };
+    trim();
     // `(((N=4)))`: parentheses around the whole expression group it and change nothing.
     while (word.size() >= 2 && word.front() == '(' && word.back() == ')') {
       int depth = 0;
@@ -1631,8 +1622,7 @@ class Shell {
       }
       if (k + 1 != word.size()) break;  // `(a)+(b)`: the first `(` closes before the end
       word = word.substr(1, word.size() - 2);
-      word.erase(0, std::min(word.size(), word.find_first_not_of(" \t")));
-      while (!word.empty() && std::isspace(static_cast<unsigned char>(word.back()))) word.pop_back();
+      trim();
     }
     std::string prefix;
     if (word.size() > 2 && (word.rfind("++", 0) == 0 || word.rfind("--", 0) == 0)) {
