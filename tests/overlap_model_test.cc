@@ -238,11 +238,12 @@ TEST_CASE("the loss streams the logits: bytes per logit by kernel, and Megatron'
   CHECK(model::loss_traffic(model::LossKernel::kCompiled).forward_bytes == 4);
 
   // --cross-entropy-loss-fusion on the 1.7B GPT (V = 131,072, 4 microbatches of 4,096 tokens,
-  // TP 1): 52 - 30 = 22 bytes per logit fewer, 4 × 4096 × 131072 × 22 B / 3.35 TB/s = 14.1 ms.
+  // TP 1): 52 - 30 = 22 bytes per logit fewer, 4 × 4096 × 131072 × 22 B at 0.9 of 3.35 TB/s
+  // (kernels over 2.1 GB of fp32 logits, docs/facts/cost-formulas.md#memory-time-of-a-kernel) = 15.7 ms.
   const nlohmann::json plain = megatron_1_7b_job("", "plain");
   const nlohmann::json fused = megatron_1_7b_job("    --cross-entropy-loss-fusion\n", "fused");
   const double saved = plain["predicted"]["step_time_s"].get<double>() - fused["predicted"]["step_time_s"].get<double>();
-  CHECK(saved == Approx(4.0 * 4096 * 131072 * 22 / 3.35e12).epsilon(0.01));
+  CHECK(saved == Approx(4.0 * 4096 * 131072 * 22 / (3.35e12 * 0.9)).epsilon(0.01));
   for (const auto& u : fused["unmodelled"]) CHECK(u["key"] != "--cross-entropy-loss-fusion");
 }
 
@@ -256,4 +257,70 @@ TEST_CASE("a Megatron GPT block without --swiglu has a two-matrix GeLU MLP", "[m
   const nlohmann::json swiglu = megatron_1_7b_job("    --swiglu\n", "swiglu");
   CHECK(swiglu["params"].get<double>() ==
         Approx(24.0 * (4.0 * 2048 * 2048 + 3.0 * 2048 * 5440 + 2 * 2048) + 2.0 * 131072 * 2048 + 2048).epsilon(1e-9));
+}
+
+TEST_CASE("memory-bound kernels reach calculon's fraction of HBM bandwidth by their size", "[model]") {
+  // calculon-ai/calculon @caa4b11, systems/h100_80g_nvl8.json and a100_80g.json, mem1.MB_efficiency.
+  CHECK(model::hbm_efficiency(100e6) == 0.9);
+  CHECK(model::hbm_efficiency(99.9e6) == 0.75);
+  CHECK(model::hbm_efficiency(10e6) == 0.75);
+  CHECK(model::hbm_efficiency(5e6) == 0.6);
+  CHECK(model::hbm_efficiency(1e3) == 0.3);
+  CHECK(model::hbm_time_s(3350e9, 134e6, 2) == Approx(2 * 134e6 / (3350e9 * 0.9)));
+  CHECK(model::hbm_time_s(0, 134e6) == 0);  // a preset without a bandwidth
+  // matrix.float16.gflops_efficiency (0.95 from 128 GFLOP, 0.9 from 16, 0.6 from 1, 0.1 below) / 0.95.
+  CHECK(model::gemm_size_efficiency(137e9) == 1.0);
+  CHECK(model::gemm_size_efficiency(103e9) == Approx(0.9 / 0.95));
+  CHECK(model::gemm_size_efficiency(2e9) == Approx(0.6 / 0.95));
+  CHECK(model::gemm_size_efficiency(1e8) == Approx(0.1 / 0.95));
+  // calculon's Linear layer: inputs + weights + outputs, 2 bytes each in bf16.
+  CHECK(model::gemm_bytes(4096, 2048, 6144, 2) == 2.0 * (4096 * 2048 + 2048 * 6144 + 4096 * 6144));
+}
+
+TEST_CASE("a small model's GEMMs spend more of their time moving operands than a large one's", "[model]") {
+  // docs/facts/cost-formulas.md#memory-time-of-a-kernel, worked: Megatron-LM's 1.7B GPT (h 2048,
+  // F 8192, TP 1) and 16B GPT (h 6144, F 24576, TP 4), 4096 tokens, on an H100.
+  auto gpt = [](int64_t h, int64_t heads, int32_t tp) {
+    model::CostInputs in;
+    in.model.dim = h;
+    in.model.layers = 1;
+    in.model.heads = heads;
+    in.model.kv_heads = heads;
+    in.model.head_dim = h / heads;
+    in.model.ffn = 4 * h;
+    in.model.vocab = 131072;
+    in.model.gated_mlp = false;
+    in.hardware = *model::hardware_preset("h100");
+    in.seq_len = 4096;
+    in.layout.tp = tp;
+    in.layout.sequence_parallel = tp > 1;
+    return in;
+  };
+  const model::CostInputs small = gpt(2048, 16, 1), large = gpt(6144, 48, 4);
+  const double bw = 3350e9;
+  auto mb = [](double k, double n) { return 2 * (4096 * k + k * n + 4096 * n); };
+  // 1.7B: QKV 92.3 MB and the output projection 41.9 MB at 0.75, fc1 and fc2 117.4 MB at 0.9.
+  const double small_s = (mb(2048, 6144) + mb(2048, 2048)) / (bw * 0.75) + 2 * mb(2048, 8192) / (bw * 0.9);
+  CHECK(model::layer_gemm_memory_s(small, 0) == Approx(small_s));
+  CHECK(small_s == Approx(0.131e-3).epsilon(0.01));
+  // 16B at TP 4: QKV 144.7 MB, fc1 and fc2 176.2 MB at 0.9, the output projection 81.8 MB at 0.75.
+  const double large_s = (mb(6144, 4608) + 2 * mb(6144, 6144)) / (bw * 0.9) + mb(1536, 6144) / (bw * 0.75);
+  CHECK(model::layer_gemm_memory_s(large, 0) == Approx(large_s));
+  // Against the FLOP time: 19 % for the 1.7B block, 13 % for the 16B block.
+  auto share = [](const model::CostInputs& in) {
+    const double rate = in.hardware.peak_flops * in.hardware.efficiency;
+    const double lin = 4096 * in.model.layer_linear_flops_per_token(0) / in.layout.tp;
+    return model::layer_gemm_memory_s(in, 0) / (lin / rate * model::layer_gemm_time_factor(in, 0));
+  };
+  model::CostInputs s = small, l = large;
+  s.eff.compute = l.eff.compute = s.hardware.efficiency;
+  CHECK(share(s) == Approx(0.19).margin(0.01));
+  CHECK(share(l) == Approx(0.13).margin(0.01));
+  // The 1.7B block's projections (103 and 34 GFLOP) run at 0.9/0.95, its MLP's (137 GFLOP) at 1.
+  CHECK(model::layer_gemm_time_factor(small, 0) == Approx((137.4 / (0.9 / 0.95) + 274.9) / 412.3).epsilon(1e-3));
+  // The block's passes carry the memory time once each.
+  const model::LayerCost c = model::layer_cost(s, 0);
+  CHECK(c.gemm_memory_s == Approx(small_s));
+  CHECK(c.weight_grad_s == Approx(4096 * s.model.layer_linear_flops_per_token(0) / (989e12 * s.eff.compute) *
+                                      model::layer_gemm_time_factor(s, 0) + small_s));
 }

@@ -907,7 +907,7 @@ Command add_plan(CLI::App& parent) {
   cmd->add_option("--show", a->show, "layouts that hold listed in the ranked table (default 10); every verified layout that fails is listed after them with its reason");
   CLI::Option* max_pp = cmd->add_option("--max-pp", a->max_pp, "largest pipeline degree to consider (default 64)")->check(CLI::Range(1, 1 << 16));
   CLI::Option* efficiency =
-      cmd->add_option("--efficiency", a->efficiency, "achieved fraction of peak FLOP/s per op (default: the GPU preset's)")
+      cmd->add_option("--efficiency", a->efficiency, "achieved fraction of peak FLOP/s of the largest GEMMs (default: the GPU preset's)")
           ->check(CLI::Range(0.01, 1.0));
   cmd->add_option("--emit", a->emit, "write the best layout torchtitan runs by name as a job TOML (schedcheck verify reads it back)");
   cmd->add_option("--shard", a->shard,

@@ -519,7 +519,7 @@ Command add_synth(CLI::App& parent) {
   cmd->add_option("--hardware", a->job.hardware,
                   "framework configs: the GPU preset (default: the config's comment, else h100)");
   cmd->add_option("--efficiency", a->job.efficiency,
-                  "framework configs: achieved fraction of peak FLOP/s per op (default: the GPU preset's)")
+                  "framework configs: achieved fraction of peak FLOP/s of the largest GEMMs (default: the GPU preset's)")
       ->check(CLI::Range(0.01, 1.0));
   cmd->add_flag("--keep-split", a->no_split,
                 "framework configs: search only the config's layer split (default: also the split that balances the "

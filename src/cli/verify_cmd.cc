@@ -350,7 +350,7 @@ Command add_verify(CLI::App& parent) {
   cmd->add_option("--seq-len", a->job.seq_len, "framework configs: the sequence length, when the config states none (DeepSpeed)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   cmd->add_option("--efficiency", a->job.efficiency,
-                  "framework configs: achieved fraction of peak FLOP/s per op (default: the GPU preset's, "
+                  "framework configs: achieved fraction of peak FLOP/s of the largest GEMMs (default: the GPU preset's, "
                   "fitted to published runs; specs/reference/README.md)")
       ->check(CLI::Range(0.01, 1.0));
   cmd->add_option("--hardware", a->job.hardware,

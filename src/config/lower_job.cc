@@ -271,13 +271,19 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   // Output projection: 2·V·h FLOPs per token forward, the same for I and for W; its inputs and
   // fp32 logits stay for the backward (Megatron compute_activation_memory).
   const double rate = in.hardware.peak_flops * jc.eff.compute;
-  const double head_s = tokens * 2.0 * static_cast<double>(m.vocab * m.dim) / lay.tp / rate;
+  // At the efficiency of its size, plus its operands' HBM time (model::layer_gemm_memory_s's
+  // rule, the logits vocab-parallel).
+  const double vocab = static_cast<double>(m.vocab) / lay.tp;
+  const double head_flops = tokens * 2.0 * static_cast<double>(m.dim) * vocab;
+  const double head_s = head_flops / (rate * model::gemm_size_efficiency(head_flops)) +
+                        model::hbm_time_s(hw.hbm_bw, model::gemm_bytes(tokens, static_cast<double>(m.dim), vocab,
+                                                                       in.activation_element_bytes));
   // The loss streams the logits (vocab-parallel under TP) through HBM, forward and backward
-  // (docs/facts/cost-formulas.md#the-loss).
+  // (docs/facts/cost-formulas.md#the-loss), in kernels over the fp32 logits.
   const model::LossTraffic loss = model::loss_traffic(job.loss_kernel);
-  const double logits = tokens * static_cast<double>(m.vocab) / lay.tp;
-  const double loss_f_s = hw.hbm_bw > 0 ? logits * loss.forward_bytes / hw.hbm_bw : 0;
-  const double loss_b_s = hw.hbm_bw > 0 ? logits * loss.backward_bytes / hw.hbm_bw : 0;
+  const double logits = tokens * vocab;
+  const double loss_f_s = model::hbm_time_s(hw.hbm_bw, 4 * logits, loss.forward_bytes / 4);
+  const double loss_b_s = model::hbm_time_s(hw.hbm_bw, 4 * logits, loss.backward_bytes / 4);
   const int64_t logits_bytes = static_cast<int64_t>(4 * tokens * static_cast<double>(m.dim + m.vocab) / lay.tp);
   std::vector<StageSum> sum(stages);
   jc.stage_layers.assign(stages, 0);

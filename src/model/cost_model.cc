@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace sc::model {
 
@@ -112,6 +113,103 @@ double tp_exposed_s(double comm_s, double gemm_s, int64_t chunks) {
   return comm_s - gemm_s * (n - 1) / n;
 }
 
+double hbm_efficiency(double op_bytes) {
+  if (op_bytes >= 100e6) return 0.9;
+  if (op_bytes >= 10e6) return 0.75;
+  if (op_bytes >= 1e6) return 0.6;
+  return 0.3;
+}
+
+double hbm_time_s(double hbm_bw, double op_bytes, double count) {
+  if (hbm_bw <= 0 || op_bytes <= 0 || count <= 0) return 0;
+  return count * op_bytes / (hbm_bw * hbm_efficiency(op_bytes));
+}
+
+double gemm_bytes(double m, double k, double n, double element_bytes) {
+  return element_bytes * (m * k + k * n + m * n);
+}
+
+double gemm_size_efficiency(double flops) {
+  if (flops >= 128e9) return 1.0;
+  if (flops >= 16e9) return 0.9 / 0.95;
+  if (flops >= 1e9) return 0.6 / 0.95;
+  return 0.1 / 0.95;
+}
+
+namespace {
+
+/// One GEMM of a block's pass: `count` products of (rows×k) by (k×n) whose weights are read
+/// `weights` elements in all (k·n each, or the local experts' k·n·experts).
+struct Gemm {
+  double rows = 0, k = 0, n = 0, weights = 0;
+  double flops() const { return 2 * rows * k * n; }
+};
+
+/// The linear GEMMs of block `layer` on one rank, for one pass (the forward, input-gradient
+/// and weight-gradient GEMMs have the same operands).
+std::vector<Gemm> layer_gemms(const CostInputs& in, int64_t layer) {
+  const ModelDesc& m = in.model;
+  const Layout& lay = in.layout;
+  const double tokens = static_cast<double>(in.microbatch_sequences * in.seq_len) / lay.cp;
+  const double h = static_cast<double>(m.dim);
+  const double t = lay.tp;
+  std::vector<Gemm> g;
+  auto dense = [&](double k, double n) { g.push_back({tokens, k, n, k * n}); };
+  if (m.mla) {
+    // MLA's chain of low-rank projections, counted as one h-wide input to its parameters.
+    const double p = static_cast<double>(attention_params(m)) / t;
+    dense(h, p / h);
+  } else {
+    const double q = static_cast<double>(m.heads * m.head_dim) / t;
+    // Fewer key/value heads than TP ranks: each rank holds one whole group (layer_cost).
+    const double kv = std::max(static_cast<double>(m.kv_heads * m.head_dim) / t,
+                               m.kv_heads < lay.tp ? static_cast<double>(m.head_dim) : 0.0);
+    dense(h, q + 2 * kv);
+    dense(q, h);
+  }
+  const double up = static_cast<double>(m.mlp_matrices() - 1);
+  if (!m.is_moe_layer(layer)) {
+    const double f = static_cast<double>(m.ffn) / t;
+    dense(h, up * f);
+    dense(f, h);
+    return g;
+  }
+  // MoE: the local routed experts see tokens·top_k (token, expert) pairs in all, and each of
+  // their weight matrices is read once; the shared experts run as a dense MLP.
+  const Moe& moe = *m.moe;
+  const double etp = lay.expert_tp();
+  const double local = static_cast<double>(moe.experts) / static_cast<double>(lay.ep);
+  const double fe = static_cast<double>(moe.ffn) / etp;
+  const double pairs = tokens * static_cast<double>(moe.top_k);
+  g.push_back({pairs, h, up * fe, local * h * up * fe});
+  g.push_back({pairs, fe, h, local * fe * h});
+  if (moe.shared > 0) {
+    const double f = static_cast<double>(moe.shared * moe.ffn) / t;
+    dense(h, up * f);
+    dense(f, h);
+  }
+  return g;
+}
+
+}  // namespace
+
+double layer_gemm_memory_s(const CostInputs& in, int64_t layer) {
+  const double e = in.activation_element_bytes;
+  double s = 0;
+  for (const Gemm& g : layer_gemms(in, layer))
+    s += hbm_time_s(in.hardware.hbm_bw, e * (g.rows * g.k + g.weights + g.rows * g.n));
+  return s;
+}
+
+double layer_gemm_time_factor(const CostInputs& in, int64_t layer) {
+  double flops = 0, weighted = 0;
+  for (const Gemm& g : layer_gemms(in, layer)) {
+    flops += g.flops();
+    weighted += g.flops() / gemm_size_efficiency(g.flops());
+  }
+  return flops > 0 ? weighted / flops : 1.0;
+}
+
 LayerCost layer_cost(const CostInputs& in, int64_t layer) {
   const ModelDesc& m = in.model;
   const Layout& lay = in.layout;
@@ -164,12 +262,20 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
   // SP the h-wide ones are replicated, which this leaves out). Their backward reads the saved
   // inputs and the output gradient and writes the input gradient: about twice the forward
   // (docs/facts/cost-formulas.md#elementwise-ops).
-  if (in.hardware.hbm_bw > 0)
-    c.elementwise_s = tokens * elementwise_elements_per_token(m, layer, in.fused_elementwise) *
-                      in.activation_element_bytes / lay.tp / in.hardware.hbm_bw;
-  c.forward_s = (lin + attn_run) / rate + comm + c.elementwise_s;
-  c.input_grad_s = (lin + 2 * attn_run) / rate + comm_backward + 2 * c.elementwise_s;
-  c.weight_grad_s = lin / rate;
+  // Each is timed at the HBM efficiency of a kernel that reads one h-wide activation and
+  // writes one (hbm_efficiency; docs/facts/cost-formulas.md#memory-time-of-a-kernel).
+  const double elementwise_bytes = tokens * elementwise_elements_per_token(m, layer, in.fused_elementwise) *
+                                   in.activation_element_bytes / lay.tp;
+  const double one_op = 2 * tokens * h * in.activation_element_bytes / lay.tp;
+  c.elementwise_s = hbm_time_s(in.hardware.hbm_bw, one_op, elementwise_bytes / one_op);
+  // The linear GEMMs: FLOP time plus the time their operands take through HBM (calculon's
+  // no_overlap mode), the same traffic in each of the three passes.
+  // Each GEMM's FLOPs at the efficiency of its size (gemm_size_efficiency).
+  c.gemm_memory_s = layer_gemm_memory_s(in, layer);
+  const double lin_s = lin / rate * layer_gemm_time_factor(in, layer);
+  c.forward_s = lin_s + attn_run / rate + c.gemm_memory_s + comm + c.elementwise_s;
+  c.input_grad_s = lin_s + 2 * attn_run / rate + c.gemm_memory_s + comm_backward + 2 * c.elementwise_s;
+  c.weight_grad_s = lin_s + c.gemm_memory_s;
   const int64_t dense = m.layer_params(layer) - m.layer_expert_params(layer);
   c.expert_params = m.layer_expert_params(layer) / (static_cast<int64_t>(lay.ep) * lay.expert_tp());
   c.params = dense / lay.tp + static_cast<int64_t>(kv_replica_params) + c.expert_params;
@@ -208,7 +314,9 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
           const double kv = static_cast<double>(m.kv_heads * m.head_dim);
           const double q = static_cast<double>(m.heads * m.head_dim);
           const double recomputed_per_token = 2.0 * (h * kv + q * h + h * static_cast<double>(active_ffn(m, layer)));
-          c.recompute_s = tokens * recomputed_per_token / lay.tp / rate + c.elementwise_s;
+          const double recomputed = tokens * recomputed_per_token / lay.tp;
+          // Their operands' HBM time in proportion to their FLOPs.
+          c.recompute_s = lin > 0 ? (lin_s + c.gemm_memory_s) * recomputed / lin + c.elementwise_s : c.elementwise_s;
           break;
         }
         case SelectivePolicy::kCoreAttention:

@@ -193,6 +193,7 @@ struct LayerCost {
   double cp_comm_s = 0;         ///< CP key/value all-gather time in forward
   double ep_comm_s = 0;         ///< EP all-to-all time in forward (dispatch + combine)
   double elementwise_s = 0;     ///< memory-bound elementwise ops of the forward (in forward_s; twice in input_grad_s)
+  double gemm_memory_s = 0;     ///< HBM time of the linear GEMMs' operands, per pass (layer_gemm_memory_s; in each of the three)
   int64_t params = 0;           ///< parameters held per rank (dense / tp, experts / (ep·tp))
   int64_t activation_bytes = 0; ///< saved for backward without recompute
   int64_t retained_bytes = 0;   ///< saved for backward with the chosen recompute (full: per block)
@@ -231,6 +232,43 @@ struct CostInputs {
   /// fused kernels), instead of one kernel per op (PyTorch eager): see elementwise_elements_per_token.
   bool fused_elementwise = false;
 };
+
+/// Fraction of nominal HBM bandwidth a kernel that streams `op_bytes` reaches: calculon's
+/// memory-efficiency table (`mem1.MB_efficiency` of systems/h100_80g_nvl8.json and
+/// systems/a100_80g.json, calculon-ai/calculon @caa4b11): 0.9 from 100 MB, 0.75 from 10 MB,
+/// 0.6 from 1 MB, 0.3 below (docs/facts/cost-formulas.md#memory-time-of-a-kernel). MB = 10^6 bytes.
+double hbm_efficiency(double op_bytes);
+
+/// Seconds `count` kernels of `op_bytes` each take to stream through HBM of `hbm_bw` bytes/s at
+/// hbm_efficiency(op_bytes); 0 when hbm_bw <= 0 (the preset does not know its bandwidth).
+double hbm_time_s(double hbm_bw, double op_bytes, double count = 1);
+
+/// HBM traffic of one GEMM of an (m×k) by (k×n) product in `element_bytes`-wide elements: its two
+/// operands read and its output written once, element_bytes·(m·k + k·n + m·n) (calculon's
+/// `Linear` layer, `inputs_size + weight_space + output_size`, the same figure for the forward, the
+/// input-gradient and the weight-gradient GEMM; docs/facts/cost-formulas.md#memory-time-of-a-kernel). Bytes.
+double gemm_bytes(double m, double k, double n, double element_bytes);
+
+/// Relative efficiency of a GEMM of `flops` FLOPs against a large one: calculon's matrix-engine
+/// table (`matrix.float16.gflops_efficiency` of systems/h100_80g_nvl8.json and
+/// systems/a100_80g.json @caa4b11: 0.95 from 128 GFLOP, 0.9 from 16, 0.6 from 1, 0.1 below)
+/// divided by its top entry, so 1 from 128 GFLOP, 0.947 from 16 GFLOP, 0.632 from 1 GFLOP, 0.105
+/// below; the fitted per-GPU efficiency (HardwareDesc::efficiency) is that of the largest GEMMs
+/// (docs/facts/cost-formulas.md#memory-time-of-a-kernel). GFLOP = 10^9 FLOPs.
+double gemm_size_efficiency(double flops);
+
+/// The factor by which block `layer`'s linear FLOP time exceeds what the fitted efficiency
+/// alone gives: the FLOP-weighted mean of 1 / gemm_size_efficiency over its GEMMs (>= 1).
+double layer_gemm_time_factor(const CostInputs& in, int64_t layer);
+
+/// Memory time of the linear GEMMs of block `layer` for one of its three passes (forward,
+/// input gradient, weight gradient, which move the same operands): the sum over its weight
+/// matrices of hbm_time_s(gemm_bytes(...)), per rank (the TP split of each matrix, the routed
+/// tokens of an MoE block's local experts). It is added to the GEMMs' FLOP time, which is
+/// calculon's `no_overlap` processing mode (calculon/system.py `get_processing_time`
+/// @caa4b11): a GEMM with low arithmetic intensity takes longer per FLOP. Seconds; 0 when the
+/// preset has no HBM bandwidth.
+double layer_gemm_memory_s(const CostInputs& in, int64_t layer);
 
 /// Elements the elementwise ops of block `layer`'s forward read and write per token (RMSNorms,
 /// RoPE, the SwiGLU product, residual adds, the attention layout copies), with h = dim, kv =

@@ -21,8 +21,8 @@ struct FidelityBand {
 };
 
 inline constexpr FidelityBand kFidelityBands[] = {
-    {"megatron", 9, -14.6, 21.4, 0, 0.0, 0.0},
-    {"torchtitan", 13, -12.2, 14.8, 4, -5.8, 2.1},
+    {"megatron", 9, -12.4, 14.2, 0, 0.0, 0.0},
+    {"torchtitan", 13, -11.8, 10.1, 4, -5.8, 2.1},
 };
 
 /// The band of `framework` ("torchtitan", "megatron", "deepspeed"), or null when no
