@@ -111,7 +111,7 @@ void write_job_text(std::ostream& os, const TrainingJob& job, const JobCosts& jc
                       jc.tokens_per_gpu_microbatch >= jc.fsdp_crossover_tokens ? "compute hides the collectives"
                                                                                 : "communication-bound");
   if (p.complete) {
-    os << fmt::format("  predicted     step {:.3f} s, MFU {:.1f}% (at {:.0f}% of peak per op), {} tokens/s ({} per GPU); "
+    os << fmt::format("  predicted     step {:.3f} s, MFU {:.1f}% (largest GEMMs at {:.0f}% of peak), {} tokens/s ({} per GPU); "
                       "peak {} on modelled rank {}, worst case {}, HBM {}\n",
                       p.step_s, 100 * p.mfu, 100 * jc.eff.compute, count(p.tokens_per_s),
                       count(p.tokens_per_s / std::max(1, job.world)), format_bytes(static_cast<double>(p.peak_bytes)),

@@ -87,7 +87,8 @@ struct HardwareDesc {
   double inter_node_bw = 0;     ///< scale-out network per GPU
   int32_t gpus_per_node = 8;
   std::string source;
-  /// Achieved fraction of peak per op (Efficiency::compute) runs on this GPU reach, fitted to one
+  /// Achieved fraction of peak the largest GEMMs (Efficiency::compute) of runs on this GPU reach,
+  /// smaller GEMMs lower by model::gemm_size_efficiency; fitted to one
   /// published run per GPU where there is one (specs/reference/README.md), else docs/facts/hardware.md#published-mfu's
   /// suggested 0.40.
   double efficiency = 0.40;
