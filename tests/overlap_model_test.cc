@@ -324,3 +324,49 @@ TEST_CASE("a small model's GEMMs spend more of their time moving operands than a
   CHECK(c.weight_grad_s == Approx(4096 * s.model.layer_linear_flops_per_token(0) / (989e12 * s.eff.compute) *
                                       model::layer_gemm_time_factor(s, 0) + small_s));
 }
+
+namespace sc {
+namespace {
+
+/// The 1.7B GPT script with `from` replaced by `to`, verified as text on 48 H100.
+test::CliRun megatron_1_7b_edited(const std::string& from, const std::string& to, const std::string& name,
+                                  const std::string& extra_args = "") {
+  std::string text = test::read_file(test::source_path("specs/reference/published/megatron-gpt-1.7b-h100x48.sh"));
+  REQUIRE(text.find(from) != std::string::npos);
+  text.replace(text.find(from), from.size(), to);
+  const std::string path = test::write_temp("schedcheck-edit-test", name + ".sh", text);
+  return test::run_schedcheck("verify '" + path + "' --gpus 48 --hardware h100" + extra_args);
+}
+
+}  // namespace
+
+TEST_CASE("a Megatron script Megatron-LM would refuse at start-up, or too large to count, exits 2 at its line",
+          "[config]") {
+  // validate_args @f2e5db4: "assert args.max_position_embeddings >= args.seq_length".
+  test::CliRun pos = megatron_1_7b_edited("--seq-length 4096", "--seq-length 8192", "maxpos");
+  CHECK(pos.exit_code == 2);
+  CHECK(pos.out.find("maxpos.sh:23:5: error: --max-position-embeddings 4096 is below --seq-length 8192") != std::string::npos);
+  test::CliRun vocab = megatron_1_7b_edited("--vocab-size 131072", "--vocab-size 0", "vocab0");
+  CHECK(vocab.exit_code == 2);
+  CHECK(vocab.out.find("vocab0.sh:24:5: error: --vocab-size must be at least 1, got 0") != std::string::npos);
+  // h = 2^28: 12·h² per block overflows 64-bit byte counts; refused, not reported as negative sizes.
+  test::CliRun huge = megatron_1_7b_edited("--hidden-size 2048", "--hidden-size 268435456", "huge");
+  CHECK(huge.exit_code == 2);
+  CHECK(huge.out.find("the model is too large to count: about 2.08e+19 parameters") != std::string::npos);
+}
+
+TEST_CASE("an MFU above 100 % says the FLOP count counts the causal attention core in full", "[config]") {
+  // At sequence length 131,072 the 1.7B GPT's attention core is most of the counted FLOPs, and
+  // the kernels run half of it: with GEMMs at 0.9 of peak the counted MFU passes 100 %.
+  test::CliRun r = megatron_1_7b_edited("--seq-length 4096\n    --max-position-embeddings 4096",
+                                        "--seq-length 131072\n    --max-position-embeddings 131072", "longseq",
+                                        " --efficiency 0.9");
+  INFO(r.out);
+  REQUIRE(r.out.find("MFU 1") != std::string::npos);
+  CHECK(r.out.find("note: MFU above 100 %: the FLOP count") != std::string::npos);
+  // At 4096 tokens there is no such note.
+  test::CliRun plain = megatron_1_7b_edited("--seq-length 4096", "--seq-length 4096", "plainseq");
+  CHECK(plain.out.find("note: MFU above 100 %") == std::string::npos);
+}
+
+}  // namespace sc

@@ -121,6 +121,17 @@ void write_job_text(std::ostream& os, const TrainingJob& job, const JobCosts& jc
                         "(what torchtitan logs as memory; docs/facts/activation-memory.md#reserved-memory)\n",
                         format_bytes(static_cast<double>(p.reserved_bytes)));
     os << "  checked       " << fidelity_text(job.framework) << "\n";
+    // MFU counts the causal attention core in full, as the frameworks' own formulas do
+    // (docs/fidelity.md#how-a-figure-is-compared), while FlashAttention runs half of it: at long
+    // sequences the count can pass the peak.
+    if (p.mfu > 1)
+      os << fmt::format("  note: MFU above 100 %: the FLOP count (6·N per token plus the attention core, counted in full "
+                        "as the frameworks count it) exceeds what the GPUs execute, since the causal attention core "
+                        "runs at half its counted FLOPs (docs/facts/cost-formulas.md#time-of-the-causal-attention-core); "
+                        "at sequence length {} the attention core is {:.0f} % of the count\n",
+                        job.seq_len,
+                        100 * 3.0 * static_cast<double>(jc.model.layers) *
+                            jc.model.layer_attention_flops_per_token(job.seq_len) / jc.flops_per_token);
   } else {
     os << "  predicted     not predicted: the schedule does not run as the job needs (see the findings)\n";
   }

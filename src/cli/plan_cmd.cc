@@ -79,6 +79,7 @@ struct Candidate {
   std::string sharding;           ///< "fsdp", "hsdp"
   double est_step_s = 0;          ///< analytic: pipeline bubble and exposed FSDP communication
   int64_t est_bytes = 0;          ///< analytic peak per rank
+  double fsdp_ops = 0;            ///< FSDP without a pipeline: the ops lower_job estimates (0 otherwise)
   bool verified = false;
   int exit_code = 0;
   config::JobPrediction pred;
@@ -93,6 +94,9 @@ std::string schedule_label(const TrainingJob& j) {
 }
 
 const char* recompute_label(Recompute r) { return r == Recompute::kFull ? "full" : r == Recompute::kNone ? "none" : "selective"; }
+
+/// The largest FSDP program (ops, as lower_job estimates them) a plan builds and verifies.
+constexpr double kPlanMaxFsdpOps = 60000;
 
 std::string layout_label(const Candidate& c) {
   const auto& l = c.job.layout;
@@ -116,6 +120,13 @@ std::string estimate(Candidate& c, const config::JobContext& ctx) {
   }
   const auto& jc = lj.costs;
   const TrainingJob& j = c.job;
+  // FSDP without a pipeline lowers to about 12 ops per block and microbatch, and its worst case
+  // of memory (an exact closure over every interleaving of the compute and collective streams,
+  // src/graph/worst_case_memory.cc) grows about as their square: 1.4 s at 52,000 ops, 6.7 s at
+  // 104,000 on this project's 2-core machine. A plan verifies dozens of layouts, so it leaves
+  // larger ones to `verify` (not a verdict: they are counted as too large to verify).
+  // Checked after the analytic memory bound, which refutes where this only sets aside.
+  c.fsdp_ops = lj.is_fsdp ? jc.estimated_ops : 0;
   c.crossover = jc.fsdp_crossover_tokens;
   const int32_t p = j.layout.pp, v = j.stages_per_rank, m = j.microbatches;
   const double pdt = 2, rdt = j.reduce_dtype == "fp32" ? 4 : 2;
@@ -314,6 +325,13 @@ PointPlan plan_point(const PlanArgs& a, const PlanPoint& pt, int64_t tokens, boo
                 reject(fmt::format("memory above {:.0f} GiB HBM by the analytic bound (states + in-flight activations)",
                                    static_cast<double>(hw->hbm_bytes) / double(int64_t{1} << 30)),
                        fmt::format("{} {} {} mbs {} recompute {}", fam, sh, schedule_label(j), b, recompute_label(rc)));
+                continue;
+              }
+              if (c.fsdp_ops > kPlanMaxFsdpOps) {
+                reject(fmt::format("the program to verify is too large for a plan (FSDP, about {:.0f} ops, more than "
+                                   "{:.0f}: {} microbatches per step); verify that layout alone",
+                                   c.fsdp_ops, kPlanMaxFsdpOps, j.microbatches),
+                       fmt::format("{} {} mbs {} recompute {}", fam, sh, b, recompute_label(rc)));
                 continue;
               }
               cands.push_back(std::move(c));

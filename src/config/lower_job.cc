@@ -175,6 +175,22 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   }
   const model::ModelDesc& m = jc.model;
   const model::HardwareDesc& hw = jc.hardware;
+  // Parameter and byte counts are 64-bit integers: a model far beyond any trained one (10^15
+  // parameters, or a block's h·F or h² past 2^50) would overflow them into negative sizes and
+  // times. Counted here in floating point, before any integer count.
+  {
+    const double h = static_cast<double>(m.dim), f = static_cast<double>(std::max(m.ffn, m.moe ? m.moe->ffn : 0));
+    const double experts = m.moe ? static_cast<double>(std::max<int64_t>(m.moe->experts, 1)) : 1.0;
+    const double block = 4 * h * h + static_cast<double>(m.mlp_matrices()) * h * f * experts;
+    const double total = static_cast<double>(m.layers) * block + 2 * h * static_cast<double>(m.vocab);
+    if (total > 1e15 || h * std::max(f, h) > std::ldexp(1.0, 50) || static_cast<double>(job.seq_len) * h > std::ldexp(1.0, 50)) {
+      diags.error(job.loc("model"), fmt::format("the model is too large to count: about {:.3g} parameters (hidden size {}, "
+                                                "FFN {}, {} layers, vocabulary {}) at sequence length {}; schedcheck "
+                                                "counts up to 10^15 parameters",
+                                                total, m.dim, m.ffn, m.layers, m.vocab, job.seq_len));
+      return false;
+    }
+  }
   jc.eff.compute = ctx.efficiency > 0 ? ctx.efficiency : hw.efficiency;
   const bool kv_replicated = job.kv_groups_replicate && m.kv_heads > 0 && m.kv_heads < lay.tp && lay.tp % m.kv_heads == 0;
   if (m.heads % lay.tp != 0 || (!m.mla && m.kv_heads % lay.tp != 0 && !kv_replicated)) {

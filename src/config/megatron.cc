@@ -597,7 +597,7 @@ class MegatronReader {
       diags_.error(loc_of("--num-attention-heads"), "hidden_size must be divisible by num_attention_heads if "
                                                     "kv_channels is None");
     m.head_dim = integer("--kv-channels", m.dim / std::max<int64_t>(m.heads, 1)).value_or(m.dim / m.heads);
-    m.vocab = integer("--vocab-size", 0, 0).value_or(0);
+    m.vocab = integer("--vocab-size", 0).value_or(0);  // given: at least 1, as every dimension
     if (m.vocab == 0 && !args_.has("--vocab-size"))
       diags_.warning(loc_of("--num-layers"), "--vocab-size is not given (the tokenizer sets it): the embedding and "
                                              "output layers are not counted");
@@ -638,6 +638,14 @@ class MegatronReader {
     }
     j.seq_len = *s;
     j.where["seq_len"] = loc_of("--seq-length");
+    // validate_args (megatron/training/arguments.py @f2e5db4): "assert args.max_position_embeddings
+    // >= args.seq_length", at start-up.
+    if (args_.has("--max-position-embeddings"))
+      if (auto max_pos = integer("--max-position-embeddings", std::nullopt); max_pos && *max_pos < *s)
+        diags_.error(loc_of("--max-position-embeddings"),
+                     fmt::format("--max-position-embeddings {} is below --seq-length {}: Megatron-LM asserts "
+                                 "max_position_embeddings >= seq_length at start-up",
+                                 *max_pos, *s));
     const int32_t cp = j.layout.cp;
     if (cp > 1 && *s % (2 * cp) != 0)
       diags_.error(loc_of("--seq-length"),

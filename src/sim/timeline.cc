@@ -196,7 +196,8 @@ void summarize(const Program& p, const std::vector<OpId>& order, bool busy_from_
     t.idle_per_rank_s[r] = s - t.busy_per_rank_s[r];
     busy += t.busy_per_rank_s[r];
   }
-  t.bubble_rate = (t.span_s > 0 && R > 0) ? 1.0 - busy / (R * t.span_s) : 0.0;
+  // Busy time never exceeds ranks x span; the sum's rounding can, by an ulp, which printed "-0.0000".
+  t.bubble_rate = (t.span_s > 0 && R > 0) ? std::max(0.0, 1.0 - busy / (R * t.span_s)) : 0.0;
 
   t.peak_bytes_per_rank.assign(R, 0);
   t.peak_time_per_rank_s.assign(R, 0.0);
