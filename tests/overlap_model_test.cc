@@ -355,6 +355,19 @@ TEST_CASE("a Megatron script Megatron-LM would refuse at start-up, or too large 
   CHECK(huge.out.find("the model is too large to count: about 2.08e+19 parameters") != std::string::npos);
 }
 
+TEST_CASE("a Megatron script without a pipeline locates its generated steps at the PP flag, not at line 1",
+          "[config][memory]") {
+  // At sequence length 262,144 one microbatch's activations (538 GiB) exceed the HBM: the finding
+  // is at the micro-batch size, and the step it peaks in at --pipeline-model-parallel-size 1.
+  test::CliRun r = megatron_1_7b_edited("--seq-length 4096\n    --max-position-embeddings 4096",
+                                        "--seq-length 262144\n    --max-position-embeddings 262144", "oom");
+  INFO(r.out);
+  CHECK(r.exit_code == 13);
+  CHECK(r.out.find("oom.sh:29:5: activations (the largest contributor a config sets)") != std::string::npos);
+  CHECK(r.out.find("oom.sh:39:5: 0F0") != std::string::npos);
+  CHECK(r.out.find("oom.sh:1:1:") == std::string::npos);
+}
+
 TEST_CASE("an MFU above 100 % says the FLOP count counts the causal attention core in full", "[config]") {
   // At sequence length 131,072 the 1.7B GPT's attention core is most of the counted FLOPs, and
   // the kernels run half of it: with GEMMs at 0.9 of peak the counted MFU passes 100 %.

@@ -434,8 +434,8 @@ int print_point(const PlanArgs& a, const PointPlan& pp) {
   const int64_t seqs = pp.seqs;
   const int exit_code = pp.exit_code;
   const int too_large = pp.too_large;
-  std::cout << fmt::format("plan: {} on {} × {}, {} tokens per step ({} sequences of {}), {:.3g} FLOP per step\n",
-                           m->name, pp.point.gpus, hw->name, pp.tokens, seqs, a.seq_len, pp.flops_step);
+  std::cout << fmt::format("plan: {} on {} × {}, {} tokens per step ({} sequence{} of {}), {:.3g} FLOP per step\n",
+                           m->name, pp.point.gpus, hw->name, pp.tokens, seqs, seqs == 1 ? "" : "s", a.seq_len, pp.flops_step);
   std::cout << fmt::format("{} candidates fit the analytic bounds; the best {} by estimate were built and verified, "
                            "{} hold ({:.1f} s)\n\n", cands.size(), n_verify, holding, pp.secs);
   std::cout << fmt::format("{:>2}  {:<18} {:<6} {:<20} {:>4} {:>4} {:<9} {:>9} {:>6} {:>7} {:>10} {:>13}  {}\n", "#",

@@ -846,6 +846,9 @@ class MegatronReader {
       j.schedule = "1f1b";
       j.stages_per_rank = 1;
       j.where["schedule"] = j.loc("pp");
+    } else if (j.where.count("pp")) {
+      // No pipeline: the generated steps point at the flag that chose none, not at line 1.
+      j.where["schedule"] = j.loc("pp");
     }
   }
 
