@@ -640,12 +640,11 @@ class MegatronReader {
     j.where["seq_len"] = loc_of("--seq-length");
     // validate_args (megatron/training/arguments.py @f2e5db4): "assert args.max_position_embeddings
     // >= args.seq_length", at start-up.
-    if (args_.has("--max-position-embeddings"))
-      if (auto max_pos = integer("--max-position-embeddings", std::nullopt); max_pos && *max_pos < *s)
-        diags_.error(loc_of("--max-position-embeddings"),
-                     fmt::format("--max-position-embeddings {} is below --seq-length {}: Megatron-LM asserts "
-                                 "max_position_embeddings >= seq_length at start-up",
-                                 *max_pos, *s));
+    if (auto max_pos = integer("--max-position-embeddings", std::nullopt); max_pos && *max_pos < *s)
+      diags_.error(loc_of("--max-position-embeddings"),
+                   fmt::format("--max-position-embeddings {} is below --seq-length {}: Megatron-LM asserts "
+                               "max_position_embeddings >= seq_length at start-up",
+                               *max_pos, *s));
     const int32_t cp = j.layout.cp;
     if (cp > 1 && *s % (2 * cp) != 0)
       diags_.error(loc_of("--seq-length"),

@@ -138,8 +138,8 @@ double gemm_size_efficiency(double flops) {
 
 namespace {
 
-/// One GEMM of a block's pass: `count` products of (rows×k) by (k×n) whose weights are read
-/// `weights` elements in all (k·n each, or the local experts' k·n·experts).
+/// One GEMM of a block's pass: a (rows×k) by (k×n) product whose weights are `weights` elements
+/// (k·n, or the local experts' k·n·experts, each read once).
 struct Gemm {
   double rows = 0, k = 0, n = 0, weights = 0;
   double flops() const { return 2 * rows * k * n; }
@@ -191,24 +191,29 @@ std::vector<Gemm> layer_gemms(const CostInputs& in, int64_t layer) {
   return g;
 }
 
-}  // namespace
-
-double layer_gemm_memory_s(const CostInputs& in, int64_t layer) {
+/// layer_gemm_memory_s of the GEMMs `gemms`.
+double gemm_memory_s(const CostInputs& in, const std::vector<Gemm>& gemms) {
   const double e = in.activation_element_bytes;
   double s = 0;
-  for (const Gemm& g : layer_gemms(in, layer))
-    s += hbm_time_s(in.hardware.hbm_bw, e * (g.rows * g.k + g.weights + g.rows * g.n));
+  for (const Gemm& g : gemms) s += hbm_time_s(in.hardware.hbm_bw, e * (g.rows * g.k + g.weights + g.rows * g.n));
   return s;
 }
 
-double layer_gemm_time_factor(const CostInputs& in, int64_t layer) {
+/// layer_gemm_time_factor of the GEMMs `gemms`.
+double gemm_time_factor(const std::vector<Gemm>& gemms) {
   double flops = 0, weighted = 0;
-  for (const Gemm& g : layer_gemms(in, layer)) {
+  for (const Gemm& g : gemms) {
     flops += g.flops();
     weighted += g.flops() / gemm_size_efficiency(g.flops());
   }
   return flops > 0 ? weighted / flops : 1.0;
 }
+
+}  // namespace
+
+double layer_gemm_memory_s(const CostInputs& in, int64_t layer) { return gemm_memory_s(in, layer_gemms(in, layer)); }
+
+double layer_gemm_time_factor(const CostInputs& in, int64_t layer) { return gemm_time_factor(layer_gemms(in, layer)); }
 
 LayerCost layer_cost(const CostInputs& in, int64_t layer) {
   const ModelDesc& m = in.model;
@@ -268,11 +273,11 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
                                    in.activation_element_bytes / lay.tp;
   const double one_op = 2 * tokens * h * in.activation_element_bytes / lay.tp;
   c.elementwise_s = hbm_time_s(in.hardware.hbm_bw, one_op, elementwise_bytes / one_op);
-  // The linear GEMMs: FLOP time plus the time their operands take through HBM (calculon's
-  // no_overlap mode), the same traffic in each of the three passes.
-  // Each GEMM's FLOPs at the efficiency of its size (gemm_size_efficiency).
-  c.gemm_memory_s = layer_gemm_memory_s(in, layer);
-  const double lin_s = lin / rate * layer_gemm_time_factor(in, layer);
+  // The linear GEMMs: each one's FLOPs at the efficiency of its size, plus the time its operands
+  // take through HBM (calculon's no_overlap mode), the same traffic in each of the three passes.
+  const std::vector<Gemm> gemms = layer_gemms(in, layer);
+  c.gemm_memory_s = gemm_memory_s(in, gemms);
+  const double lin_s = lin / rate * gemm_time_factor(gemms);
   c.forward_s = lin_s + attn_run / rate + c.gemm_memory_s + comm + c.elementwise_s;
   c.input_grad_s = lin_s + 2 * attn_run / rate + c.gemm_memory_s + comm_backward + 2 * c.elementwise_s;
   c.weight_grad_s = lin_s + c.gemm_memory_s;
