@@ -4,6 +4,9 @@
 #include "catch.h"
 #include "pipeline/build_program.h"
 #include "pipeline/generators.h"
+#include "pipeline/lower_comms.h"
+#include "check/execution.h"
+#include "sim/timeline.h"
 #include "pipeline/verify_pipeline.h"
 #include "fixtures.h"
 #include "cli_util.h"
@@ -311,23 +314,65 @@ TEST_CASE("timing and worst-case memory give the same results run at once as one
   CHECK(concurrent.worst_case->bytes_per_rank == serial.worst_case->bytes_per_rank);
   CHECK(concurrent.worst_case->live_buffers == serial.worst_case->live_buffers);
 
-  // The pass list: worst-case memory marked as run beside timing only when it was.
+  // The pass list: worst-case memory marked as run beside the deadlock and timing walk (its two
+  // passes) only when it was.
   auto memory_pass = [](const ProgramResult& r) {
     for (const PassTime& t : r.pass_times)
       if (t.pass == "worst-case memory") return t;
     FAIL("no worst-case memory pass");
     return PassTime{};
   };
-  CHECK_FALSE(memory_pass(serial).concurrent_with_previous);
-  CHECK(memory_pass(concurrent).concurrent_with_previous);
+  CHECK(memory_pass(serial).beside == 0);
+  CHECK(memory_pass(concurrent).beside == 2);
+}
+
+TEST_CASE("the deadlock walk's timing equals simulate() on its completion order", "[verify]") {
+  // execute() visits each op of its order as it completes (TimingWalk); simulate() reads the
+  // order afterwards. Rendezvous pairs and buffered slots are where the two could part.
+  for (const char* name : {"1f1b", "interleaved-1f1b", "zb-h1"}) {
+    GenOptions g;
+    g.name = name;
+    g.ranks = 4;
+    g.microbatches = 8;
+    auto gen = generate(g);
+    REQUIRE(gen);
+    PipelineSpec spec = to_pipeline_spec(*gen);
+    std::string why;
+    auto lowered = lower_comms(spec.actions, spec.stage_to_rank, LowerPolicy::kDeferred, &why);  // deadlock-free
+    REQUIRE(lowered);
+    spec.actions = std::move(*lowered);
+    for (Semantics sem : {Semantics{Semantics::kEager, 0}, Semantics{Semantics::kBuffered, 1}, Semantics{Semantics::kRendezvous, 0}}) {
+      spec.p2p.semantics = sem;
+      Program p = build_program(spec, BlockingModel::kCommStream).program;
+      TimingWalk walk(p);
+      ExecutionResult e = execute(p, &walk);
+      INFO(name << " " << format_semantics(sem));
+      REQUIRE(e.completed);
+      Timeline fused = walk.finish(), separate = simulate(p, e.order);
+      REQUIRE(fused.ops.size() == separate.ops.size());
+      bool same = true;
+      for (size_t i = 0; i < fused.ops.size(); ++i)
+        same = same && fused.ops[i].start_s == separate.ops[i].start_s && fused.ops[i].end_s == separate.ops[i].end_s;
+      CHECK(same);
+      CHECK(fused.span_s == separate.span_s);
+      CHECK(fused.span_s > 0);
+      CHECK(fused.bubble_rate == separate.bubble_rate);
+      CHECK(fused.peak_bytes_per_rank == separate.peak_bytes_per_rank);
+      CHECK(fused.memory_curve == separate.memory_curve);
+    }
+  }
 }
 
 TEST_CASE("a run's seconds count passes that ran at once as the longest of them", "[verify]") {
   CHECK(total_seconds({}) == 0);
   CHECK(total_seconds({{"a", 1.0}, {"b", 2.0}}) == 3.0);
-  CHECK(total_seconds({{"deadlock", 0.5}, {"timing", 0.25}, {"worst-case memory", 0.75, true}, {"memory", 0.125}}) ==
-        0.5 + 0.75 + 0.125);
-  CHECK(total_seconds({{"timing", 0.75}, {"worst-case memory", 0.25, true}}) == 0.75);
+  // The worst case beside the deadlock walk's two passes: the first thread is the longer.
+  CHECK(total_seconds({{"deadlock", 0.5}, {"timing", 0.25}, {"worst-case memory", 0.5, 2}, {"memory", 0.125}}) ==
+        0.5 + 0.25 + 0.125);
+  // The second thread (worst case, then channel) is the longer.
+  CHECK(total_seconds({{"collectives", 1.0}, {"deadlock", 0.5}, {"timing", 0.25}, {"worst-case memory", 0.5, 2},
+                       {"channel", 0.5, PassTime::kContinuesThread}, {"memory", 0.125}}) == 1.0 + 1.0 + 0.125);
+  CHECK(total_seconds({{"timing", 0.75}, {"worst-case memory", 0.25, 1}}) == 0.75);
 }
 
 }  // namespace sc

@@ -13,7 +13,7 @@ namespace {
 
 class Executor {
  public:
-  explicit Executor(const Program& p) : p_(p) {}
+  Executor(const Program& p, TimingWalk* timing) : p_(p), timing_(timing) {}
 
   ExecutionResult run() {
     size_t n = p_.ops.size();
@@ -84,6 +84,7 @@ class Executor {
   void complete(OpId id) {
     res_.done[id] = 1;
     res_.order.push_back(id);
+    if (timing_) timing_->visit(id);
     const Op& op = p_.ops[id];
     if (op.group() < 0)
       ++head_[op.stream];
@@ -425,6 +426,7 @@ class Executor {
   }
 
   const Program& p_;
+  TimingWalk* timing_;
   ExecutionResult res_;
   std::vector<size_t> head_;
   std::vector<int64_t> announced_;
@@ -440,6 +442,6 @@ class Executor {
 
 }  // namespace
 
-ExecutionResult execute(const Program& program) { return Executor(program).run(); }
+ExecutionResult execute(const Program& program, TimingWalk* timing) { return Executor(program, timing).run(); }
 
 }  // namespace sc

@@ -7,6 +7,7 @@
 
 #include "check/finding.h"
 #include "ir/program.h"
+#include "sim/timeline.h"
 
 namespace sc {
 
@@ -46,6 +47,9 @@ struct ExecutionResult {
 /// member of its instance (the same sequence number on each member rank), once each is at the
 /// head of its stream with its deps and its rank's previous collective on the communicator
 /// done; when a member never issues that many collectives, the others hang there.
-ExecutionResult execute(const Program& program);
+/// With `timing`, each op is also visited there as it completes (TimingWalk::visit, in the
+/// order `order` lists): the timing of the run comes out of the same walk, where simulate()
+/// would read the order and the ops a second time.
+ExecutionResult execute(const Program& program, TimingWalk* timing = nullptr);
 
 }  // namespace sc

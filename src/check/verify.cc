@@ -98,15 +98,18 @@ void name_job_ranks(Finding& f, const Program& p) {
 }  // namespace
 
 double total_seconds(const std::vector<PassTime>& passes) {
-  double total = 0, group = 0;  // group: the longest of the passes that ran together so far
-  for (const PassTime& p : passes) {
-    if (p.concurrent_with_previous) {
-      total += std::max(group, p.seconds) - group;
-      group = std::max(group, p.seconds);
-    } else {
+  double total = 0;
+  for (size_t i = 0; i < passes.size(); ++i) {
+    const PassTime& p = passes[i];
+    if (p.beside <= 0) {
       total += p.seconds;
-      group = p.seconds;
+      continue;
     }
+    double first = 0;  // the first thread's passes, already counted
+    for (size_t k = 1; k <= static_cast<size_t>(p.beside) && k <= i; ++k) first += passes[i - k].seconds;
+    double second = p.seconds;
+    while (i + 1 < passes.size() && passes[i + 1].beside == PassTime::kContinuesThread) second += passes[++i].seconds;
+    total += std::max(0.0, second - first);
   }
   return total;
 }
@@ -126,20 +129,61 @@ ProgramResult verify_program(Program program, std::vector<Finding> front_end, co
   std::vector<Finding> divergence;
   if (has_collectives) divergence = timer.run("collectives", [&] { return check_collectives(p); });
 
-  r.execution = timer.run("deadlock", [&] { return execute(p); });
-  std::vector<Finding> hangs = r.execution.findings;
-  if (p.channels.empty() && !p.comms.empty()) {  // no P2P messages: the P2P semantics play no part
-    // "deadlock under rendezvous semantics: wait-for cycle ..." -> "wait-for cycle ..."
-    const std::string sem = fmt::format(" under {} semantics", format_semantics(p.semantics));
-    for (Finding& h : hangs) {
-      if (auto pos = h.message.find(sem); pos != std::string::npos) h.message.erase(pos, sem.size());
-      if (h.message.rfind("deadlock: ", 0) == 0) h.message.erase(0, 10);
-    }
+  // The deadlock walk also times the run (TimingWalk: each op is placed as it completes). The
+  // worst case of memory reads only the program: on a large one it runs beside that walk on a
+  // second thread, its result kept only when every op completes (on a deadlocked program it may
+  // stop early: worst_case_memory_views' precondition does not hold).
+  const bool concurrent = options.concurrent_passes && p.ops.size() >= kConcurrentPassOps;
+  // Per representative rank, the ranks it stands for (images of another rank: the per-rank
+  // interleaving passes run on the representatives and hold for their images).
+  const std::vector<std::vector<int32_t>> classes = rank_classes(p);
+  std::vector<int32_t> reps;
+  for (int32_t k = 0; k < p.num_ranks; ++k)
+    if (!classes[k].empty()) reps.push_back(k);
+  const bool images = static_cast<int32_t>(reps.size()) < p.num_ranks;
+  const std::vector<int32_t>* only = images ? &reps : nullptr;
+  std::vector<WorstCaseMemory> worst;
+  auto worst_case_pass = [&](PassTimer& t) {
+    t.run("worst-case memory", [&] {
+      std::vector<MemoryView> views{MemoryView{}};
+      views.insert(views.end(), options.extra_views.begin(), options.extra_views.end());
+      worst = worst_case_memory_views(p, views, options.force_min_cut, only);
+    });
+  };
+  std::vector<Finding> channel;
+  std::vector<PassTime> walk_time, memory_time;
+  run_concurrently(
+      concurrent,
+      [&] {
+        PassTimer t(walk_time);
+        TimingWalk walk(p);
+        r.execution = t.run("deadlock", [&] { return execute(p, &walk); });
+        if (r.execution.completed) r.timeline = t.run("timing", [&] { return walk.finish(); });
+      },
+      [&] {
+        if (!concurrent) return;
+        PassTimer t(memory_time);
+        worst_case_pass(t);
+        if (!p.channels.empty()) channel = t.run("channel", [&] { return check_channels(p); });
+      });
+  r.pass_times.insert(r.pass_times.end(), walk_time.begin(), walk_time.end());
+  for (size_t k = 0; k < memory_time.size(); ++k) {
+    memory_time[k].beside = k == 0 ? static_cast<int32_t>(walk_time.size()) : PassTime::kContinuesThread;
+    r.pass_times.push_back(std::move(memory_time[k]));
   }
+  if (!concurrent && r.execution.completed) worst_case_pass(timer);
+  if (!concurrent && !p.channels.empty()) channel = timer.run("channel", [&] { return check_channels(p); });
+  if (r.execution.completed) {
+    if (images)
+      for (auto& w : worst) copy_to_images(w, p.rank_images);
+    r.worst_case = std::move(worst[0]);
+    r.extra_worst_case.assign(std::make_move_iterator(worst.begin() + 1), std::make_move_iterator(worst.end()));
+  }
+  std::vector<Finding> hangs = r.execution.findings;
   explain_hangs(hangs, divergence);
   append(r.findings, std::move(hangs));
   append(r.findings, std::move(divergence));
-  if (!p.channels.empty()) append(r.findings, timer.run("channel", [&] { return check_channels(p); }));
+  append(r.findings, std::move(channel));
   if (!p.arithmetic.empty()) {
     NumericsPassResult numerics = timer.run("numerics", [&] { return check_numerics(p); });
     append(r.findings, std::move(numerics.findings));
@@ -153,14 +197,6 @@ ProgramResult verify_program(Program program, std::vector<Finding> front_end, co
   for (const Channel& ch : p.channels) r.edges += std::min(ch.sends.size(), ch.recvs.size());
 
   if (r.execution.completed) {
-    // Ranks that are images of another: the per-rank interleaving passes run on the
-    // representatives and hold for their images.
-    const std::vector<std::vector<int32_t>> classes = rank_classes(p);
-    std::vector<int32_t> reps;
-    for (int32_t r = 0; r < p.num_ranks; ++r)
-      if (!classes[r].empty()) reps.push_back(r);
-    const bool images = static_cast<int32_t>(reps.size()) < p.num_ranks;
-    const std::vector<int32_t>* only = images ? &reps : nullptr;
     if (!p.uses.empty())
       timer.run("buffer residency", [&] {
         for (auto& f : check_buffer_residency(p, 8, only)) {
@@ -170,33 +206,6 @@ ProgramResult verify_program(Program program, std::vector<Finding> front_end, co
           r.findings.push_back(std::move(f));
         }
       });
-    // Timing and the worst case read the program and write disjoint results: on a large
-    // program they run at once, each timed on its own clock (their seconds then overlap).
-    std::vector<PassTime> timing_time, memory_time;
-    const bool concurrent = options.concurrent_passes && p.ops.size() >= kConcurrentPassOps;
-    run_concurrently(
-        concurrent,
-        [&] {
-          PassTimer t(timing_time);
-          r.timeline = t.run("timing", [&] { return simulate(p, r.execution.order); });
-        },
-        [&] {
-          PassTimer t(memory_time);
-          t.run("worst-case memory", [&] {
-            std::vector<MemoryView> views{MemoryView{}};
-            views.insert(views.end(), options.extra_views.begin(), options.extra_views.end());
-            std::vector<WorstCaseMemory> worst = worst_case_memory_views(p, views, options.force_min_cut, only);
-            if (images)
-              for (auto& w : worst) copy_to_images(w, p.rank_images);
-            r.worst_case = std::move(worst[0]);
-            r.extra_worst_case.assign(std::make_move_iterator(worst.begin() + 1), std::make_move_iterator(worst.end()));
-          });
-        });
-    r.pass_times.insert(r.pass_times.end(), timing_time.begin(), timing_time.end());
-    for (PassTime& t : memory_time) {
-      t.concurrent_with_previous = concurrent;
-      r.pass_times.push_back(std::move(t));
-    }
     if (p.memory_limit_bytes)
       append(r.findings, timer.run("memory", [&] {
                return group_by_rank(check_memory(p, &*r.timeline, &*r.worst_case, *p.memory_limit_bytes));

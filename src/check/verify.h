@@ -22,8 +22,9 @@ struct ProgramVerifyOptions {
   /// their results are ProgramResult::extra_worst_case, in this order. Computed in the same
   /// pass as the full view.
   std::vector<MemoryView> extra_views;
-  /// On a program of kConcurrentPassOps ops or more, the timing and worst-case memory passes run
-  /// at once on two threads; false runs them one after the other (the results are the same).
+  /// On a program of kConcurrentPassOps ops or more, the worst-case memory pass runs on a second
+  /// thread beside the deadlock and timing walk; false runs them one after the other (the
+  /// results are the same).
   bool concurrent_passes = true;
 };
 
@@ -35,13 +36,16 @@ inline constexpr size_t kConcurrentPassOps = 100'000;
 struct PassTime {
   std::string pass;
   double seconds = 0;
-  /// Ran at the same time as the pass before it (on another thread): the run's wall time
-  /// counts the longer of the two (total_seconds).
-  bool concurrent_with_previous = false;
+  /// k > 0: the first pass of a second thread, which ran beside the k passes recorded just
+  /// before it (one after another on the first thread); kContinuesThread: the next pass of that
+  /// second thread; 0: ran alone. The run's wall time counts the longer of the two threads
+  /// (total_seconds).
+  int32_t beside = 0;
+  static constexpr int32_t kContinuesThread = -1;
 };
 
-/// The wall time of a run's passes: their sum, where passes that ran at the same time count as
-/// the longest of them.
+/// The wall time of a run's passes: their sum, where a pass that ran beside others
+/// (PassTime::beside) adds only what it took beyond them.
 double total_seconds(const std::vector<PassTime>& passes);
 
 /// Everything the passes established about one program. `timeline` and `worst_case` are

@@ -44,7 +44,9 @@ struct WorstCaseMemory {
 /// any other rank O(its events x its streams) and the events its cross-rank searches visit
 /// (RankProjector), plus the cut where one is needed; memory per rank is sized by the rank's
 /// own events.
-/// Precondition: the order is acyclic (run it only on programs that execute to completion).
+/// On a program that does not execute to completion the result is meaningless (events past a
+/// wait-for cycle are left out of the order), but the passes terminate and read only valid
+/// indices: verify runs it beside the deadlock pass and keeps it only when every op completes.
 WorstCaseMemory worst_case_memory(const Program& program, bool force_min_cut = false);
 
 /// Which memory a worst case counts: the effects of `buffers` (indexed like Program::buffers,

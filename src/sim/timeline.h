@@ -58,6 +58,50 @@ struct Timeline {
 /// front-end from its cost model); all members end together.
 Timeline simulate(const Program& program, const std::vector<OpId>& order);
 
+/// simulate() one op at a time, for a walk that produces the completion order itself (execute()
+/// visits each op as it completes, so the order is read once, while its ops are in cache): call
+/// visit(id) for every op of the order, in order, then finish(). The result equals simulate's
+/// on the same order. `program` must outlive the walk.
+class TimingWalk {
+ public:
+  explicit TimingWalk(const Program& program);
+  /// Places `id` (and its rendezvous partner or collective instance, when first met) and adds
+  /// it to the figures. Each op exactly once, in a completion order.
+  void visit(OpId id);
+  /// The timeline of the ops visited; the walk is spent.
+  Timeline finish();
+
+ private:
+  double deps_ready(OpId id, double ready) const;
+  double ready_of(OpId id);
+  void place(OpId id, double start, double end);
+  void account(OpId id);
+
+  /// A memory change along the timeline (summarize's event).
+  struct MemEvent {
+    double time;
+    int64_t delta;
+    bool zero_time;
+    uint8_t pool;
+    bool reserve_only = false;  ///< a ReserveHold: counts toward its pool's reserve, not live bytes
+  };
+  friend Timeline timeline_of_times(const Program&, const std::vector<OpId>&, std::vector<OpTime>);
+
+  const Program& p_;
+  Timeline t_;
+  bool busy_from_times_ = false;
+  bool buffered_ = false;
+  bool side_pools_ = false;
+  std::vector<double> stream_end_;
+  std::vector<uint8_t> placed_;
+  std::vector<std::vector<double>> recv_end_;  ///< per channel: recv end times (buffered sends)
+  std::vector<size_t> sends_placed_;
+  std::vector<double> group_start_;
+  std::vector<std::vector<MemEvent>> events_;  ///< per rank
+  double first_ = 0, last_ = 0;
+  bool any_ = false;
+};
+
 /// The figures and memory curve (as simulate defines them) of op times given from elsewhere,
 /// e.g. measured on a GPU: `ops` holds one time per op of `program` in seconds (resized to
 /// program.ops.size(), missing ops at 0, 0), `order` is a completion order of every op (as for
