@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <unordered_map>
@@ -31,12 +32,15 @@ struct ActionKeyHash {
 
 inline ActionKey key_of(const Action& a) { return {a.kind, a.stage, a.microbatch}; }
 
-/// A map from action keys to T. Dense (a table indexed by kind, stage and microbatch: O(1)
+/// A map from action keys to T. Dense (a table per kind, indexed by stage and microbatch: O(1)
 /// without hashing, and 1 + sizeof(T) bytes a cell, where a hash node costs about 40 bytes and a
 /// cache miss) when stages x microbatches x kinds is at most 4 x `entries` + 4096, as in
-/// generated and real schedules; keys outside the table (negative or out-of-range ids), or every
-/// key when the ids are sparse, go to a hash map. Measured on 1F1B p = 64, m = 8192 (3.1 M ops):
-/// the Program builder's per-action maps went from hash maps to this table (README, scaling).
+/// generated and real schedules; a kind's table is allocated at its first insert, so a map
+/// costs only the kinds it holds (a comms CSV's program builder holds 6 of the 16 kinds; all 16
+/// tables cost its 3.1 M-op 1F1B 80 MB a map). Keys outside the tables (negative or
+/// out-of-range ids), or every key when the ids are sparse, go to a hash map. Measured on 1F1B
+/// p = 64, m = 8192 (3.1 M ops): the Program builder's per-action maps went from hash maps to
+/// this table (README, scaling).
 template <typename T>
 class ActionKeyMap {
  public:
@@ -45,20 +49,17 @@ class ActionKeyMap {
       : stages_(std::max(stages, 0)), microbatches_(std::max(microbatches, 0)) {
     const uint64_t cells = static_cast<uint64_t>(kNumActionKinds) * static_cast<uint64_t>(stages_) *
                            static_cast<uint64_t>(microbatches_);
-    if (cells > 0 && cells <= 4 * static_cast<uint64_t>(entries) + 4096) {
-      dense_.resize(cells);
-      used_.assign(cells, 0);
-    } else {
-      sparse_.reserve(entries);
-    }
+    dense_ok_ = cells > 0 && cells <= 4 * static_cast<uint64_t>(entries) + 4096;
+    if (!dense_ok_) sparse_.reserve(entries);
   }
   /// Inserts unless present; false when `k` was present (its value is kept).
   bool try_emplace(const ActionKey& k, const T& v) {
     const int64_t i = slot(k);
     if (i < 0) return sparse_.try_emplace(k, v).second;
-    if (used_[i]) return false;
-    used_[i] = 1;
-    dense_[i] = v;
+    Table& t = table(k.kind);
+    if (t.used[i]) return false;
+    t.used[i] = 1;
+    t.values[i] = v;
     return true;
   }
   /// Inserts or overwrites.
@@ -68,26 +69,44 @@ class ActionKeyMap {
       sparse_[k] = v;
       return;
     }
-    used_[i] = 1;
-    dense_[i] = v;
+    Table& t = table(k.kind);
+    t.used[i] = 1;
+    t.values[i] = v;
   }
   /// The value of `k`, or null.
   const T* find(const ActionKey& k) const {
     const int64_t i = slot(k);
-    if (i >= 0) return used_[i] ? &dense_[i] : nullptr;
+    if (i >= 0) {
+      const Table& t = tables_[static_cast<size_t>(k.kind)];
+      return !t.used.empty() && t.used[i] ? &t.values[i] : nullptr;
+    }
     auto it = sparse_.find(k);
     return it == sparse_.end() ? nullptr : &it->second;
   }
 
  private:
+  struct Table {
+    std::vector<T> values;
+    std::vector<uint8_t> used;
+  };
+  /// The cell of `k` in its kind's table, or -1 for the hash map.
   int64_t slot(const ActionKey& k) const {
-    if (dense_.empty() || k.stage < 0 || k.stage >= stages_ || k.microbatch < 0 || k.microbatch >= microbatches_)
+    if (!dense_ok_ || k.stage < 0 || k.stage >= stages_ || k.microbatch < 0 || k.microbatch >= microbatches_)
       return -1;
-    return (static_cast<int64_t>(k.kind) * stages_ + k.stage) * microbatches_ + k.microbatch;
+    return static_cast<int64_t>(k.stage) * microbatches_ + k.microbatch;
+  }
+  Table& table(ActionKind kind) {
+    Table& t = tables_[static_cast<size_t>(kind)];
+    if (t.used.empty()) {
+      const size_t cells = static_cast<size_t>(stages_) * static_cast<size_t>(microbatches_);
+      t.values.resize(cells);
+      t.used.assign(cells, 0);
+    }
+    return t;
   }
   int32_t stages_, microbatches_;
-  std::vector<T> dense_;
-  std::vector<uint8_t> used_;
+  bool dense_ok_ = false;
+  std::array<Table, kNumActionKinds> tables_;
   std::unordered_map<ActionKey, T, ActionKeyHash> sparse_;
 };
 

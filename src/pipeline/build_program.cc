@@ -103,6 +103,9 @@ class Builder {
     if (release_) std::vector<std::vector<Step>>().swap(*release_);
     reserve_huge(p.deps, total * dp_ * 2);
     reserve_huge(p.mem, computes * dp_ * 2 + 16);
+    // At most two buffers a compute op (an activation, a weight gradient): room reserved is not
+    // touched, where growing by doubling wrote about twice the final array.
+    reserve_huge(p.buffers, p.buffers.size() + computes * dp_ * 2 + 16);
     // Pass 2: wire inputs and memory effects, op by op (deps of an op must be added together).
     wire_all();
     p.match_channels();
