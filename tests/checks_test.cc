@@ -298,3 +298,44 @@ TEST_CASE("UNSHARD/RESHARD in a pipeline schedule gather parameters into memory 
 
 }  // namespace
 }  // namespace sc
+
+namespace sc {
+
+// The CSV reader takes most cells through parse_plain_step: wherever it answers, it must answer
+// what parse_step answers, and it must leave every other token (errors included) to parse_step.
+TEST_CASE("parse_plain_step gives parse_step's step for plain tokens and declines every other", "[spec][csv]") {
+  const SourceLoc loc{0, 3, 7};
+  const std::vector<std::string> plain = {"0F0", "12B7", "3I0", "4W999", "0SEND_F0", "63RECV_F8191", "2SEND_B1",
+                                          "7RECV_B123456789", "999999F1", "00F01"};
+  for (const std::string& tok : plain) {
+    INFO(tok);
+    std::optional<Step> fast = parse_plain_step(tok, loc);
+    ParsedStep full = parse_step(tok, loc);
+    REQUIRE(fast);
+    REQUIRE(full.step);
+    CHECK(fast->first == full.step->first);
+    CHECK_FALSE(fast->second);
+    CHECK(fast->loc.line == 3);
+    CHECK(fast->loc.col == 7);
+    CHECK(fast->tensors == full.step->tensors);
+    CHECK(fast->tensor_names == full.step->tensor_names);
+    CHECK(fast->group == full.step->group);
+    CHECK(fast->in_batch == full.step->in_batch);
+  }
+  CHECK(parse_plain_step("63RECV_F8191", loc)->first == Action{ActionKind::kRecvF, 63, 8191});
+  // Declined: the general grammar (tensors, groups, markers, collectives, spaces), long ids, and
+  // every malformed token, whose error parse_step gives.
+  const std::vector<std::string> other = {"0SEND_F0x2", "0SEND_F0[act]", "(0F0;1B0)OVERLAP_F_B", "(0SEND_F0)BATCH",
+                                          "0UNSHARD", "1REDUCE_GRAD", "ALL_REDUCE@world", " 0F0", "0F0 ", "1000000F0",
+                                          "0F1234567890", "0F", "F0", "0BW0", "0SEND0", "0F0x", "-1F0", "0F-1", "0f0",
+                                          "0SEND_X0", "", "0F0;"};
+  for (const std::string& tok : other) {
+    INFO(tok);
+    CHECK_FALSE(parse_plain_step(tok, loc));
+  }
+  CHECK(parse_step(" 0F0", loc).step);  // parse_step still takes what the fast path leaves
+  CHECK(parse_step("1000000F0", loc).step);
+  CHECK(parse_step("2000000F0", loc).error.find("out of range") != std::string::npos);
+}
+
+}  // namespace sc

@@ -306,6 +306,35 @@ size_t count_tokens(const std::vector<Step>& row) {
   return n;
 }
 
+std::optional<Step> parse_plain_step(std::string_view t, const SourceLoc& loc) {
+  // <stage><kind><microbatch>, nothing around: stage below 10^6 (< kMaxSpecStages), microbatch
+  // below 10^9 (parse_simple reads up to 2^31 - 1 and leaves the range to the spec).
+  size_t pos = 0;
+  int32_t stage = 0;
+  while (pos < t.size() && pos < 6 && is_digit(t[pos])) stage = stage * 10 + (t[pos++] - '0');
+  if (pos == 0 || pos == t.size() || is_digit(t[pos])) return std::nullopt;
+  const size_t kind_pos = pos;
+  while (pos < t.size() && ((t[pos] >= 'A' && t[pos] <= 'Z') || t[pos] == '_')) ++pos;
+  const std::string_view word = t.substr(kind_pos, pos - kind_pos);
+  int kind = -1;
+  if (word.size() == 1) {
+    kind = word[0] == 'F' ? 0 : word[0] == 'I' ? 1 : word[0] == 'W' ? 2 : word[0] == 'B' ? 3 : -1;
+  } else if (word.size() == 6) {
+    for (int k = static_cast<int>(ActionKind::kSendF); k <= static_cast<int>(ActionKind::kRecvB); ++k)
+      if (kTokens[k] == word) kind = k;
+  }
+  if (kind < 0) return std::nullopt;
+  const size_t mb_pos = pos;
+  int32_t mb = 0;
+  while (pos < t.size() && pos - mb_pos < 9 && is_digit(t[pos])) mb = mb * 10 + (t[pos++] - '0');
+  if (pos == mb_pos || pos != t.size()) return std::nullopt;
+  Action a;
+  a.kind = static_cast<ActionKind>(kind);
+  a.stage = stage;
+  a.microbatch = mb;
+  return Step{a, std::nullopt, loc};
+}
+
 ParsedStep parse_step(std::string_view token, const SourceLoc& loc) {
   size_t lead = 0;
   while (lead < token.size() && (token[lead] == ' ' || token[lead] == '\t')) ++lead;

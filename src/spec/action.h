@@ -66,6 +66,13 @@ std::string format_steps(const std::vector<Step>& row, std::string_view sep);
 /// The number of tokens `row` is written with (a batch group counts once).
 size_t count_tokens(const std::vector<Step>& row);
 
+/// The one-action token of most cells, `<stage><kind><microbatch>` with kind F, I, W, B,
+/// SEND_F, RECV_F, SEND_B or RECV_B and nothing around it ("0F3", "12SEND_B7"): the step
+/// parse_step gives for it, without its general grammar; nullopt for any other token (then ask
+/// parse_step, which also gives the error). Stage ids of 7 digits or more and microbatch ids
+/// of 10 or more are left to parse_step.
+std::optional<Step> parse_plain_step(std::string_view token, const SourceLoc& loc);
+
 /// Result of parsing one action token.
 struct ParsedStep {
   std::optional<Step> step;   ///< set on success (the first member of a BATCH group)

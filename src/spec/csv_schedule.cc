@@ -140,6 +140,17 @@ bool parse_row(std::string_view line, int32_t file, int32_t line_no, CsvSchedule
     size_t end = comma == std::string_view::npos ? line.size() : comma;
     std::string_view cell = line.substr(start, end - start);
     SourceLoc loc{file, line_no, static_cast<int32_t>(start + 1)};
+    if (std::optional<Step> plain = parse_plain_step(cell, loc)) {  // most cells: "0F3", "2SEND_B1"
+      note_ids(out, plain->first);
+      if (is_p2p(plain->first.kind)) {
+        out.format = CsvFormat::kComputeComms;
+        if (!first_p2p.valid()) first_p2p = loc;
+      }
+      row.push_back(*plain);
+      if (comma == std::string_view::npos) break;
+      start = comma + 1;
+      continue;
+    }
     size_t quote = cell.find('"');
     if (quote != std::string_view::npos) {
       SourceLoc at{file, line_no, static_cast<int32_t>(start + quote + 1)};
