@@ -246,7 +246,15 @@ TEST_CASE("torchtitan: changes the framework refuses fail at their line", "[conf
   ctx.gpus = 60;
   const std::string l4 = test::corpus_dir() + "/torchtitan/llama4_17bx128e.toml";
   CHECK_FALSE(config::read_torchtitan(l4, ctx, &j3, d3));
-  CHECK(has_error_at(d3, line_of(l4, "data_parallel_shard_degree = -1"), "which does not divide"));
+  CHECK(has_error_at(d3, line_of(l4, "data_parallel_shard_degree = -1"), "= 60 / (1 * 1 * 8 * 4) = 60 / 32, which is not a whole number"));
+  // A note at the degree that does not divide 60 (tp 8), none at the one that does (pp 4).
+  auto note_at = [&](const std::string& key) {
+    for (const Diagnostic& x : d3.all())
+      if (x.severity == Severity::kNote && x.loc.line == line_of(l4, key)) return x.message;
+    return std::string();
+  };
+  CHECK(note_at("tensor_parallel_degree = 8") == "this degree, 8, does not divide the world size 60");
+  CHECK(note_at("pipeline_parallel_degree = 4").empty());
   // Without --gpus, dp_shard -1 needs the world size (this preset has no GPU comment).
   Diagnostics d4;
   config::TrainingJob j4;
@@ -665,4 +673,19 @@ TEST_CASE("an abbreviated key gets the long name it abbreviates as its suggestio
   CHECK_FALSE(read_torchtitan_text("abbrev.toml", text, d));
   CHECK(has_error_at(d, 8, "(did you mean 'enable_async_tensor_parallel'?)"));
   CHECK(closest_match("pipeline_par", {"pipeline_parallel_degree", "pipeline_parallel_schedule"}).empty());  // two share it
+}
+
+TEST_CASE("a key with its words spelled out or shortened gets the key as its suggestion", "[config]") {
+  // "sequence_len" is 5 edits from "seq_len", past the edit bound for its 12 characters.
+  Diagnostics d;
+  const std::string text = "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 2\n"
+                           "sequence_len = 8192\n";
+  CHECK_FALSE(read_torchtitan_text("words.toml", text, d));
+  CHECK(has_error_at(d, 6, "unknown key 'training.sequence_len': torchtitan's JobConfig defines no such key "
+                           "(did you mean 'seq_len'?)"));
+  CHECK(closest_match("seq_length_x", {"seq_len_x", "seq_len_y"}) == "seq_len_x");
+  CHECK(closest_match("sequence_len", {"seq_len", "seq_lens"}).empty());  // two fit: none suggested
+  CHECK(closest_match("sequence_len_total", {"seq_len"}).empty());       // not the same number of words
+  CHECK(closest_match("sequence_l", {"seq_len"}).empty());               // a one-letter word abbreviates nothing
+  CHECK(closest_match("--sequence-parallelism", {"--seq-par", "--tp"}) == "--seq-par");  // a flag's leading "--"
 }

@@ -514,8 +514,16 @@ class Reader {
     if (dp_shard_ < 0) {
       if (job_.world % fixed != 0) {
         diags_.error(job_.loc("dp_shard"),
-                     fmt::format("data_parallel_shard_degree = -1 leaves WORLD_SIZE({}) // (dp_replicate({}) * cp({}) "
-                                 "* tp({}) * pp({})), which does not divide", job_.world, l.dp_replicate, l.cp, l.tp, l.pp));
+                     fmt::format("data_parallel_shard_degree = -1 takes the ranks left over, WORLD_SIZE / (dp_replicate "
+                                 "* cp * tp * pp) = {} / ({} * {} * {} * {}) = {} / {}, which is not a whole number "
+                                 "(torchtitan's ParallelDims requires it to divide)",
+                                 job_.world, l.dp_replicate, l.cp, l.tp, l.pp, job_.world, fixed));
+        // Point at the degrees that do not divide the world size (the usual culprit: tp 3 of 64).
+        const std::pair<const char*, int32_t> degrees[] = {
+            {"dp_replicate", l.dp_replicate}, {"cp", l.cp}, {"tp", l.tp}, {"pp", l.pp}};
+        for (const auto& [field, degree] : degrees)
+          if (degree > 1 && job_.world % degree != 0 && job_.where.count(field))
+            diags_.note(job_.loc(field), fmt::format("this degree, {}, does not divide the world size {}", degree, job_.world));
         return;
       }
       dp_shard_ = job_.world / fixed;

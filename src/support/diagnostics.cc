@@ -1,5 +1,7 @@
 #include "support/diagnostics.h"
 
+#include <string_view>
+
 #include <algorithm>
 #include <ostream>
 
@@ -134,6 +136,37 @@ std::string closest_match(const std::string& word, const std::vector<std::string
       out = c;
       ++found;
     }
+  if (found == 1) return out;
+  // The same words, some shortened ("sequence_len" for "seq_len", "seq_length" for "seq_len"):
+  // split at '_' and '-', the same number of parts, and of each pair of parts one begins the
+  // other (at least two characters); suggested when exactly one candidate fits.
+  auto parts = [](const std::string& w) {
+    std::vector<std::string_view> out;
+    size_t start = 0;
+    for (size_t i = 0; i <= w.size(); ++i)
+      if (i == w.size() || w[i] == '_' || w[i] == '-') {
+        out.emplace_back(w.data() + start, i - start);
+        start = i + 1;
+      }
+    return out;
+  };
+  const std::vector<std::string_view> mine = parts(word);
+  if (mine.size() < 2) return {};
+  found = 0;
+  for (const auto& c : candidates) {
+    const std::vector<std::string_view> theirs = parts(c);
+    bool fits = theirs.size() == mine.size() && c != word;
+    for (size_t i = 0; fits && i < mine.size(); ++i) {
+      const std::string_view a = mine[i], b = theirs[i];
+      const std::string_view& shorter = a.size() < b.size() ? a : b;
+      const std::string_view& longer = a.size() < b.size() ? b : a;
+      fits = a == b || (shorter.size() >= 2 && longer.substr(0, shorter.size()) == shorter);  // "--x": empty parts
+    }
+    if (fits) {
+      out = c;
+      ++found;
+    }
+  }
   return found == 1 ? out : std::string();
 }
 

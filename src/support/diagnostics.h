@@ -49,8 +49,10 @@ std::string format_diagnostic(const Diagnostic& d);
 inline constexpr size_t kMaxSuggestedWord = 128;
 
 /// "did you mean 'x'?" suggestion: the candidate with the smallest edit distance to `word`
-/// when that distance is at most max(2, |word|/3); empty when none is close or when `word` is
-/// longer than kMaxSuggestedWord. Time O(|word| * |candidates| * max(2, |word|/3)) at worst:
+/// when that distance is at most max(2, |word|/3); else the one candidate that abbreviates or
+/// spells out `word` ("enable_async_tp" for "enable_async_tensor_parallel"; "sequence_len" and
+/// "seq_length" for "seq_len": the same '_'/'-' parts, of each pair one beginning the other);
+/// empty when none is close or when `word` is longer than kMaxSuggestedWord. Time O(|word| * |candidates| * max(2, |word|/3)) at worst:
 /// each distance is computed in a band and abandoned once it cannot beat the best so far.
 std::string closest_match(const std::string& word, const std::vector<std::string>& candidates);
 
