@@ -7,6 +7,10 @@
 #include "pipeline/lower_comms.h"
 #include "check/execution.h"
 #include "sim/timeline.h"
+#include "check/pass_timer.h"
+
+#include <algorithm>
+#include <mutex>
 #include "pipeline/verify_pipeline.h"
 #include "fixtures.h"
 #include "cli_util.h"
@@ -373,6 +377,41 @@ TEST_CASE("a run's seconds count passes that ran at once as the longest of them"
   CHECK(total_seconds({{"collectives", 1.0}, {"deadlock", 0.5}, {"timing", 0.25}, {"worst-case memory", 0.5, 2},
                        {"channel", 0.5, PassTime::kContinuesThread}, {"memory", 0.125}}) == 1.0 + 1.0 + 0.125);
   CHECK(total_seconds({{"timing", 0.75}, {"worst-case memory", 0.25, 1}}) == 0.75);
+}
+
+}  // namespace sc
+
+namespace sc {
+namespace {
+std::mutex g_seen_mu;
+std::vector<std::string> g_seen_passes;
+void note_pass(const char* pass) {
+  std::lock_guard<std::mutex> lock(g_seen_mu);
+  g_seen_passes.emplace_back(pass);
+}
+}  // namespace
+
+// The command line shows the pass running now on its progress line (cli.cc sets the observer).
+TEST_CASE("the pass observer hears each pass as it starts", "[verify]") {
+  GenOptions g;
+  g.name = "1f1b";
+  g.ranks = 4;
+  g.microbatches = 8;
+  auto gen = generate(g);
+  REQUIRE(gen);
+  PipelineSpec spec = to_pipeline_spec(*gen);
+  g_seen_passes.clear();
+  set_pass_observer(note_pass);
+  VerifyResult r = verify(spec, {});
+  set_pass_observer(nullptr);
+  REQUIRE(r.exit_code == 0);
+  std::vector<std::string> timed;
+  for (const PassTime& t : r.pass_times) timed.push_back(t.pass);
+  CHECK(g_seen_passes == timed);  // one call per timed pass, in the same order (small: no second thread)
+  CHECK(std::find(g_seen_passes.begin(), g_seen_passes.end(), "deadlock") != g_seen_passes.end());
+  const size_t before = g_seen_passes.size();
+  verify(spec, {});  // unset: nobody hears
+  CHECK(g_seen_passes.size() == before);
 }
 
 }  // namespace sc

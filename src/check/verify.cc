@@ -1,6 +1,7 @@
 #include "check/verify.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include <fmt/format.h>
 
@@ -96,6 +97,13 @@ void name_job_ranks(Finding& f, const Program& p) {
 }
 
 }  // namespace
+
+namespace {
+std::atomic<PassObserver> g_pass_observer{nullptr};
+}  // namespace
+
+void set_pass_observer(PassObserver observer) { g_pass_observer.store(observer); }
+PassObserver pass_observer() { return g_pass_observer.load(std::memory_order_relaxed); }
 
 double total_seconds(const std::vector<PassTime>& passes) {
   double total = 0;

@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "cli/progress.h"
+#include "check/pass_timer.h"
 #include "support/diagnostics.h"
 #include "support/version.h"
 
@@ -86,7 +87,13 @@ int sc::cli::run_cli(int argc, char** argv) {
     for (const auto& c : commands)
       if (*c.app) {
         sc::cli::ProgressLine progress("schedcheck " + c.app->get_name());  // only on a terminal
-        return c.run();
+        // verify: the pass running now, after the elapsed time ("working, 12 s: worst-case
+        // memory"). Not for commands that verify many programs and say their own progress (synth).
+        if (c.app->get_name() == "verify")
+          sc::set_pass_observer([](const char* pass) { sc::cli::ProgressLine::set_detail(pass); });
+        const int code = c.run();
+        sc::set_pass_observer(nullptr);
+        return code;
       }
   } catch (const std::exception& e) {
     std::cerr << "schedcheck: internal error: " << e.what() << "\n";
