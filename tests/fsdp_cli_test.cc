@@ -67,6 +67,9 @@ TEST_CASE("the divergent-rank example hangs (deadlock + collective mismatch, exi
   CHECK(msg.find("hang caused by rank 3") == 0);
   CHECK(msg.find("'AG layer.8'") != std::string::npos);
   CHECK(msg.find("'AG layer.7'") != std::string::npos);
+  // No P2P message in an FSDP program: the hang does not name P2P semantics that play no part.
+  CHECK(msg.find("wait forever: hang: wait AG layer.0 (it1 bwd)@rank 0") != std::string::npos);
+  CHECK(msg.find("semantics") == std::string::npos);
   CHECK(j["findings"][1]["kind"] == "channel");
   CHECK(j["timing"].is_null());
   CHECK(j["fsdp_figures"].is_null());
