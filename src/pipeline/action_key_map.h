@@ -37,7 +37,7 @@ inline ActionKey key_of(const Action& a) { return {a.kind, a.stage, a.microbatch
 /// cache miss) when stages x microbatches x kinds is at most 4 x `entries` + 4096, as in
 /// generated and real schedules; a kind's table is allocated at its first insert, so a map
 /// costs only the kinds it holds (a comms CSV's program builder holds 6 of the 16 kinds; all 16
-/// tables cost its 3.1 M-op 1F1B 80 MB a map). Keys outside the tables (negative or
+/// tables of its 3.1 M-op 1F1B took 40 MB a map). Keys outside the tables (negative or
 /// out-of-range ids), or every key when the ids are sparse, go to a hash map. Measured on 1F1B
 /// p = 64, m = 8192 (3.1 M ops): the Program builder's per-action maps went from hash maps to
 /// this table (README, scaling).
