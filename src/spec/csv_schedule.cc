@@ -134,6 +134,16 @@ bool parse_row(std::string_view line, int32_t file, int32_t line_no, CsvSchedule
   // One step a cell (a BATCH cell adds its members): sized once, where growing by doubling
   // left a third of the row's bytes unused on large schedules.
   row.reserve(row.size() + static_cast<size_t>(std::count(line.begin(), line.end(), ',')) + 1);
+  // One step read: its ids, whether it makes the file a comms CSV, then the row.
+  auto take = [&](const Step& st) {
+    note_ids(out, st.first);
+    if (st.second) note_ids(out, *st.second);
+    if (is_p2p(st.first.kind)) {
+      out.format = CsvFormat::kComputeComms;
+      if (!first_p2p.valid()) first_p2p = st.loc;
+    }
+    row.push_back(st);
+  };
   size_t start = 0;
   while (true) {
     size_t comma = line.find(',', start);
@@ -141,18 +151,8 @@ bool parse_row(std::string_view line, int32_t file, int32_t line_no, CsvSchedule
     std::string_view cell = line.substr(start, end - start);
     SourceLoc loc{file, line_no, static_cast<int32_t>(start + 1)};
     if (std::optional<Step> plain = parse_plain_step(cell, loc)) {  // most cells: "0F3", "2SEND_B1"
-      note_ids(out, plain->first);
-      if (is_p2p(plain->first.kind)) {
-        out.format = CsvFormat::kComputeComms;
-        if (!first_p2p.valid()) first_p2p = loc;
-      }
-      row.push_back(*plain);
-      if (comma == std::string_view::npos) break;
-      start = comma + 1;
-      continue;
-    }
-    size_t quote = cell.find('"');
-    if (quote != std::string_view::npos) {
+      take(*plain);
+    } else if (size_t quote = cell.find('"'); quote != std::string_view::npos) {
       SourceLoc at{file, line_no, static_cast<int32_t>(start + quote + 1)};
       if (!errors.error(at, fmt::format("'{}': quoted cells are not accepted; write the action "
                                         "without quotes, as in 0F3",
@@ -165,20 +165,10 @@ bool parse_row(std::string_view line, int32_t file, int32_t line_no, CsvSchedule
       if (!p.step) {
         SourceLoc at{file, line_no, static_cast<int32_t>(start + p.error_offset + 1)};
         if (!errors.error(at, shorten_message(p.error))) return false;
+      } else if (p.batch.empty()) {
+        take(*p.step);
       } else {
-        // A plain cell is one step; only a BATCH group carries a list (no allocation per cell).
-        const Step* members = p.batch.empty() ? &*p.step : p.batch.data();
-        const size_t count = p.batch.empty() ? 1 : p.batch.size();
-        for (size_t i = 0; i < count; ++i) {
-          const Step& st = members[i];
-          note_ids(out, st.first);
-          if (st.second) note_ids(out, *st.second);
-          if (is_p2p(st.first.kind)) {
-            out.format = CsvFormat::kComputeComms;
-            if (!first_p2p.valid()) first_p2p = st.loc;
-          }
-          row.push_back(st);
-        }
+        for (const Step& st : p.batch) take(st);  // a BATCH group: every member
       }
     }
     if (comma == std::string_view::npos) break;

@@ -1,9 +1,8 @@
 #include "support/diagnostics.h"
 
-#include <string_view>
-
 #include <algorithm>
 #include <ostream>
+#include <string_view>
 
 #include <fmt/format.h>
 
