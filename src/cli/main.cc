@@ -53,8 +53,13 @@ void reexec_with_huge_pages(char** argv) {
 /// new array faults its pages in again and the kernel zeroes them, which on the largest comms
 /// CSV cost about a fifth of verify's time (bench/README.md). The peak is what the run needs
 /// anyway; a run is one command, so nothing is held longer than the process lives.
+/// Every thread allocates from that one heap (M_ARENA_MAX 1): a second thread (half of a large
+/// CSV's rows, the worst case of memory beside the deadlock walk) otherwise gets an arena of its
+/// own, whose freed memory the other thread never reuses, and which prefault_heap does not
+/// reach. The few threads allocate large blocks, rarely, so they hardly meet on its lock.
 void keep_freed_memory() {
 #if defined(__linux__) && defined(__GLIBC__) && !defined(SC_SANITIZED)
+  mallopt(M_ARENA_MAX, 1);
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
 #endif
