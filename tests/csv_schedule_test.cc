@@ -4,6 +4,8 @@
 #include <fstream>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "catch.h"
 #include "cli_util.h"
 #include "spec/csv_schedule.h"
@@ -264,6 +266,28 @@ TEST_CASE("binary junk is reported once at its first byte", "[csv]") {
   CHECK_FALSE(parse_csv_schedule("utf.csv", "0F0,\xc3\xa9\n", d2));
   REQUIRE(d2.all().size() == 1);
   CHECK(diag_at(d2, 0) == "utf.csv:1:5: unexpected byte 0xc3: a schedule file is plain text");
+}
+
+TEST_CASE("every byte outside printable ASCII is found at its column, wherever it falls in a word", "[csv]") {
+  // The reader tests eight bytes at a time and looks closer only at a word with another byte:
+  // each such byte, at each of the 23 columns of the second line (three words), is found there.
+  const std::string line = "0F1,1F1,0F2,1F2,0F3,1F3";
+  int checked = 0;
+  for (int b = 0; b < 256; ++b) {
+    if (b == '\t' || b == '\n' || (b >= 0x20 && b < 0x7f)) continue;
+    for (size_t col = 0; col < line.size(); ++col) {
+      if (b == '\r' && col + 1 == line.size()) continue;  // a CR before the line end is a CRLF line end
+      std::string text = "0F0,1F0\n" + line + "\n";
+      text[8 + col] = static_cast<char>(b);
+      Diagnostics diags;
+      CHECK_FALSE(parse_csv_schedule("w.csv", text, diags));
+      REQUIRE(diags.all().size() == 1);
+      CHECK(diag_at(diags, 0) ==
+            fmt::format("w.csv:2:{}: unexpected byte 0x{:02x}: a schedule file is plain text", col + 1, b));
+      ++checked;
+    }
+  }
+  CHECK(checked == (256 - 95 - 2) * static_cast<int>(line.size()) - 1);  // all but printable, tab and line feed
 }
 
 TEST_CASE("a quoted cell is rejected", "[csv]") {

@@ -79,6 +79,8 @@ void HappensBefore::topological_walk(int32_t instances) {
     const std::vector<OpId>& ops = p.streams[s].ops;
     const int32_t total = 2 * static_cast<int32_t>(ops.size());
     while (cursor[s] < total) {
+      // As the deadlock walk (execution.cc): the stream's op after next is asked for ahead.
+      if (cursor[s] / 2 + 2 < total / 2) __builtin_prefetch(&p.ops[ops[cursor[s] / 2 + 2]]);
       const int32_t e = (cursor[s] & 1) == 0 ? start_event(ops[cursor[s] / 2]) : end_event(ops[cursor[s] / 2]);
       // The first pred not done; the stream order's own preds are done (the cursor passed them).
       int32_t blocker = -1;

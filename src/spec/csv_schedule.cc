@@ -71,6 +71,19 @@ bool is_binary_byte(unsigned char c) {
   return c < 0x20 || c >= 0x7f;
 }
 
+// True when the 8 bytes at `p` are all printable ASCII, 0x20 to 0x7e (none is binary, none a
+// line end). Word-at-a-time tests from Anderson's "Bit Twiddling Hacks" (hasless, haszero):
+// a byte below 0x20, a byte equal to 0x7f, or a byte with its high bit set.
+bool all_printable(const char* p) {
+  uint64_t w;
+  std::memcpy(&w, p, sizeof w);
+  constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+  const uint64_t below_space = (w - kOnes * 0x20) & ~w & kHigh;
+  const uint64_t x = w ^ (kOnes * 0x7f);
+  const uint64_t del = (x - kOnes) & ~x & kHigh;
+  return ((w & kHigh) | below_space | del) == 0;
+}
+
 // Shortens a long cell for messages: "0F0xxxxxxxx..." (the message still points at the column).
 std::string shown_cell(std::string_view cell) {
   if (cell.size() <= kMaxShownCell) return std::string(cell);
@@ -293,6 +306,10 @@ std::optional<CsvSchedule> parse_csv_schedule(const std::string& name, std::stri
   int32_t line_no = 1;
   size_t line_start = 0;
   for (size_t i = 0; i < body.size(); ++i) {
+    // Eight printable bytes at once (no line end among them either); a word with any other byte
+    // goes byte by byte below.
+    while (i + 8 <= body.size() && all_printable(body.data() + i)) i += 8;
+    if (i == body.size()) break;
     unsigned char c = static_cast<unsigned char>(body[i]);
     if (c == '\n') {
       ++line_no;
