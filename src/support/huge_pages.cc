@@ -48,6 +48,9 @@ void advise_huge_pages(const void* data, size_t bytes) {
 size_t prefault_heap(size_t bytes) {
 #if defined(__linux__) && defined(__GLIBC__) && !defined(SC_PREFAULT_SANITIZED)
   constexpr int kPopulateWrite = 23;  // MADV_POPULATE_WRITE (Linux 5.14), older headers lack the name
+  // Never more than a quarter of the machine's memory: the caller's own allocations decide the rest.
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) bytes = std::min(bytes, static_cast<size_t>(pages) / 4 * static_cast<size_t>(page));
   if (bytes < kChunk) return 0;
   // Allocated and freed at once: with M_MMAP_MAX 0 the block is carved from the heap (from the
   // free memory at its top, which brk grows as needed), and freed it stays there, free, for the

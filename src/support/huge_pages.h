@@ -18,11 +18,11 @@ namespace sc {
 /// refuses (THP "never"); never fails, never changes contents.
 void advise_huge_pages(const void* data, size_t bytes);
 
-/// Takes about `bytes` of free heap (growing the heap as needed) and has a background thread of
-/// the lowest priority (nice 19) fault those pages in while the caller works, so that the kernel
-/// zeroes fresh pages on a core the caller leaves idle (its serial phases) rather than in the
-/// caller's own page faults. On the largest comms CSV, fresh pages cost a third of verify's time
-/// on a 2-core machine (bench/README.md).
+/// Takes about `bytes` of free heap (growing the heap as needed; at most a quarter of the
+/// machine's memory) and has a background thread of the lowest priority (nice 19) fault those
+/// pages in while the caller works, so that the kernel zeroes fresh pages on a core the caller
+/// leaves idle (its serial phases) rather than in the caller's own page faults. On the largest
+/// comms CSV, fresh pages cost a third of verify's time on a 2-core machine (bench/README.md).
 ///
 /// Works only where large blocks come from the one brk heap and freed memory stays there: glibc
 /// on Linux with M_MMAP_MAX 0 and no trimming, as the command line sets (cli/main.cc); a block
