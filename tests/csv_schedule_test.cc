@@ -216,6 +216,42 @@ TEST_CASE("trailing junk after an action is an error at the junk", "[csv]") {
         "         ^\n");
 }
 
+TEST_CASE("the printed line shows every byte outside well-formed UTF-8 as '?'", "[csv]") {
+  // Latin-1, a lone continuation byte, an overlong form, a surrogate and a cut sequence go out
+  // as '?', so the message stays valid UTF-8; a well-formed character is kept.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"0F0,\xe9t\xe9", "0F0,?t?"},
+      {"0F0,\x80", "0F0,?"},
+      {"0F0,\xc0\xaf", "0F0,??"},
+      {"0F0,\xed\xa0\x80", "0F0,???"},
+      {"0F0,\xe2\x82", "0F0,??"},
+      {"0F0,\xc3\xa9\xe2\x82\xac", "0F0,\xc3\xa9\xe2\x82\xac"},
+  };
+  for (const auto& [row, shown] : cases) {
+    Diagnostics diags;
+    CHECK_FALSE(parse_csv_schedule("u.csv", row + "\n", diags));
+    REQUIRE(diags.all().size() == 1);
+    const std::string printed = format_diagnostic(diags.all()[0]);
+    CHECK(printed.find("\n  " + shown + "\n      ^\n") != std::string::npos);
+  }
+}
+
+TEST_CASE("ranks without actions are warned about eight at most, and a note counts the rest", "[csv]") {
+  // 0F0,0B0 then 20,000 blank lines: ranks 1-20000 have no actions.
+  Diagnostics diags;
+  auto csv = parse_csv_schedule("blank-rows.csv", "0F0,0B0" + std::string(20000, '\n'), diags);
+  REQUIRE(csv);
+  CHECK(csv->actions.size() == 20000);
+  REQUIRE(diags.all().size() == 9);
+  CHECK(diag_at(diags, 0) == "blank-rows.csv:2:1: rank 1 has no actions");
+  CHECK(diag_at(diags, 7) == "blank-rows.csv:9:1: rank 8 has no actions");
+  CHECK(diag_at(diags, 8) == "blank-rows.csv:20000:1: 19991 more ranks have no actions, the last of them rank 19999");
+  // Printing them reads each line from an index: linear in the file, not in lines x diagnostics.
+  std::string printed;
+  for (const Diagnostic& d : diags.all()) printed += format_diagnostic(d);
+  CHECK(printed.find("blank-rows.csv:20000:1: note: 19991 more ranks") != std::string::npos);
+}
+
 TEST_CASE("the legacy BW token is rejected", "[csv]") {
   Diagnostics diags;
   CHECK_FALSE(parse_csv_schedule("bw.csv", "0F0,2BW0\n", diags));
@@ -288,6 +324,32 @@ TEST_CASE("every byte outside printable ASCII is found at its column, wherever i
     }
   }
   CHECK(checked == (256 - 95 - 2) * static_cast<int>(line.size()) - 1);  // all but printable, tab and line feed
+}
+
+TEST_CASE("a comment naming schedcheck must be the pipelines line, written exactly, once", "[csv]") {
+  const std::string rows = "0F0,0B0\n";
+  // Mistyped: each would otherwise be a plain comment, and a DualPipe CSV one pipeline.
+  for (const std::string line : {"# schedcheck: pipeline 0,4", "#schedcheck: pipelines 0,4", "# Schedcheck: pipelines 0,4",
+                                 "# schedcheck:pipelines 0,4", "# schedcheck: foo 1", "# schedcheck: pipelines"}) {
+    Diagnostics diags;
+    INFO(line);
+    CHECK_FALSE(parse_csv_schedule("d.csv", line + "\n" + rows, diags));
+    REQUIRE(diags.all().size() == 1);
+    CHECK(diag_at(diags, 0) == "d.csv:1:1: '" + line +
+                                   "': not a schedcheck directive; the one directive is the pipelines line, written "
+                                   "exactly '# schedcheck: pipelines 0,4' (the first stage of each pipeline)");
+  }
+  Diagnostics twice;
+  CHECK_FALSE(parse_csv_schedule("t.csv", "# schedcheck: pipelines 0\n# schedcheck: pipelines 0\n" + rows, twice));
+  REQUIRE(twice.all().size() == 1);
+  CHECK(diag_at(twice, 0) == "t.csv:2:1: a second pipelines line; the first is at line 1");
+  // Other comments are comments.
+  Diagnostics plain;
+  auto csv = parse_csv_schedule("p.csv", "# written by hand: schedcheck reads this\n#\n" + rows, plain);
+  REQUIRE(csv);
+  CHECK(plain.all().empty());
+  CHECK(csv->pipeline_starts == std::vector<int32_t>{0});
+  CHECK(csv->actions.size() == 1);
 }
 
 TEST_CASE("a quoted cell is rejected", "[csv]") {
@@ -528,6 +590,9 @@ TEST_CASE("an idle CSV row is a rank whose stage is missing, as PyTorch reads ro
   CHECK(r.out.find("(stage, microbatch) pairs with no forward F: 1F0") != std::string::npos);
   CHECK(r.out.find("(stage, microbatch) pairs with no backward (B, or I and W): 1B0") != std::string::npos);
   CHECK(r.out.find("idle-rank.csv:2:1: warning: rank 1 has no actions") != std::string::npos);
+  // The missing actions are located at the idle row, where they would go, not at the file's start.
+  CHECK(r.out.find("idle-rank.csv:2:1: 1F0") != std::string::npos);
+  CHECK(r.out.find("idle-rank.csv:1:1: 1F0") == std::string::npos);
   // The final line break is not a row: one rank, which holds; a blank line before it is one.
   sc::test::CliRun one = sc::test::run_schedcheck("verify '" + sc::temp_file("one-rank.csv", "0F0,0B0\n") + "'");
   CHECK(one.exit_code == 0);

@@ -137,11 +137,14 @@ std::vector<Finding> check_structure(const PipelineSpec& spec, size_t max_exampl
   Group no_b("(stage, microbatch) pairs with no backward (B, or I and W)", max_examples);
   Group no_w("I without its W (the weight gradient is never computed)", max_examples);
   Group no_i("W without its I", max_examples);
-  // A missing action is located at the end of its stage's rank list (where it would go).
+  // A missing action is located at the end of its stage's rank list (where it would go); on an
+  // empty list, where the list is written (a CSV's blank row), else at the schedule.
   auto where_missing = [&](int32_t s) {
     int32_t r = spec.stage_to_rank[s];
     if (r >= 0 && r < static_cast<int32_t>(spec.actions.size()) && !spec.actions[r].empty())
       return spec.actions[r].back().loc;
+    if (r >= 0 && r < static_cast<int32_t>(spec.locs.rank_lists.size()) && spec.locs.rank_lists[r].valid())
+      return spec.locs.rank_lists[r];
     return spec.locs.schedule;
   };
   for (int32_t s = 0; s < S; ++s)

@@ -2,6 +2,7 @@
 #include "spec/csv_schedule.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -31,6 +32,8 @@ constexpr size_t kConcurrentReadBytes = size_t{4} << 20;
 constexpr uintmax_t kPrefaultFromBytes = uintmax_t{4} << 20;
 constexpr uintmax_t kHeapBytesPerCsvByte = 18;
 constexpr uintmax_t kMaxPrefaultBytes = uintmax_t{1} << 30;
+// Ranks without actions warned about one by one; a note counts the others.
+constexpr size_t kMaxIdleRankWarnings = 8;
 // A cell longer than this is shown abbreviated in messages.
 constexpr size_t kMaxShownCell = 40;
 // Ids beyond these are rejected by spec_from_csv (as in a YAML spec, pipeline_spec.h).
@@ -116,10 +119,34 @@ void note_ids(CsvSchedule& out, const Action& a) {
 
 constexpr std::string_view kPipelinesHeader = "# schedcheck: pipelines ";
 
+// True when a comment line names schedcheck after its '#' (any case, spaces allowed): it is
+// meant as a directive, never a plain comment.
+bool names_schedcheck(std::string_view line) {
+  constexpr std::string_view kName = "schedcheck";
+  size_t i = 1;
+  while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+  if (line.size() - i < kName.size()) return false;
+  for (size_t k = 0; k < kName.size(); ++k)
+    if (std::tolower(static_cast<unsigned char>(line[i + k])) != kName[k]) return false;
+  return true;
+}
+
 // Reads a comment line; "# schedcheck: pipelines 0,4" sets the pipeline starts. Returns false
-// (with an error) for a malformed pipelines line.
+// (with an error) for a malformed pipelines line, a second one, or any other line naming
+// schedcheck: read as a plain comment, a mistyped directive would verify the schedule as one
+// pipeline without a word.
 bool parse_header(std::string_view line, SourceLoc loc, CsvSchedule& out, Diagnostics& diags) {
-  if (line.substr(0, kPipelinesHeader.size()) != kPipelinesHeader) return true;
+  if (!names_schedcheck(line)) return true;  // a plain comment
+  if (line.substr(0, kPipelinesHeader.size()) != kPipelinesHeader) {
+    diags.error(loc, fmt::format("'{}': not a schedcheck directive; the one directive is the pipelines line, "
+                                 "written exactly '# schedcheck: pipelines 0,4' (the first stage of each pipeline)",
+                                 shown_cell(line)));
+    return false;
+  }
+  if (out.pipelines_loc.valid()) {
+    diags.error(loc, fmt::format("a second pipelines line; the first is at line {}", out.pipelines_loc.line));
+    return false;
+  }
   std::vector<int32_t> starts;
   std::string_view list = line.substr(kPipelinesHeader.size());
   while (!list.empty()) {
@@ -356,6 +383,7 @@ std::optional<CsvSchedule> parse_csv_schedule(const std::string& name, std::stri
     ++line_no;
   }
   out.actions.resize(rows.size());
+  out.first_row_line = first_row_line;
   // Rows [from, to) into out.actions, counting into `part`; false once the error cap is reached.
   auto parse_rows = [&](size_t from, size_t to, CsvSchedule& part, FileErrors& errors, SourceLoc& p2p) {
     for (size_t r = from; r < to; ++r)
@@ -406,10 +434,21 @@ std::optional<CsvSchedule> parse_csv_schedule(const std::string& name, std::stri
     diags.error(file_start, "schedule file has no actions (every cell is empty)");
     return std::nullopt;
   }
-  for (size_t r = 0; r < out.actions.size(); ++r)
-    if (out.actions[r].empty())
-      diags.warning(SourceLoc{out.file, static_cast<int32_t>(r) + first_row_line, 1},
-                    fmt::format("rank {} has no actions", r));
+  // A warning per rank without actions, the first kMaxIdleRankWarnings of them; one note counts
+  // the rest (a file of blank lines would otherwise print one per line).
+  size_t idle_ranks = 0;
+  for (size_t r = 0; r < out.actions.size(); ++r) {
+    if (!out.actions[r].empty()) continue;
+    const SourceLoc at{out.file, static_cast<int32_t>(r) + first_row_line, 1};
+    if (++idle_ranks <= kMaxIdleRankWarnings) diags.warning(at, fmt::format("rank {} has no actions", r));
+  }
+  if (idle_ranks > kMaxIdleRankWarnings) {
+    size_t last = out.actions.size();
+    while (last > 0 && !out.actions[last - 1].empty()) --last;
+    diags.note(SourceLoc{out.file, static_cast<int32_t>(last - 1) + first_row_line, 1},
+               fmt::format("{} more ranks have no actions, the last of them rank {}", idle_ranks - kMaxIdleRankWarnings,
+                           last - 1));
+  }
 
   if (expected && *expected != out.format) {
     if (*expected == CsvFormat::kComputeOnly)
@@ -487,6 +526,7 @@ std::optional<PipelineSpec> spec_of_csv(const std::string& path, std::optional<C
   spec.ranks = static_cast<int32_t>(csv->actions.size());
   spec.locs.file = SourceLoc{csv->file, 1, 1};
   spec.locs.schedule = spec.locs.file;
+  for (int32_t r = 0; r < spec.ranks; ++r) spec.locs.rank_lists.push_back(SourceLoc{csv->file, csv->first_row_line + r, 1});
   if (csv->max_stage >= kMaxStages) {  // compared before any + 1: ids reach 2^31 - 1
     diags.error(find_stage(csv->actions, csv->max_stage),
                 fmt::format("stage id {} is out of range (at most {} stages)", csv->max_stage,

@@ -24,6 +24,7 @@ struct CsvSchedule {
   int32_t max_microbatch = -1;                 ///< largest microbatch id named
   size_t idle_cells = 0;
   int32_t file = -1;                           ///< registered source index
+  int32_t first_row_line = 1;                  ///< line of rank 0's row (after the comment lines); rank r's is + r
   /// First stage of each pipeline, from a "# schedcheck: pipelines 0,4" header line (ascending,
   /// starting at 0); {0} without one. DualPipe runs two pipelines over one set of stages.
   std::vector<int32_t> pipeline_starts{0};
@@ -32,7 +33,9 @@ struct CsvSchedule {
 
 /// The header line write_csv_schedule writes for `pipeline_starts` with more than one pipeline
 /// ("# schedcheck: pipelines 0,4\n"), or "" for one. Lines starting with '#' before the first
-/// rank are comments; this one is read back into CsvSchedule::pipeline_starts.
+/// rank are comments; this one is read back into CsvSchedule::pipeline_starts. A comment that
+/// names schedcheck after its '#' (any case) must be this line, exactly and once: the reader
+/// refuses any other (a mistyped directive would otherwise run the schedule as one pipeline).
 std::string csv_pipelines_header(const std::vector<int32_t>& pipeline_starts);
 
 /// Reads a PyTorch schedule CSV from text: one line per rank, cells separated by commas, an

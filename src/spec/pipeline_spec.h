@@ -200,6 +200,9 @@ struct Phase {
 struct SpecLocs {
   SourceLoc file;        ///< start of the file
   SourceLoc ranks, stages, placement, microbatches, memory_limit, schedule;
+  /// Per rank, where its action list is written (a CSV's row), or empty: what a rank is missing
+  /// is reported there when its list is empty.
+  std::vector<SourceLoc> rank_lists;
 };
 
 /// A pipeline schedule with its model. Invariants after a successful load:

@@ -40,6 +40,38 @@ std::string escape_controls(std::string_view text) {
   }
   return out;
 }
+/// Replaces with '?' what a terminal must not be sent from a source line: control bytes (tab
+/// kept) and DEL, and every byte outside a well-formed UTF-8 sequence (Latin-1 text, binary, a
+/// sequence cut by the excerpt's window), so the excerpt is always valid UTF-8; well-formed
+/// multibyte characters ("µs" in a YAML comment) are kept.
+void replace_unprintable(std::string& text) {
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      if ((c < 0x20 && c != '\t') || c == 0x7f) text[i] = '?';
+      ++i;
+      continue;
+    }
+    // The length of the sequence a lead byte starts (RFC 3629; C0, C1 and F5-FF start none),
+    // and the range of its second byte (which rules out overlong forms and surrogates).
+    size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf) n = 2;
+    else if (c >= 0xe0 && c <= 0xef) n = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+    else if (c >= 0xf0 && c <= 0xf4) n = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+    bool ok = n > 0 && i + n <= text.size();
+    for (size_t k = 1; ok && k < n; ++k) {
+      const unsigned char b = static_cast<unsigned char>(text[i + k]);
+      ok = k == 1 ? b >= lo && b <= hi : b >= 0x80 && b <= 0xbf;
+    }
+    if (!ok) {
+      text[i] = '?';
+      ++i;
+    } else {
+      i += n;
+    }
+  }
+}
 }  // namespace
 
 std::string format_diagnostic(const Diagnostic& d) {
@@ -61,8 +93,7 @@ std::string format_diagnostic(const Diagnostic& d) {
         prefix = "...";
       }
       std::string shown(line.substr(start, 120));
-      for (char& ch : shown)  // never echo control bytes of a binary file to the terminal
-        if ((static_cast<unsigned char>(ch) < 0x20 && ch != '\t') || ch == 0x7f) ch = '?';
+      replace_unprintable(shown);
       std::string suffix = start + shown.size() < line.size() ? "..." : "";
       out += fmt::format("  {}{}{}\n", prefix, shown, suffix);
       if (d.loc.col > 0) {

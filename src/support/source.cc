@@ -6,6 +6,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -16,7 +17,13 @@ namespace {
 struct SourceFile {
   std::string name;
   std::string contents;
+  std::vector<size_t> line_starts;  ///< offset of each line's first byte; built by the first source_line
 };
+
+std::mutex& line_index_mutex() {
+  static std::mutex m;
+  return m;
+}
 
 std::deque<SourceFile>& files() {
   static std::deque<SourceFile> f;
@@ -71,15 +78,20 @@ std::string_view source_text(int32_t file) {
 
 std::string_view source_line(int32_t file, int32_t line) {
   if (file < 0 || file >= static_cast<int32_t>(files().size()) || line < 1) return {};
-  std::string_view text = files()[file].contents;
-  int32_t current = 1;
-  size_t pos = 0;
-  while (current < line) {
-    size_t nl = text.find('\n', pos);
-    if (nl == std::string_view::npos) return {};
-    pos = nl + 1;
-    ++current;
+  SourceFile& f = files()[file];
+  {
+    // Indexed once, so that a diagnostic per line of a long file costs a lookup each, where
+    // counting line ends from the start made 65,535 "rank has no actions" warnings take 14 s.
+    std::lock_guard<std::mutex> lock(line_index_mutex());
+    if (f.line_starts.empty()) {
+      f.line_starts.push_back(0);
+      for (size_t nl = f.contents.find('\n'); nl != std::string::npos; nl = f.contents.find('\n', nl + 1))
+        f.line_starts.push_back(nl + 1);
+    }
   }
+  if (static_cast<size_t>(line) > f.line_starts.size()) return {};
+  std::string_view text = f.contents;
+  const size_t pos = f.line_starts[static_cast<size_t>(line) - 1];
   size_t end = text.find('\n', pos);
   std::string_view out = text.substr(pos, end == std::string_view::npos ? text.size() - pos : end - pos);
   if (!out.empty() && out.back() == '\r') out.remove_suffix(1);
