@@ -159,6 +159,10 @@ TEST_CASE("verify --format github annotates each finding at its line, escaped, w
   CHECK(r.out.find(",title=schedcheck deadlock::deadlock under rendezvous semantics") != std::string::npos);
   CHECK(r.out.find("%0A") != std::string::npos);  // the located ops follow on escaped new lines
   CHECK(r.out.find("schedcheck: 2 files, 1 hold, 1 violated; 1 finding (exit 11)\n") != std::string::npos);
+  // A file that cannot be checked is counted "in error".
+  const std::string bad = sc::test::write_temp("schedcheck-ci-formats", "github-bad.csv", "0F0,0X0\n");
+  auto e = run_schedcheck(std::string("verify ") + kHolds + " '" + bad + "' --format github", false);
+  CHECK(e.out.find("schedcheck: 2 files, 1 hold, 1 in error; ") != std::string::npos);
   CHECK(sc::github_escape("50% a:b,c\r\nd", true) == "50%25 a%3Ab%2Cc%0D%0Ad");
   CHECK(sc::github_escape("50% a:b,c\r\nd", false) == "50%25 a:b,c%0D%0Ad");
 }

@@ -281,7 +281,7 @@ Command add_verify(CLI::App& parent) {
                 "  schedcheck verify examples/fsdp2-llama3-8b.yaml      (FSDP / ZeRO-3 specs: a top-level fsdp: key)\n"
                 "  schedcheck verify train.toml --gpus 64 --hardware h100  (torchtitan, Megatron-LM, DeepSpeed configs)\n"
                 "  schedcheck verify deadlock.yaml --dot stuck.dot --trace timeline.json --svg timeline.svg");
-  cmd->add_option("files", a->files, "YAML specs (.yaml: pipeline, composed (mesh:), fsdp: or router:), PyTorch schedule CSVs (.csv), torchtitan TOML, Megatron-LM launch scripts or DeepSpeed JSON configs, any mix: each file is checked by its own front-end; with several, the exit code is theirs when they agree, else 10")->required();
+  cmd->add_option("files", a->files, "YAML specs (.yaml: pipeline, composed (mesh:), fsdp: or router:), PyTorch schedule CSVs (.csv), torchtitan TOML, Megatron-LM launch scripts or DeepSpeed JSON configs, any mix: each file is checked by its own front-end; with several, the exit code is that of the files that do not hold when they share it, else 10")->required();
   cmd->add_option("--format", a->format,
                   "text (for people), json (one object per file, a list for several; schema/report.schema.json), "
                   "sarif (SARIF 2.1.0 for code scanning) or github (GitHub Actions annotations)")

@@ -389,7 +389,9 @@ std::string github_annotations(const json& records, int exit_code, size_t max_an
                                                         false));
   std::string counts;
   for (const char* v : {"holds", "violated", "inconclusive", "error"})
-    if (verdicts.count(v)) counts += fmt::format(", {} {}", verdicts[v], v == std::string("holds") ? "hold" : v);
+    if (verdicts.count(v))  // "2 files, 1 hold, 1 in error"
+      counts += fmt::format(", {} {}", verdicts[v],
+                            v == std::string("holds") ? "hold" : v == std::string("error") ? "in error" : v);
   out += fmt::format("schedcheck: {} file{}{}; {} finding{} (exit {})\n", records.size(), records.size() == 1 ? "" : "s",
                      counts, total, total == 1 ? "" : "s", exit_code);
   return out;
