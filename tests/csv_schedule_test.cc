@@ -330,7 +330,8 @@ TEST_CASE("a comment naming schedcheck must be the pipelines line, written exact
   const std::string rows = "0F0,0B0\n";
   // Mistyped: each would otherwise be a plain comment, and a DualPipe CSV one pipeline.
   for (const std::string line : {"# schedcheck: pipeline 0,4", "#schedcheck: pipelines 0,4", "# Schedcheck: pipelines 0,4",
-                                 "# schedcheck:pipelines 0,4", "# schedcheck: foo 1", "# schedcheck: pipelines"}) {
+                                 "# schedcheck:pipelines 0,4", "# schedcheck: foo 1", "# schedcheck: pipelines",
+                                 "# schedcheck pipelines 0,4", "# SCHEDCHECK : pipelines 0,4"}) {
     Diagnostics diags;
     INFO(line);
     CHECK_FALSE(parse_csv_schedule("d.csv", line + "\n" + rows, diags));
@@ -345,7 +346,9 @@ TEST_CASE("a comment naming schedcheck must be the pipelines line, written exact
   CHECK(diag_at(twice, 0) == "t.csv:2:1: a second pipelines line; the first is at line 1");
   // Other comments are comments.
   Diagnostics plain;
-  auto csv = parse_csv_schedule("p.csv", "# written by hand: schedcheck reads this\n#\n" + rows, plain);
+  auto csv = parse_csv_schedule(
+      "p.csv", "# written by hand: schedcheck reads this\n#\n# schedcheck gen 1f1b wrote the rest\n#schedcheck\n" + rows,
+      plain);
   REQUIRE(csv);
   CHECK(plain.all().empty());
   CHECK(csv->pipeline_starts == std::vector<int32_t>{0});

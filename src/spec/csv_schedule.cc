@@ -119,16 +119,24 @@ void note_ids(CsvSchedule& out, const Action& a) {
 
 constexpr std::string_view kPipelinesHeader = "# schedcheck: pipelines ";
 
-// True when a comment line names schedcheck after its '#' (any case, spaces allowed): it is
-// meant as a directive, never a plain comment.
+// True when a comment line is meant as a schedcheck directive: after its '#' (spaces allowed)
+// "schedcheck" in any case, then a ':' or the word "pipeline..." (spaces allowed). Prose that
+// names the tool ("# schedcheck gen 1f1b wrote this") stays a comment.
 bool names_schedcheck(std::string_view line) {
-  constexpr std::string_view kName = "schedcheck";
-  size_t i = 1;
-  while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
-  if (line.size() - i < kName.size()) return false;
-  for (size_t k = 0; k < kName.size(); ++k)
-    if (std::tolower(static_cast<unsigned char>(line[i + k])) != kName[k]) return false;
-  return true;
+  auto skip_spaces = [&](size_t i) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    return i;
+  };
+  auto word_at = [&](size_t i, std::string_view word) {
+    if (line.size() - i < word.size()) return false;
+    for (size_t k = 0; k < word.size(); ++k)
+      if (std::tolower(static_cast<unsigned char>(line[i + k])) != word[k]) return false;
+    return true;
+  };
+  size_t i = skip_spaces(1);
+  if (!word_at(i, "schedcheck")) return false;
+  i = skip_spaces(i + std::string_view("schedcheck").size());
+  return (i < line.size() && line[i] == ':') || word_at(i, "pipeline");
 }
 
 // Reads a comment line; "# schedcheck: pipelines 0,4" sets the pipeline starts. Returns false

@@ -33,9 +33,10 @@ struct CsvSchedule {
 
 /// The header line write_csv_schedule writes for `pipeline_starts` with more than one pipeline
 /// ("# schedcheck: pipelines 0,4\n"), or "" for one. Lines starting with '#' before the first
-/// rank are comments; this one is read back into CsvSchedule::pipeline_starts. A comment that
-/// names schedcheck after its '#' (any case) must be this line, exactly and once: the reader
-/// refuses any other (a mistyped directive would otherwise run the schedule as one pipeline).
+/// rank are comments; this one is read back into CsvSchedule::pipeline_starts. A comment meant
+/// as a directive ('#', "schedcheck" in any case, then ':' or "pipeline") must be this line,
+/// exactly and once: the reader refuses any other (a mistyped directive would otherwise run the
+/// schedule as one pipeline).
 std::string csv_pipelines_header(const std::vector<int32_t>& pipeline_starts);
 
 /// Reads a PyTorch schedule CSV from text: one line per rank, cells separated by commas, an
