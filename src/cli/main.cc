@@ -10,15 +10,8 @@
 #endif
 
 #include "cli/cli.h"
+#include "support/sanitized.h"
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define SC_SANITIZED 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SC_SANITIZED 1
-#endif
 
 namespace {
 

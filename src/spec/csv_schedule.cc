@@ -444,19 +444,17 @@ std::optional<CsvSchedule> parse_csv_schedule(const std::string& name, std::stri
   }
   // A warning per rank without actions, the first kMaxIdleRankWarnings of them; one note counts
   // the rest (a file of blank lines would otherwise print one per line).
-  size_t idle_ranks = 0;
+  size_t idle_ranks = 0, last_idle = 0;
   for (size_t r = 0; r < out.actions.size(); ++r) {
     if (!out.actions[r].empty()) continue;
-    const SourceLoc at{out.file, static_cast<int32_t>(r) + first_row_line, 1};
-    if (++idle_ranks <= kMaxIdleRankWarnings) diags.warning(at, fmt::format("rank {} has no actions", r));
+    last_idle = r;
+    if (++idle_ranks <= kMaxIdleRankWarnings)
+      diags.warning(SourceLoc{out.file, static_cast<int32_t>(r) + first_row_line, 1}, fmt::format("rank {} has no actions", r));
   }
-  if (idle_ranks > kMaxIdleRankWarnings) {
-    size_t last = out.actions.size();
-    while (last > 0 && !out.actions[last - 1].empty()) --last;
-    diags.note(SourceLoc{out.file, static_cast<int32_t>(last - 1) + first_row_line, 1},
+  if (idle_ranks > kMaxIdleRankWarnings)
+    diags.note(SourceLoc{out.file, static_cast<int32_t>(last_idle) + first_row_line, 1},
                fmt::format("{} more ranks have no actions, the last of them rank {}", idle_ranks - kMaxIdleRankWarnings,
-                           last - 1));
-  }
+                           last_idle));
 
   if (expected && *expected != out.format) {
     if (*expected == CsvFormat::kComputeOnly)

@@ -1,4 +1,5 @@
 #include "support/huge_pages.h"
+#include "support/sanitized.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -12,21 +13,13 @@
 #include <unistd.h>
 #endif
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define SC_PREFAULT_SANITIZED 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SC_PREFAULT_SANITIZED 1
-#endif
 
 #if defined(__linux__) && defined(__GLIBC__)
 extern "C" char end;  // the end of the program's data, where the brk heap begins (end(3))
 #endif
 
 namespace sc {
-#if defined(__linux__) && defined(__GLIBC__) && !defined(SC_PREFAULT_SANITIZED)
+#if defined(__linux__) && defined(__GLIBC__) && !defined(SC_SANITIZED)
 namespace {
 constexpr uintptr_t kChunk = uintptr_t{2} << 20;  // prefault_heap: one huge page a call, so the caller's faults wait less
 }  // namespace
@@ -46,7 +39,7 @@ void advise_huge_pages(const void* data, size_t bytes) {
 }
 
 size_t prefault_heap(size_t bytes) {
-#if defined(__linux__) && defined(__GLIBC__) && !defined(SC_PREFAULT_SANITIZED)
+#if defined(__linux__) && defined(__GLIBC__) && !defined(SC_SANITIZED)
   constexpr int kPopulateWrite = 23;  // MADV_POPULATE_WRITE (Linux 5.14), older headers lack the name
   // Never more than a quarter of the machine's memory: the caller's own allocations decide the rest.
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
