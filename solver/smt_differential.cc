@@ -78,6 +78,23 @@ void mutate(PipelineSpec& s, std::mt19937& rng) {
   }
 }
 
+// Makes two neighbouring P2P steps of a random rank one BATCH group, when there are such steps
+// that are not batched yet: the engines must agree on groups under every semantics.
+void group_pair(PipelineSpec& s, std::mt19937& rng) {
+  int r = std::uniform_int_distribution<int>(0, s.ranks - 1)(rng);
+  auto& row = s.actions[r];
+  std::vector<size_t> starts;
+  for (size_t i = 0; i + 1 < row.size(); ++i)
+    if (is_p2p(row[i].first.kind) && is_p2p(row[i + 1].first.kind) && !row[i].is_batched() && !row[i + 1].is_batched() &&
+        !row[i].is_overlap() && !row[i + 1].is_overlap() && !(row[i].first == row[i + 1].first))
+      starts.push_back(i);
+  if (starts.empty()) return;
+  size_t i = starts[std::uniform_int_distribution<size_t>(0, starts.size() - 1)(rng)];
+  row[i].batched_with_next = true;
+  row[i].in_batch = true;
+  row[i + 1].in_batch = true;
+}
+
 }  // namespace
 
 bool differential_case(const PipelineSpec& spec, const VerifyOptions& options, const SmtOptions& smt,
@@ -109,7 +126,7 @@ DifferentialTally run_mutation_differential(int64_t cases, uint32_t seed, const 
   std::mt19937 rng(seed);
   std::vector<PipelineSpec> bases = lowered_bases();
   const Semantics sems[] = {{Semantics::kEager, 0}, {Semantics::kRendezvous, 0}, {Semantics::kBuffered, 1},
-                            {Semantics::kBuffered, 2}};
+                            {Semantics::kBuffered, 2}, {Semantics::kRendezvous, 0, true}};
   DifferentialTally tally;
   if (bases.empty()) return tally;
   for (int64_t k = 0; k < cases; ++k) {
@@ -117,8 +134,9 @@ DifferentialTally run_mutation_differential(int64_t cases, uint32_t seed, const 
     PipelineSpec s = base;
     int times = 1 + std::uniform_int_distribution<int>(0, 2)(rng);
     for (int i = 0; i < times; ++i) mutate(s, rng);
+    if (std::uniform_int_distribution<int>(0, 1)(rng)) group_pair(s, rng);
     VerifyOptions opt;
-    opt.semantics = sems[static_cast<size_t>(k / static_cast<int64_t>(bases.size())) % 4];
+    opt.semantics = sems[static_cast<size_t>(k / static_cast<int64_t>(bases.size())) % std::size(sems)];
     differential_case(s, opt, smt, fmt::format("mutation {} of {}", k, base.name), tally, report);
   }
   return tally;

@@ -1,6 +1,7 @@
 // The SMT cross-check engine: deadlock-freedom and worst-case memory of a Program in Z3.
 #include "solver/smt_engine.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include <fmt/format.h>
@@ -133,6 +134,20 @@ bool SmtEncoder::deadlock(SmtVerdict& v) {
       else if (r != kNoOp) after(r, id);
     }
   }
+  // Atomic groups (the default rendezvous): a batched group completes as one, all members at
+  // the same moment; with each message's ends equal in time, a whole component of groups and
+  // plain ops linked by messages completes together, as the graph engine's walk has it.
+  // A group on one channel (all sends to one peer, or all receives from one) keeps the
+  // channel's FIFO order and completes member by member.
+  if (p_.semantics.atomic_groups())
+    for (const auto& members : p_.groups)
+      for (OpId m : members)
+        if (m != members.front() && std::any_of(members.begin(), members.end(), [&](OpId x) {
+              return p_.ops[x].channel() != p_.ops[members.front()].channel();
+            })) {
+          rules.push_back(done[m] == done[members.front()]);
+          rules.push_back(z3::implies(done[m], t[m] == t[members.front()]));
+        }
   z3::solver s(ctx_);
   configure(s);
   s.add(rules);

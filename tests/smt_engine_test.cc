@@ -21,6 +21,7 @@ sc::SmtOptions pinned() {
 
 std::vector<sc::Semantics> all_semantics() {
   return {sc::Semantics{sc::Semantics::kEager, 0}, sc::Semantics{sc::Semantics::kRendezvous, 0},
+          sc::Semantics{sc::Semantics::kRendezvous, 0, true},
           sc::Semantics{sc::Semantics::kBuffered, 1}, sc::Semantics{sc::Semantics::kBuffered, 2}};
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -36,6 +37,10 @@ class Executor {
     }
     arrived_.assign(instances, 0);
     build_dependents();
+    multi_channel_.assign(p_.groups.size(), 0);
+    for (size_t g = 0; g < p_.groups.size(); ++g)
+      for (OpId m : p_.groups[g])
+        if (p_.ops[m].channel() != p_.ops[p_.groups[g].front()].channel()) multi_channel_[g] = 1;
     for (size_t s = 0; s < p_.streams.size(); ++s) push(static_cast<int32_t>(s));
     while (!work_.empty()) {
       int32_t s = work_.front();
@@ -135,6 +140,8 @@ class Executor {
       if (!deps_done(id)) return;
       if (op.kind == OpKind::kCollective && op.comm() >= 0) {
         if (!try_collective(id)) return;
+      } else if (atomic_ && op.is_p2p()) {
+        if (!try_component(id)) return;
       } else if (op.kind == OpKind::kSend) {
         if (!try_send(id)) return;
       } else if (op.kind == OpKind::kRecv) {
@@ -173,6 +180,9 @@ class Executor {
       for (OpId m : members)  // rendezvous partners may be waiting for these to be posted
         if (p_.ops[m].match() != kNoOp) push(p_.ops[p_.ops[m].match()].stream);
     }
+    if (atomic_)
+      for (OpId m : members)
+        if (!res_.done[m]) try_component(m);
     bool all = true;
     for (OpId m : members) {
       if (!res_.done[m]) {
@@ -183,6 +193,70 @@ class Executor {
     }
     if (!all) return false;
     head_[s] += members.size();
+    return true;
+  }
+
+  // Under atomic groups, the group an op completes as one with: its batched group when the
+  // group's members use more than one channel (sends and receives, or several peers: NCCL's
+  // rounds may put any member behind any other), else -1. The members of a group on one channel
+  // (all sends to one peer, or all receives from one) keep that channel's FIFO order and need
+  // nothing else: each is a unit of its own.
+  int32_t atomic_group(OpId o) const {
+    int32_t g = p_.ops[o].group();
+    return g >= 0 && multi_channel_[g] ? g : -1;
+  }
+  // A unit's key: an atomic group g as -2 - g, any other op as its id.
+  int64_t unit_key(OpId o) const { return atomic_group(o) >= 0 ? -2 - int64_t{atomic_group(o)} : o; }
+  // The key of the call an op was posted in: its batched group (as -2 - g), or itself.
+  int64_t call_key(OpId o) const { return p_.ops[o].group() >= 0 ? -2 - int64_t{p_.ops[o].group()} : o; }
+
+  // The ops of the unit `id` completes with under atomic groups: its atomic group, or itself.
+  const OpId* unit_begin(const OpId& id) const {
+    int32_t g = atomic_group(id);
+    return g < 0 ? &id : p_.groups[g].data();
+  }
+  const OpId* unit_end(const OpId& id) const {
+    int32_t g = atomic_group(id);
+    return g < 0 ? &id + 1 : p_.groups[g].data() + p_.groups[g].size();
+  }
+
+  // Under atomic groups, what keeps the component of `id` (its unit, the units of their
+  // messages' partners, and so on) from completing: the first member whose partner does not
+  // exist or is not posted, in breadth-first order from `id`. `member` is that member, `partner`
+  // its partner (kNoOp when it has none); both kNoOp when every unit is posted. `ops` (when
+  // given) receives every op of the component found so far, each unit's ops together.
+  struct Blocker {
+    OpId member = kNoOp;
+    OpId partner = kNoOp;
+  };
+  Blocker component(OpId id, std::vector<OpId>* ops) const {
+    seen_units_.clear();
+    std::vector<OpId> frontier{id};
+    seen_units_.insert(unit_key(id));
+    for (size_t i = 0; i < frontier.size(); ++i) {
+      for (const OpId* m = unit_begin(frontier[i]); m != unit_end(frontier[i]); ++m) {
+        if (ops) ops->push_back(*m);
+        OpId partner = p_.ops[*m].match();
+        if (partner == kNoOp || res_.done[partner] || !posted(partner)) return {*m, partner};
+        if (!seen_units_.insert(unit_key(partner)).second) continue;
+        frontier.push_back(partner);
+      }
+    }
+    return {};
+  }
+
+  // Atomic groups: the unit of `id` (posted) completes, with every unit its messages connect it
+  // to, once all of them are posted; each message completes send first, recv right after.
+  bool try_component(OpId id) {
+    std::vector<OpId> ops;
+    if (component(id, &ops).member != kNoOp) return false;
+    for (OpId o : ops) {
+      if (res_.done[o] || p_.ops[o].kind != OpKind::kSend) continue;
+      OpId r = p_.ops[o].match();
+      push(p_.ops[r].stream);
+      complete(o);
+      complete(r);
+    }
     return true;
   }
 
@@ -297,6 +371,31 @@ class Executor {
           return {m, fmt::format("waits in {} for rank {} to reach {}", what, p_.ops[m].rank, p_.label(m))};
       return {kNoOp, fmt::format("waits in {}", what)};
     }
+    if (atomic_ && op.is_p2p() && op.match() != kNoOp) {
+      Blocker b = component(id, nullptr);
+      if (b.member != kNoOp && unit_key(b.member) != unit_key(id)) {
+        const Op& m = p_.ops[b.member];
+        std::string why = fmt::format(
+            "completes only together with {} on rank {} (NCCL completes a batch group as one: NVIDIA/nccl#1279), "
+            "which {}",
+            p_.label(b.member), m.rank,
+            b.partner == kNoOp ? fmt::format("waits for a message rank {} never sends or receives", m.peer())
+                               : fmt::format("waits for rank {} to post {}", p_.ops[b.partner].rank, p_.label(b.partner)));
+        // Point the wait-for edge away from this stream: at the partner, or when the partner
+        // stands behind this op on its own stream, at the member that waits for it.
+        OpId target = b.partner == kNoOp ? kNoOp
+                      : p_.ops[b.partner].stream == op.stream ? b.member : b.partner;
+        return {target, why};
+      }
+      if (b.member != kNoOp && b.member != id && b.partner != kNoOp)
+        return {b.partner, fmt::format("waits with its batch group, which completes as one (NVIDIA/nccl#1279): "
+                                       "{} waits for rank {} to post {}",
+                                       p_.label(b.member), p_.ops[b.partner].rank, p_.label(b.partner))};
+      if (b.member != kNoOp && b.member != id)
+        return {kNoOp, fmt::format("waits with its batch group, which completes as one (NVIDIA/nccl#1279): {} waits "
+                                   "for a message rank {} never sends or receives",
+                                   p_.label(b.member), p_.ops[b.member].peer())};
+    }
     if (op.kind == OpKind::kRecv) {
       if (op.match() == kNoOp)
         return {kNoOp, op.peer() >= 0 ? fmt::format("waits for a message rank {} never sends", op.peer())
@@ -404,6 +503,55 @@ class Executor {
     }
   }
 
+  // Where the unit of P2P op `id` and its partners' units group the messages of one rank pair
+  // differently (one side in one group, the other in separate calls or other groups): one line
+  // per peer naming both sides' call sites. NCCL calls such a pattern undefined (NVIDIA/nccl#1279).
+  std::vector<std::string> grouping_notes(OpId id) const {
+    std::vector<std::string> out;
+    if (id == kNoOp || !p_.ops[id].is_p2p()) return out;
+    const int32_t g = p_.ops[id].group();
+    const OpId* call_begin = g < 0 ? &id : p_.groups[g].data();
+    const OpId* call_end = g < 0 ? &id + 1 : p_.groups[g].data() + p_.groups[g].size();
+    std::vector<int32_t> peers;
+    for (const OpId* m = call_begin; m != call_end; ++m)
+      if (std::find(peers.begin(), peers.end(), p_.ops[*m].peer()) == peers.end()) peers.push_back(p_.ops[*m].peer());
+    const int32_t rank = p_.ops[id].rank;
+    auto calls = [&](const std::vector<OpId>& ops, const std::vector<int64_t>& units) {
+      std::string what;
+      for (size_t i = 0; i < ops.size(); ++i)
+        what += fmt::format("{}{} ({})", i ? ", " : "", p_.label(ops[i]), format_loc(p_.ops[ops[i]].loc));
+      if (units.size() == 1) return fmt::format("{} in {}", what, units.front() < 0 ? "one batch group" : "one plain call");
+      return fmt::format("{} in {} separate calls", what, units.size());
+    };
+    for (int32_t peer : peers) {
+      std::vector<OpId> mine, theirs;
+      std::vector<int64_t> my_units{call_key(id)}, their_units;
+      for (const OpId* m = call_begin; m != call_end; ++m) {
+        if (p_.ops[*m].peer() != peer || p_.ops[*m].match() == kNoOp) continue;
+        mine.push_back(*m);
+        OpId q = p_.ops[*m].match();
+        if (std::find(their_units.begin(), their_units.end(), call_key(q)) == their_units.end())
+          their_units.push_back(call_key(q));
+      }
+      if (mine.empty()) continue;
+      // Every message of the pair in the partners' calls, in their order.
+      for (int64_t u : their_units) {
+        if (u >= 0) {
+          theirs.push_back(static_cast<OpId>(u));
+          continue;
+        }
+        for (OpId q : p_.groups[-2 - u])
+          if (p_.ops[q].peer() == rank) theirs.push_back(q);
+      }
+      if (their_units.size() == 1 && theirs.size() == mine.size()) continue;
+      out.push_back(fmt::format(
+          "rank {} posts {}, while rank {} posts {}: ranks that group the same messages differently are undefined "
+          "in NCCL (NVIDIA/nccl#1279), and under the default semantics a batch group completes as one",
+          rank, calls(mine, my_units), peer, calls(theirs, their_units)));
+    }
+    return out;
+  }
+
   Finding make_finding(const std::vector<int32_t>& members, bool cycle, const std::vector<Wait>& waits) const {
     Finding f;
     f.kind = FindingKind::kDeadlock;
@@ -429,12 +577,22 @@ class Executor {
       f.details.push_back(fmt::format("{} is stuck at {} ({}): {}", describe_stream(m), p_.label(h),
                                       format_loc(p_.ops[h].loc), waits[m].why));
     }
+    if (p_.semantics.kind == Semantics::kRendezvous) {
+      std::vector<std::string> notes;
+      for (int32_t m : members)
+        for (std::string& n : grouping_notes(head_op(m)))
+          if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(std::move(n));
+      f.details.insert(f.details.end(), notes.begin(), notes.end());
+    }
     for (int32_t m : members) f.details.push_back(trace(m));
     return f;
   }
 
   const Program& p_;
   TimingWalk* timing_;
+  bool atomic_ = p_.semantics.atomic_groups();
+  mutable std::unordered_set<int64_t> seen_units_;  ///< component(): units met (unit_key)
+  std::vector<uint8_t> multi_channel_;  ///< per group: its members use more than one channel
   ExecutionResult res_;
   std::vector<size_t> head_;
   std::vector<int64_t> announced_;

@@ -429,7 +429,9 @@ std::string yaml_spec_text(const PipelineSpec& spec, const std::vector<std::vect
 void add_semantics_option(CLI::App* cmd, std::optional<std::string>& value) {
   cmd->add_option("--semantics", value,
                   "P2P semantics: eager (sends never block), rendezvous (a send completes with its receive; "
-                  "NCCL's behaviour for large messages; the default), buffered:N (N messages in flight per "
+                  "NCCL's behaviour for large messages; the default: a batched group completes as one, all NCCL "
+                  "guarantees), rendezvous:independent (each member of a batched group completes on its own, as "
+                  "NCCL does for small groups with few peers), buffered:N (N messages in flight per "
                   "channel); overrides the spec's")
       ->check(CLI::Validator(
           [](const std::string& text) {

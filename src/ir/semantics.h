@@ -8,18 +8,36 @@
 
 namespace sc {
 
-/// P2P completion semantics (DESIGN.md "Semantics switches").
+/// P2P completion semantics (docs/facts/p2p-semantics.md).
 /// kEager: a send never blocks. kRendezvous: a send completes only together with its matching
 /// recv (NCCL for large messages; the default). kBuffered: a send completes while fewer than
 /// `buffer` messages on its channel are sent and not yet received.
+///
+/// How the members of a batched group (an NCCL group call: batch_isend_irecv) progress, under
+/// kRendezvous: with `independent_groups` false (the default, spelt "rendezvous") a group
+/// completes as one: none of its members is guaranteed to progress before every member's
+/// partner is posted, and a message between two groups (or a group and a plain op) completes
+/// with both. That is all NCCL promises: "it is not safe to assume that all calls within a group
+/// will progress without blocking each other" (NVIDIA/nccl#1279), and NCCL's planner puts a
+/// group's sends and receives into one launch in rounds by peer (the loop over
+/// comm->p2pSchedule in NVIDIA/nccl's src/enqueue.cc), so a member may wait behind another.
+/// A group whose members all use one channel (sends to one peer, or receives from one) keeps
+/// that channel's FIFO order: each member completes with its partner in turn. With `independent_groups` true
+/// ("rendezvous:independent") each member completes with its partner on its own, as NCCL does
+/// when every member runs concurrently on a channel of its own (few peers, small groups): the
+/// semantics this tool used before, kept for "does it hang on my small job" questions.
 struct Semantics {
   enum Kind { kEager, kRendezvous, kBuffered };
   Kind kind = kRendezvous;
   int32_t buffer = 0;  ///< kBuffered only, >= 1
+  bool independent_groups = false;  ///< kRendezvous only
   bool operator==(const Semantics&) const = default;
+  /// Groups complete as one (kRendezvous without independent_groups).
+  bool atomic_groups() const { return kind == kRendezvous && !independent_groups; }
 };
 
-/// Parses "eager", "rendezvous" or "buffered:N" (N >= 1); nullopt with `*why` otherwise.
+/// Parses "eager", "rendezvous", "rendezvous:independent" or "buffered:N" (N >= 1); nullopt
+/// with `*why` otherwise.
 std::optional<Semantics> parse_semantics(std::string_view text, std::string* why = nullptr);
 /// Formats semantics back to the spec's spelling.
 std::string format_semantics(const Semantics& s);
