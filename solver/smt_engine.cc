@@ -118,6 +118,13 @@ bool SmtEncoder::deadlock(SmtVerdict& v) {
       for (OpId m : p_.instance(id)) {
         if (m == kNoOp) rules.push_back(!done[o]);
         else if (m != id) rules.push_back(z3::implies(done[o], done[m] && t[m] == t[o]));
+        // Members that disagree on the kind or the size never complete it (the graph engine's
+        // instance_agrees, check/execution.cc).
+        if (m != kNoOp && m != id &&
+            (p_.ops[m].collective != op.collective ||
+             (op.collective != CollectiveKind::kBarrier && op.collective != CollectiveKind::kCommInit &&
+              p_.ops[m].bytes != op.bytes)))
+          rules.push_back(!done[o]);
       }
     } else if (op.kind == OpKind::kRecv) {
       if (op.match() == kNoOp) rules.push_back(!done[o]);

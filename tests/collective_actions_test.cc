@@ -143,6 +143,76 @@ TEST_CASE("an evaluation broadcast one rank skips is a hang naming that rank, an
   CHECK(ex.out.find("hang caused by rank 1: collectives diverge on communicator 'group world'") != std::string::npos);
 }
 
+TEST_CASE("a collective one of two ranks skips names that rank, as at three ranks", "[verify][collective]") {
+  // Two ranks are a tie by count; the rank that issues nothing more is the one that differs.
+  const std::string text =
+      "schedcheck: 1\nranks: 2\nforward_only: true\ncosts: {F: 1ms}\np2p: {latency: 10us, bandwidth: 1GB/s}\n"
+      "schedule:\n  actions:\n    0: 0F0 0SEND_F0 BROADCAST@world BROADCAST@world\n"
+      "    1: 1RECV_F0 1F0 BROADCAST@world\n";
+  VerifyResult r = verify_text(text);
+  CHECK(r.exit_code == 10);
+  REQUIRE_FALSE(r.findings.empty());
+  const Finding& hang = r.findings[0];
+  INFO(hang.message);
+  CHECK(hang.kind == FindingKind::kDeadlock);
+  CHECK(hang.message.rfind("hang caused by rank 1: collectives diverge on communicator 'group world' at #2: rank 1 "
+                           "issues nothing more (no collective left) where rank 0 issues broadcast",
+                           0) == 0);
+  REQUIRE_FALSE(hang.ranks.empty());
+  CHECK(hang.ranks.front() == 1);
+}
+
+TEST_CASE("an all-to-all with per-rank sizes reads and prints back; sizes that differ hang every member", "[verify][collective]") {
+  // An MoE dispatch over an expert-parallel group of three: each rank's all_to_all_single
+  // splits its buffer evenly, so every member must pass the same size. deepspeedai/DeepSpeed#6809:
+  // one rank's capacity differed ([4,3,32] against [4,4,32]) and the all-to-all hung.
+  Diagnostics d;
+  auto spec = parse(three_ranks("groups:\n  ep: {ranks: [0, 1, 2], bytes: 4MiB}\n", " ALL_TO_ALL@ep", " ALL_TO_ALL@ep:3MiB",
+                                " ALL_TO_ALL@ep:4MiB"),
+                    d);
+  REQUIRE(spec);
+  CHECK(format_step(spec->actions[0].back()) == "ALL_TO_ALL@ep");
+  CHECK(format_step(spec->actions[1].back()) == "ALL_TO_ALL@ep:3MiB");
+  CHECK(collective_bytes(spec->actions[1].back()) == std::optional<int64_t>(3 << 20));
+  CHECK_FALSE(collective_bytes(spec->actions[0].back()));
+  VerifyResult r = verify(*spec, VerifyOptions{});
+  CHECK(r.exit_code == 10);  // the divergence (sizes) and the hang it causes
+  REQUIRE_FALSE(r.findings.empty());
+  const Finding& hang = r.findings[0];
+  INFO(hang.message);
+  CHECK(hang.kind == FindingKind::kDeadlock);
+  CHECK(hang.message.rfind("hang caused by rank 1: collectives diverge on communicator 'group ep' at #1: rank 1 issues "
+                           "all-to-all 'ALL_TO_ALL@ep' (3 MiB) where ranks 0, 2 issue all-to-all 'ALL_TO_ALL@ep' (4 MiB)",
+                           0) == 0);
+  CHECK(hang.message.find("different kinds or sizes") != std::string::npos);
+
+  // The same sizes hold.
+  VerifyResult same = verify_text(three_ranks("groups:\n  ep: {ranks: [0, 1, 2], bytes: 4MiB}\n", " ALL_TO_ALL@ep",
+                                              " ALL_TO_ALL@ep:4MiB", " ALL_TO_ALL@ep"));
+  CHECK(same.exit_code == 0);
+}
+
+TEST_CASE("an expert-parallel rank with zero tokens that skips its all-to-all hangs the others and is named", "[verify][collective]") {
+  // The dispatch and combine all-to-alls of one MoE layer; rank 2 received no tokens and
+  // returns early, skipping both (a data-dependent branch around a collective).
+  VerifyResult r = verify_text(three_ranks("groups:\n  ep: {ranks: [0, 1, 2], bytes: 4MiB}\n",
+                                           " ALL_TO_ALL@ep ALL_TO_ALL@ep", " ALL_TO_ALL@ep:4MiB ALL_TO_ALL@ep", ""));
+  CHECK(r.exit_code == 10);
+  REQUIRE_FALSE(r.findings.empty());
+  INFO(r.findings[0].message);
+  CHECK(r.findings[0].message.rfind("hang caused by rank 2: collectives diverge on communicator 'group ep' at #1: rank 2 "
+                                    "issues nothing more (no collective left)",
+                                    0) == 0);
+  CHECK(r.findings[0].ranks.front() == 2);
+}
+
+TEST_CASE("a collective's size is refused where it cannot be read", "[spec][collective]") {
+  CHECK(errors_of(three_ranks("", " BARRIER@world:4MiB", "", "")).find("a barrier carries no data, so it takes no size") !=
+        std::string::npos);
+  CHECK(errors_of(three_ranks("", " ALL_TO_ALL@world:lots", "", ""))
+            .find("the size after ':' is this rank's bytes of the collective, as in ALL_TO_ALL@ep:3MiB") != std::string::npos);
+}
+
 TEST_CASE("collectives in different orders on two groups are a cross-order finding", "[verify][collective]") {
   // Ranks 1 and 2 share groups a and b and enter them in opposite orders: NCCL can deadlock.
   VerifyResult r = verify_text(three_ranks("groups:\n  a: [1, 2]\n  b: [1, 2]\n", "", " ALL_REDUCE@a ALL_REDUCE@b",

@@ -96,6 +96,40 @@ TEST_CASE("a rank that issues one collective fewer hangs the others and is named
         != std::string::npos);
 }
 
+TEST_CASE("reduce-scatters of different sizes on one communicator hang every member", "[collective]") {
+  // Megatron-LM PR #2218: ranks issued reduce-scatters of different sizes on one communicator,
+  // and the job hung; NCCL compares neither kinds nor counts across ranks.
+  Net n(3);
+  std::vector<OpId> rs;
+  for (int r = 0; r < 3; ++r) {
+    rs.push_back(n.collective(r, n.world, 1.0, {}, -1, "RS layer.0"));
+    n.p.ops[rs.back()].collective = CollectiveKind::kReduceScatter;
+    n.p.ops[rs.back()].bytes = r == 1 ? 3 << 20 : 4 << 20;
+  }
+  REQUIRE(n.p.validate().empty());
+  ExecutionResult ex = execute(n.p);
+  REQUIRE_FALSE(ex.completed);
+  for (OpId id : rs) CHECK_FALSE(ex.done[id]);
+  REQUIRE(ex.findings.size() == 1);
+  const Finding& f = ex.findings.front();
+  CHECK(f.kind == FindingKind::kDeadlock);
+  INFO(f.message);
+  CHECK(f.message.find("which its members issue with different kinds or sizes (rank 0: reduce-scatter of 4 MiB, "
+                       "rank 1: reduce-scatter of 3 MiB, rank 2: reduce-scatter of 4 MiB)") != std::string::npos);
+  CHECK(f.message.find("Megatron-LM PR #2218") != std::string::npos);
+
+  // The same sizes complete; so does a barrier, whose size means nothing.
+  Net same(2), barrier(2);
+  for (int r = 0; r < 2; ++r) same.collective(r, same.world, 1.0);
+  for (int r = 0; r < 2; ++r) {
+    OpId b = barrier.collective(r, barrier.world, 1.0);
+    barrier.p.ops[b].collective = CollectiveKind::kBarrier;
+    barrier.p.ops[b].bytes = r;
+  }
+  CHECK(execute(same.p).completed);
+  CHECK(execute(barrier.p).completed);
+}
+
 TEST_CASE("two communicators entered in opposite orders on one stream deadlock with a cycle", "[collective]") {
   Net n(2);
   int32_t a = n.world;

@@ -115,6 +115,14 @@ std::vector<Finding> check_collectives(const Program& p) {
         return a.second.size() < b.second.size();
       });
       size_t ties = std::count_if(by.begin(), by.end(), [&](const auto& g) { return g.second.size() == majority->second.size(); });
+      // Two sides of equal size, one of which issues nothing more: the side that stops is the
+      // one that differs, as it is at any larger size where the others are the majority (two
+      // ranks, one skipping the evaluation broadcast, name the skipping rank as four would).
+      const std::string none = identity(p, kNoOp);
+      if (ties == 2 && by.size() == 2 && by.count(none)) {
+        majority = by.begin()->first == none ? std::next(by.begin()) : by.begin();
+        ties = 1;
+      }
       Finding f;
       f.kind = FindingKind::kChannel;
       std::vector<std::string> parts;
@@ -130,10 +138,20 @@ std::vector<Finding> check_collectives(const Program& p) {
         }
       }
       // Culprits that issue nothing more have no op of their own: locate the collective the
-      // others wait in.
+      // others wait in, and say where each culprit's last collective on the communicator (the
+      // end of what its list issues there) stands.
       if (f.locations.empty() && ties == 1 && example[majority->first] != kNoOp) {
         f.ops.push_back(p.label(example[majority->first]));
         f.locations.push_back(p.ops[example[majority->first]].loc);
+        for (const auto& [key, ranks] : by) {
+          if (key != none) continue;
+          for (int32_t r : ranks) {
+            const auto& mine = c.ops[c.member_index(r)];
+            if (mine.empty()) continue;
+            f.details.push_back(fmt::format("rank {} issues its last collective on '{}', {}, at {}", r, c.name,
+                                            p.label(mine.back()), format_loc(p.ops[mine.back()].loc)));
+          }
+        }
       }
       std::string msg = fmt::format("collectives diverge on communicator '{}' at #{}: ", c.name, k + 1);
       for (size_t i = 0; i < parts.size(); ++i) msg += (i ? "; " : "") + parts[i];

@@ -234,7 +234,8 @@ class Executor {
     std::vector<OpId> frontier{id};
     seen_units_.insert(unit_key(id));
     for (size_t i = 0; i < frontier.size(); ++i) {
-      for (const OpId* m = unit_begin(frontier[i]); m != unit_end(frontier[i]); ++m) {
+      const OpId cur = frontier[i];  // a copy: unit_begin may point at it, and frontier grows below
+      for (const OpId* m = unit_begin(cur); m != unit_end(cur); ++m) {
         if (ops) ops->push_back(*m);
         OpId partner = p_.ops[*m].match();
         if (partner == kNoOp || res_.done[partner] || !posted(partner)) return {*m, partner};
@@ -288,10 +289,30 @@ class Executor {
     }
     const Communicator& c = p_.comms[op.comm()];
     if (arrived_[instance_base_[op.comm()] + op.seq()] < static_cast<int32_t>(c.ranks.size())) return false;
+    if (!instance_agrees(id)) return false;  // every member waits in it forever
     for (const auto& seqs : c.ops) {
       OpId m = seqs[op.seq()];
       complete(m);
       if (m != id) push(p_.ops[m].stream);
+    }
+    return true;
+  }
+
+  // The members of a collective's instance issue the same kind with the same size (a barrier
+  // and a communicator's creation carry no data: their sizes are not compared). NCCL checks
+  // neither: each rank runs the algorithm its own call describes, so a ring step waits for data
+  // its neighbour never sends (or sends more than the receiver takes), and the collective hangs
+  // or corrupts memory. Megatron-LM PR #2218 (reduce-scatters of different sizes on one
+  // communicator) and deepspeedai/DeepSpeed#6809 (an all-to-all whose capacity differs by rank)
+  // hung. A member that never issues the collective is not this case.
+  bool instance_agrees(OpId id) const {
+    const Op& op = p_.ops[id];
+    for (OpId m : p_.instance(id)) {
+      if (m == kNoOp || m == id) continue;
+      const Op& o = p_.ops[m];
+      if (o.collective != op.collective) return false;
+      if (op.collective != CollectiveKind::kBarrier && op.collective != CollectiveKind::kCommInit && o.bytes != op.bytes)
+        return false;
     }
     return true;
   }
@@ -369,6 +390,16 @@ class Executor {
       for (OpId m : members)
         if (m != id && !member_ready(m))
           return {m, fmt::format("waits in {} for rank {} to reach {}", what, p_.ops[m].rank, p_.label(m))};
+      if (!instance_agrees(id)) {
+        std::string sizes;
+        for (OpId m : members)
+          sizes += fmt::format("{}rank {}: {} of {}", sizes.empty() ? "" : ", ", p_.ops[m].rank,
+                               collective_name(p_.ops[m].collective), format_bytes(static_cast<double>(p_.ops[m].bytes)));
+        return {kNoOp, fmt::format("waits in {}, which its members issue with different kinds or sizes ({}): NCCL "
+                                   "checks neither, each rank runs the steps of its own call and waits for data the "
+                                   "others never send (Megatron-LM PR #2218, deepspeedai/DeepSpeed#6809)",
+                                   what, sizes)};
+      }
       return {kNoOp, fmt::format("waits in {}", what)};
     }
     if (atomic_ && op.is_p2p() && op.match() != kNoOp) {

@@ -10,7 +10,7 @@ namespace sc {
 namespace {
 constexpr std::array<std::string_view, kNumActionKinds> kTokens = {
     "F", "I", "W", "B", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "UNSHARD", "RESHARD", "REDUCE_GRAD",
-    "ALL_REDUCE", "BROADCAST", "ALL_GATHER", "REDUCE_SCATTER", "BARRIER"};
+    "ALL_REDUCE", "BROADCAST", "ALL_GATHER", "REDUCE_SCATTER", "BARRIER", "ALL_TO_ALL"};
 
 struct GroupNames {
   std::vector<std::string> names;
@@ -48,7 +48,7 @@ bool is_p2p(ActionKind k) {
 bool is_send(ActionKind k) { return k == ActionKind::kSendF || k == ActionKind::kSendB; }
 bool is_collective(ActionKind k) {
   return k == ActionKind::kAllReduce || k == ActionKind::kBroadcast || k == ActionKind::kAllGather ||
-         k == ActionKind::kReduceScatter || k == ActionKind::kBarrier;
+         k == ActionKind::kReduceScatter || k == ActionKind::kBarrier || k == ActionKind::kAllToAll;
 }
 bool takes_microbatch(ActionKind k) {
   return k != ActionKind::kUnshard && k != ActionKind::kReshard && k != ActionKind::kReduceGrad && !is_collective(k);

@@ -19,11 +19,11 @@ namespace sc {
 /// PyTorch's `_ComputationType`s, which have no collective over a group.
 enum class ActionKind : uint8_t {
   kF, kI, kW, kB, kSendF, kRecvF, kSendB, kRecvB, kUnshard, kReshard, kReduceGrad,
-  kAllReduce, kBroadcast, kAllGather, kReduceScatter, kBarrier
+  kAllReduce, kBroadcast, kAllGather, kReduceScatter, kBarrier, kAllToAll
 };
 
 /// Number of ActionKind values (for tables indexed by kind).
-inline constexpr int kNumActionKinds = 16;
+inline constexpr int kNumActionKinds = 17;
 
 /// One action: a kind applied to a stage (0-based, global stage id) and a microbatch (0-based;
 /// -1 for UNSHARD, RESHARD and REDUCE_GRAD, which take none). A collective (is_collective) has

@@ -312,9 +312,10 @@ class Builder {
                                 : k == ActionKind::kAllGather     ? CollectiveKind::kAllGather
                                 : k == ActionKind::kReduceScatter ? CollectiveKind::kReduceScatter
                                 : k == ActionKind::kBroadcast     ? CollectiveKind::kBroadcast
+                                : k == ActionKind::kAllToAll      ? CollectiveKind::kAllToAll
                                                                   : CollectiveKind::kBarrier;
     const int32_t n = static_cast<int32_t>(g->ranks.size());
-    const int64_t bytes = kind == CollectiveKind::kBarrier ? 0 : g->bytes;
+    const int64_t bytes = kind == CollectiveKind::kBarrier ? 0 : collective_bytes(st).value_or(g->bytes);
     const double share = kind == CollectiveKind::kBroadcast ? 1.0 : static_cast<double>(n - 1) / n;
     const double f = kind == CollectiveKind::kAllReduce ? 2.0 : 1.0;
     op.kind = OpKind::kCollective;
@@ -325,7 +326,10 @@ class Builder {
     const double bw = spec_.p2p.bandwidth_bytes_per_s;
     const double wire_s = bytes > 0 && std::isfinite(bw) && bw > 0 ? f * share * static_cast<double>(bytes) / bw : 0.0;
     op.duration_s = n <= 1 ? 0.0 : spec_.p2p.latency_s + wire_s;
-    op.set_name(p.add_name(format_step(st)));
+    // Named without the step's size (`ALL_TO_ALL@ep`, not `ALL_TO_ALL@ep:3MiB`): the agreement
+    // check compares names and sizes on their own, and a rank that states its group's size
+    // issues the same collective as one that leaves it implicit.
+    op.set_name(p.add_name(fmt::format("{}@{}", kind_token(k), group_name(st.group))));
     p.add_op(op);
   }
 

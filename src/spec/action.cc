@@ -9,13 +9,14 @@
 #include <fmt/ranges.h>
 
 #include "spec/pipeline_spec.h"
+#include "support/units.h"
 
 namespace sc {
 
 namespace {
 constexpr std::array<std::string_view, kNumActionKinds> kTokens = {
     "F", "I", "W", "B", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "UNSHARD", "RESHARD", "REDUCE_GRAD",
-    "ALL_REDUCE", "BROADCAST", "ALL_GATHER", "REDUCE_SCATTER", "BARRIER"};
+    "ALL_REDUCE", "BROADCAST", "ALL_GATHER", "REDUCE_SCATTER", "BARRIER", "ALL_TO_ALL"};
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -116,7 +117,8 @@ ParsedStep parse_collective(std::string_view s, size_t base, const SourceLoc& lo
     return fail(fmt::format("'{}': an action starts with its stage id, as in 0F3", s), base);
   if (kind < 0)
     return fail(fmt::format("'{}': an action starts with its stage id, as in 0F3, or is a collective over a group: "
-                            "ALL_REDUCE, BROADCAST, ALL_GATHER, REDUCE_SCATTER or BARRIER, as in ALL_REDUCE@world",
+                            "ALL_REDUCE, BROADCAST, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL or BARRIER, as in "
+                            "ALL_REDUCE@world",
                             s),
                 base);
   if (pos >= s.size() || s[pos] != '@')
@@ -125,17 +127,34 @@ ParsedStep parse_collective(std::string_view s, size_t base, const SourceLoc& lo
   if (pos >= s.size() || !is_name_start(s[pos]))
     return fail(fmt::format("'{}': a group name starts with a letter or '_', as in {}@world", s, word), base + pos);
   while (pos < s.size() && is_group_char(s[pos])) ++pos;
+  const size_t name_end = pos;
+  int32_t size_index = -1;
+  if (pos < s.size() && s[pos] == ':') {  // this rank's size of the collective: ALL_TO_ALL@ep:3MiB
+    const std::string_view size = s.substr(pos + 1);
+    if (kind == static_cast<int>(ActionKind::kBarrier))
+      return fail(fmt::format("'{}': a barrier carries no data, so it takes no size", s), base + pos);
+    std::string why;
+    const std::optional<int64_t> bytes = parse_bytes(size, &why);
+    if (!bytes || *bytes < 0)
+      return fail(fmt::format("'{}': the size after ':' is this rank's bytes of the collective, as in {}@ep:3MiB{}", s,
+                              word, why.empty() ? std::string() : " (" + why + ")"),
+                  base + pos + 1);
+    size_index = intern_collective_bytes(*bytes);
+    pos = s.size();
+  }
   if (pos != s.size())
-    return fail(fmt::format("'{}': unexpected '{}' after the group name (names hold letters, digits, '_' and '-')", s,
-                            s.substr(pos)),
+    return fail(fmt::format("'{}': unexpected '{}' after the group name (names hold letters, digits, '_' and '-'; a "
+                            "size follows ':', as in {}@ep:3MiB)",
+                            s, s.substr(pos), word),
                 base + pos);
-  if (pos - name_pos > 64) return fail(fmt::format("'{}': a group name has at most 64 characters", s), base + name_pos);
+  if (name_end - name_pos > 64) return fail(fmt::format("'{}': a group name has at most 64 characters", s), base + name_pos);
   Action a;
   a.kind = static_cast<ActionKind>(kind);
   a.stage = -1;
   a.microbatch = -1;
   Step step{a, std::nullopt, loc};
-  step.group = intern_group_name(s.substr(name_pos));
+  step.group = intern_group_name(s.substr(name_pos, name_end - name_pos));
+  step.tensor_names = size_index;
   if (step.group < 0) return fail(fmt::format("'{}': more than {} distinct group names", s, kMaxGroupNames), base + name_pos);
   ParsedStep out;
   out.step = step;
@@ -238,8 +257,40 @@ std::string tensor_label(int32_t tensor_names, int32_t index) {
   return fmt::format("[{}]", index);
 }
 
+std::vector<int64_t>& collective_sizes() {
+  static std::vector<int64_t> sizes;
+  return sizes;
+}
+
+// A size as the action notation writes it, without a blank and read back exactly: "3MiB",
+// "512KiB", "1000".
+std::string compact_bytes(int64_t bytes) {
+  for (auto [unit, name] : {std::pair<int64_t, const char*>{int64_t{1} << 40, "TiB"}, {int64_t{1} << 30, "GiB"},
+                            {int64_t{1} << 20, "MiB"}, {int64_t{1} << 10, "KiB"}})
+    if (bytes >= unit && bytes % unit == 0) return fmt::format("{}{}", bytes / unit, name);
+  return fmt::format("{}", bytes);
+}
+
+int32_t intern_collective_bytes(int64_t bytes) {
+  std::vector<int64_t>& sizes = collective_sizes();
+  for (size_t i = 0; i < sizes.size(); ++i)
+    if (sizes[i] == bytes) return static_cast<int32_t>(i);
+  sizes.push_back(bytes);
+  return static_cast<int32_t>(sizes.size() - 1);
+}
+
+std::optional<int64_t> collective_bytes(const Step& s) {
+  if (!is_collective(s.first.kind) || s.tensor_names < 0) return std::nullopt;
+  const std::vector<int64_t>& sizes = collective_sizes();
+  return s.tensor_names < static_cast<int32_t>(sizes.size()) ? std::optional<int64_t>(sizes[s.tensor_names]) : std::nullopt;
+}
+
 std::string format_step(const Step& s) {
-  if (is_collective(s.first.kind)) return fmt::format("{}@{}", kind_token(s.first.kind), group_name(s.group));
+  if (is_collective(s.first.kind)) {
+    const std::optional<int64_t> size = collective_bytes(s);
+    return fmt::format("{}@{}{}", kind_token(s.first.kind), group_name(s.group),
+                       size ? ":" + compact_bytes(*size) : std::string());
+  }
   if (!s.second) return format_action(s.first) + format_tensors(s);
   return fmt::format("({};{})OVERLAP_F_B", format_action(s.first), format_action(*s.second));
 }

@@ -37,7 +37,10 @@ struct Step {
   bool batched_with_next = false;  ///< the next step is a member of the same BATCH group
   bool in_batch = false;           ///< a member of a BATCH group (of one or more ops)
   uint16_t tensors = 1;            ///< messages the step stands for (SEND/RECV only; 1..kMaxBoundaryTensors)
-  int32_t tensor_names = -1;       ///< tensor_name_list() index of its tensors' names, or -1 (unnamed)
+  /// SEND/RECV: tensor_name_list() index of its tensors' names, or -1 (unnamed). A collective
+  /// (which carries no tensors) keeps here the index of this rank's size of it, written
+  /// `ALL_TO_ALL@ep:3MiB` (collective_bytes), or -1 for its group's size.
+  int32_t tensor_names = -1;
   int32_t group = -1;              ///< a collective's group (intern_group_name index); -1 for every other step
   bool is_overlap() const { return second.has_value(); }
   bool is_batched() const { return in_batch || batched_with_next; }
@@ -58,6 +61,12 @@ std::string format_tensors(const Step& s);
 /// The label of tensor `index` (0-based) of a step's tensors: "[mask]" when named, else "[2]".
 std::string tensor_label(int32_t tensor_names, int32_t index);
 
+/// Stores a collective step's size (bytes >= 0) in a process-wide table, once per distinct
+/// value; returns its index for Step::tensor_names. Thread-compatible, not thread-safe.
+int32_t intern_collective_bytes(int64_t bytes);
+/// The size a collective step states for its rank (`ALL_TO_ALL@ep:3MiB`: 3 MiB), or nullopt
+/// when it states none (its group's `bytes` apply) or `s` is not a collective.
+std::optional<int64_t> collective_bytes(const Step& s);
 /// Formats a step: the action, or "(0F7;7B3)OVERLAP_F_B" (a batch member alone, without its group).
 std::string format_step(const Step& s);
 /// Formats a rank's list, joining batched steps back into "(0SEND_F0;1RECV_B0)BATCH"; steps are
