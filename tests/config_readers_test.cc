@@ -979,6 +979,11 @@ TEST_CASE("Megatron's layout string unrolls groups, repeats and commas as parse_
   CHECK_FALSE(parse_megatron_layout("Et*99999999999999999999L", &why));
   CHECK(why.find("unrolls to more than") != std::string::npos);
   CHECK_FALSE(parse_megatron_layout("(tttt)*4000000", &why));
+  // A refusal quotes a long layout cut to one line: `(x)*1000000` once gave a 2 MB message.
+  CHECK_FALSE(parse_megatron_layout("(x)*1000000", &why));
+  CHECK(why.size() < 600);
+  CHECK(why.find("Invalid layer character: x (stage='xxxx") == 0);
+  CHECK(why.find("... (999820 characters) ...") != std::string::npos);
 }
 
 TEST_CASE("Megatron: startup checks refuse deprecated flags, FSDP2 with PP and EP without experts", "[config]") {
