@@ -232,3 +232,15 @@ TEST_CASE("a --junit path onto a file the spec references is refused under its o
   CHECK_FALSE(has(r.out, "--output"));
   CHECK(sc::test::read_file(csv) == original);
 }
+
+TEST_CASE("plan leaves pipeline programs too large for a sweep to verify, at once", "[cli][plan][hardening]") {
+  // --seq-len 1 makes a 1M-token step 1M sequences: verifying the twelve best layouts, each of
+  // 65,536 or more microbatches, took 97 s and 1.27 GB. They are now set aside for size, and
+  // with nothing verified the answer is inconclusive (exit 5), not a refutation.
+  auto r = run_schedcheck("plan --model llama3-8b --gpus 8 --global-batch-tokens 1M --seq-len 1");
+  INFO(r.out);
+  CHECK(r.exit_code == 5);
+  CHECK(has(r.out, "the program to verify is too large for a plan (a pipeline, about 1048584 ops, more than 250000: "
+                   "262144 microbatches per step); verify that layout alone"));
+  CHECK(has(r.out, "0 candidates fit the analytic bounds"));
+}

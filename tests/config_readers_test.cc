@@ -862,8 +862,8 @@ TEST_CASE("Megatron: a quoted layout holding a blank or a newline is one word, r
   }
 }
 
-TEST_CASE("Megatron: a word left over after a flag's one value is argparse's unrecognized argument; a quoted "
-          "\"16 7\" is one invalid int", "[config]") {
+TEST_CASE("Megatron: a word left over after a flag's one value is argparse's unrecognized argument, and a quoted "
+          "'16 7' is one invalid int", "[config]") {
   {
     const std::string text = std::string("torchrun train.py --pipeline-model-parallel-size 2 "
                                          "--pipeline-model-parallel-layout \"Et*8|t*8L\" X \\\n  ") +

@@ -338,7 +338,7 @@ TEST_CASE("a lone carriage return ends a row, as Python's csv reader (PyTorch's 
   Diagnostics bad;
   CHECK_FALSE(parse_csv_schedule("cr-bad.csv", "0F0\r1F0,1Q0\r", bad));
   REQUIRE(bad.all().size() == 1);
-  CHECK(diag_at(bad, 0) == "cr-bad.csv:2:5: '1Q0': unknown action kind 'Q'");
+  CHECK(diag_at(bad, 0) == "cr-bad.csv:2:6: '1Q0': unknown action kind 'Q'");
 }
 
 TEST_CASE("a comment naming schedcheck must be the pipelines line, written exactly, once", "[csv]") {
