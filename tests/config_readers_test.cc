@@ -811,6 +811,84 @@ TEST_CASE("Megatron: a layout Megatron refuses is refused at the flag in Megatro
   }
 }
 
+TEST_CASE("Megatron: a quoted layout holding a blank or a newline is one word, refused as parse_str_to_list refuses "
+          "it", "[config][megatron-layout]") {
+  // bash passes "...|L " as one argument, blank and all; Megatron's parse_str_to_list then meets
+  // the blank as a layer character. The reader once split the word at the blank and dropped the
+  // rest, so the layout held (blocks 8, 8).
+  struct Case {
+    std::string layout, message;
+  };
+  const std::vector<Case> cases = {
+      {"\"Et*8|t*8L \"",
+       "Invalid layer character:   (stage='ttttttttL ', layout_str='Etttttttt|ttttttttL '), known layer characters: "
+       "['E', 'L', 't', 'm']"},
+      {"\"Et*8|t*8L X\"",
+       "Invalid layer character:   (stage='ttttttttL X', layout_str='Etttttttt|ttttttttL X'), known layer "
+       "characters: ['E', 'L', 't', 'm']"},
+      {"\"Et*8|t*8\nL\"",
+       "Invalid layer character: \n (stage='tttttttt\nL', layout_str='Etttttttt|tttttttt\nL'), known layer "
+       "characters: ['E', 'L', 't', 'm']"},
+      {"'Et*8|t*8 L'",
+       "Invalid layer character:   (stage='tttttttt L', layout_str='Etttttttt|tttttttt L'), known layer characters: "
+       "['E', 'L', 't', 'm']"},
+      // Through a variable: "$LAYOUT" is one word as well.
+      {"\"$LAYOUT\"",
+       "Invalid layer character:   (stage='ttttttttL ', layout_str='Etttttttt|ttttttttL '), known layer characters: "
+       "['E', 'L', 't', 'm']"},
+  };
+  for (const Case& c : cases) {
+    const std::string text = "LAYOUT=\"Et*8|t*8L \"\ntorchrun train.py --pipeline-model-parallel-size 2 "
+                             "--pipeline-model-parallel-layout " + c.layout + " \\\n  " + kBatch16 + "  " + kModel;
+    Diagnostics diags;
+    TrainingJob j;
+    INFO(text);
+    CHECK_FALSE(read_args("layout-blank.sh", text, &j, diags));
+    INFO(all_text(diags));
+    const Diagnostic* d = find_diag(diags, Severity::kError, "Invalid layer character");
+    REQUIRE(d);
+    CHECK(d->message == c.message);
+    check_at(d, text, "--pipeline-model-parallel-layout", "--pipeline-model-parallel-layout");
+  }
+  // Unquoted, bash splits $LAYOUT at its blank and drops the trailing one: "Et*8|t*8L" holds.
+  {
+    const std::string text = "LAYOUT=\"Et*8|t*8L \"\ntorchrun train.py --pipeline-model-parallel-size 2 "
+                             "--pipeline-model-parallel-layout $LAYOUT \\\n  " + std::string(kBatch16) + "  " + kModel;
+    Diagnostics diags;
+    TrainingJob j;
+    INFO(all_text(diags));
+    CHECK(read_args("layout-unquoted.sh", text, &j, diags));
+    CHECK(j.stage_layers == std::vector<int64_t>{8, 8});
+  }
+}
+
+TEST_CASE("Megatron: a word left over after a flag's one value is argparse's unrecognized argument, and a quoted "
+          "'16 7' is one invalid int", "[config]") {
+  {
+    const std::string text = std::string("torchrun train.py --pipeline-model-parallel-size 2 "
+                                         "--pipeline-model-parallel-layout \"Et*8|t*8L\" X \\\n  ") +
+                             kBatch16 + "  " + kModel;
+    Diagnostics diags;
+    TrainingJob j;
+    CHECK_FALSE(read_args("layout-stray.sh", text, &j, diags));
+    INFO(all_text(diags));
+    check_at(find_diag(diags, Severity::kError,
+                       "argument --pipeline-model-parallel-layout takes one value: argparse refuses 'X' after it "
+                       "(\"unrecognized arguments\")"),
+             text, "\" X", "X");
+  }
+  {
+    const std::string text = std::string("torchrun train.py ") + kBatch16 + " " + kModel + " --num-layers \"16 7\"\n";
+    Diagnostics diags;
+    TrainingJob j;
+    CHECK_FALSE(read_args("num-layers-blank.sh", text, &j, diags));
+    INFO(all_text(diags));
+    check_at(find_diag(diags, Severity::kError, "argument --num-layers: invalid int value: '16 7'"), text,
+             "--num-layers \"16", "--num-layers");
+    CHECK_FALSE(find_diag(diags, Severity::kError, "takes one value"));
+  }
+}
+
 TEST_CASE("Megatron: uneven first and last stages and the embedding and loss counted as layers split as Megatron does",
           "[config][megatron-layout]") {
   const auto split = [](const std::string& flags) {
@@ -901,6 +979,11 @@ TEST_CASE("Megatron's layout string unrolls groups, repeats and commas as parse_
   CHECK_FALSE(parse_megatron_layout("Et*99999999999999999999L", &why));
   CHECK(why.find("unrolls to more than") != std::string::npos);
   CHECK_FALSE(parse_megatron_layout("(tttt)*4000000", &why));
+  // A refusal quotes a long layout cut to one line: `(x)*1000000` once gave a 2 MB message.
+  CHECK_FALSE(parse_megatron_layout("(x)*1000000", &why));
+  CHECK(why.size() < 600);
+  CHECK(why.find("Invalid layer character: x (stage='xxxx") == 0);
+  CHECK(why.find("... (999820 characters) ...") != std::string::npos);
 }
 
 TEST_CASE("Megatron: startup checks refuse deprecated flags, FSDP2 with PP and EP without experts", "[config]") {

@@ -1,5 +1,6 @@
 // The numerics pass inside the one verify: reducing collectives carry their arithmetic from the
 // front-end, and a spec's tolerances decide the verdict.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -232,4 +233,54 @@ TEST_CASE("FSDP2's gradient_divide_factor reduces as _get_gradient_divide_factor
   load_fsdp_spec(test::write_temp("schedcheck-numerics-pass-test", "fsdp1-factor.yaml", fsdp1), d);
   REQUIRE(d.has_errors());
   CHECK(d.all()[0].message == "gradient_divide_factor is an fsdp2 option; this spec uses fsdp1");
+}
+
+TEST_CASE("results that come out as inf or NaN are an overflow finding, never left out of the verdict",
+          "[numerics]") {
+  // premul_sum by 1e300 in bf16: NCCL's scalar bf16(1e300) is inf, so every typical gradient
+  // becomes inf. The bias figures leave such elements out, which once left error 0, "0 samples
+  // (1024 left out)", no finding and exit 0.
+  numerics::ReductionConfig c;
+  c.dtype = numerics::DType::kBf16;
+  c.op = numerics::ReduceOp::kPremulSum;
+  c.premul_factor = 1e300;
+  c.ranks = 8;
+  c.collective = numerics::CollectiveKind::kReduceScatter;
+  numerics::AnalysisOptions opt;
+  opt.samples = 64;
+  opt.fixes = false;
+  const numerics::Analysis a = numerics::analyze(c, opt);
+  REQUIRE_FALSE(a.figures.biases.empty());
+  CHECK(a.figures.biases[0].nonfinite == 64);
+  CHECK(a.figures.biases[0].nonfinite_stage == "pre-multiply");
+  const auto found = numerics::numerics_findings(a, numerics::Tolerances{});
+  const auto it = std::find_if(found.begin(), found.end(), [](const numerics::NumericsFinding& n) {
+    return n.check == "overflow" && n.message.find("inf or NaN") != std::string::npos;
+  });
+  REQUIRE(it != found.end());
+  CHECK(it->message ==
+        "bf16 premul_sum (factor 1e+300) reduce_scatter over 8 ranks, ring, 1 channel: 64 of 64 consensus gradients "
+        "come out as inf or NaN (first lost in the pre-multiply, where NCCL's scalar 1e+300 becomes inf in the "
+        "element type)");
+  // A factor that fits makes no such finding.
+  c.premul_factor = 0.125;
+  for (const auto& n : numerics::numerics_findings(numerics::analyze(c, opt), numerics::Tolerances{}))
+    CHECK(n.message.find("inf or NaN") == std::string::npos);
+  // From a spec: FSDP2's gradient_divide_factor 1e-300 multiplies by 1e300 (premul_sum in bf16).
+  const std::string spec = "schedcheck: 1\nranks: 8\n"
+                           "fsdp:\n  implementation: fsdp2\n  shard_size: 8\n"
+                           "  dtypes: {param: bf16, reduce: bf16}\n"
+                           "  link: {bandwidth: 450GB/s, latency: 10us}\n  iterations: 1\n"
+                           "  options: {gradient_divide_factor: 1e-300}\n"
+                           "  units:\n    - {name: layer, params: 218M, forward: 3.6ms, backward: 7.2ms, activation_bytes: 432MiB}\n";
+  VerifyResult r = verify_text("divide-factor-tiny.yaml", spec);
+  CHECK(r.exit_code == 17);
+  bool overflow_seen = false;
+  for (const Finding& f : r.findings)
+    if (f.message.find("come out as inf or NaN") != std::string::npos) {
+      overflow_seen = true;
+      REQUIRE_FALSE(f.locations.empty());
+      CHECK(f.locations[0].line == 9);
+    }
+  CHECK(overflow_seen);
 }

@@ -92,4 +92,11 @@ TEST_CASE("phases: what the reader refuses, at the key", "[phases]") {
   Diagnostics shape;
   CHECK_FALSE(verify_text(replaced(text, "- {name: train, microbatches: 4}", "- train"), shape));
   CHECK_THAT(first_error(shape), Catch::Contains("phases[0] must be a map"));
+  // An empty list is named as one (it once said "got a list", which a list is).
+  Diagnostics empty;
+  CHECK_FALSE(verify_text(replaced(text, "phases:\n  - {name: train, microbatches: 4}\n"
+                                         "  - {name: eval, microbatches: 2, forward_only: true}\n",
+                                   "phases: []\n"),
+                          empty));
+  CHECK_THAT(first_error(empty), Catch::EndsWith("got an empty list"));
 }

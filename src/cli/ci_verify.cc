@@ -109,7 +109,7 @@ int run_recorded(const std::vector<std::string>& files, const RecordedOptions& o
       }
       if (options.format == "sarif") std::cout << sarif_log(records, kExitSpec);
       if (options.format == "github") std::cout << github_annotations(records, kExitSpec);
-      if (options.junit && !write_output(*options.junit, junit_xml(records))) return kExitUsage;
+      if (options.junit && !write_output(*options.junit, junit_xml(records), "--junit")) return kExitUsage;
     }
     return report_spec_errors(diags);
   }
@@ -168,7 +168,7 @@ int run_recorded(const std::vector<std::string>& files, const RecordedOptions& o
   } else if (options.format == "github") {
     std::cout << github_annotations(records, exit);
   }
-  if (options.junit && !write_output(*options.junit, junit_xml(records))) return kExitUsage;
+  if (options.junit && !write_output(*options.junit, junit_xml(records), "--junit")) return kExitUsage;
   return exit;
 }
 

@@ -1,6 +1,7 @@
 // schedcheck: the command-line driver.
 #include <algorithm>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -51,7 +52,7 @@ int sc::cli::run_cli(int argc, char** argv) {
       "spec or an MoE router spec and proves or refutes deadlock-freedom, causality, channel and collective\n"
       "agreement and memory limits, and predicts span, makespan, bubbles and peak memory per rank; `run`\n"
       "confirms the prediction on a GPU. `schedcheck COMMAND --help` explains each command.\n\n"
-      "Exit codes: 0 holds; 1 usage error; 2 spec error; 5 inconclusive (solver limit); 10 violations of\n"
+      "Exit codes: 0 holds; 1 usage error; 2 spec error; 5 inconclusive (solver or memory limit); 10 violations of\n"
       "several kinds; 11 deadlock; 12 structure, causality or residency; 13 memory limit exceeded; 14 channel or\n"
       "collective mismatch; 15 router drops tokens; 16 router not deterministic; 17 reduction numerics beyond\n"
       "tolerance; 18 budget exceeded; 19 diff regression beyond threshold; 20 GPU measurement differs\n"
@@ -95,6 +96,13 @@ int sc::cli::run_cli(int argc, char** argv) {
         sc::set_pass_observer(nullptr);
         return code;
       }
+  } catch (const std::bad_alloc&) {
+    // Running out of memory is a resource limit, as a solver's is: nothing was decided (exit 5),
+    // which is no fault of schedcheck's (exit 70) nor of the input's wording (exit 2).
+    sc::set_pass_observer(nullptr);
+    std::cerr << "schedcheck: error: out of memory: this input needs more memory than the machine or its limit "
+                 "(ulimit -v, a container's) gives; nothing was decided (exit 5, inconclusive)\n";
+    return sc::cli::kExitInconclusive;
   } catch (const std::exception& e) {
     std::cerr << "schedcheck: internal error: " << e.what() << "\n";
     return sc::cli::kExitInternal;

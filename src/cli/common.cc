@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -105,6 +106,20 @@ std::optional<PipelineSpec> load_spec(const std::string& path, const std::option
   size_t steps = 0;
   for (const auto& row : spec->actions) steps += row.size();
   seconds += link * 2.0L * static_cast<long double>(steps);
+  // A collective over a group moves the group's bytes (an all-reduce twice: build_program's
+  // ring model), on the same link: each one's wire time is in the sum too.
+  if (spec->p2p.bandwidth_bytes_per_s > 0 && spec->p2p.bandwidth_bytes_per_s < 1e300) {
+    std::map<int32_t, long double> wire_s;  // per group name: 2 x bytes / bandwidth
+    for (const auto& row : spec->actions)
+      for (const Step& st : row) {
+        if (!is_collective(st.first.kind)) continue;
+        auto [it, added] = wire_s.try_emplace(st.group, 0.0L);
+        if (added)
+          if (std::optional<CollectiveGroup> g = spec->collective_group(st.group))
+            it->second = 2.0L * static_cast<long double>(g->bytes) / spec->p2p.bandwidth_bytes_per_s;
+        seconds += it->second;
+      }
+  }
   if (const auto& c = spec->composition) {  // the collectives and the optimizer step of a composed spec
     long double params = 0;
     for (int64_t b : spec->memory.params_bytes) params += b;
@@ -161,6 +176,21 @@ std::optional<PipelineSpec> load_spec(const std::string& path, const std::option
   return spec;
 }
 
+bool refuse_forward_only(const PipelineSpec& spec, const std::string& command, Diagnostics& diags) {
+  const auto phase = std::find_if(spec.phases.begin(), spec.phases.end(), [](const Phase& p) { return p.forward_only; });
+  if (!spec.forward_only && phase == spec.phases.end()) return false;
+  const std::string what = phase != spec.phases.end()
+                               ? fmt::format("phase {}runs microbatches {}..{} forward only",
+                                             phase->name.empty() ? "" : "'" + phase->name + "' ", phase->first,
+                                             phase->first + phase->microbatches - 1)
+                               : std::string("the spec runs forward only (forward_only: true)");
+  diags.error(phase != spec.phases.end() && phase->loc.valid() ? phase->loc : spec.locs.file,
+              fmt::format("{}: {} orders training steps only, a forward and a backward for every microbatch; "
+                          "`schedcheck verify` checks this schedule as written",
+                          what, command));
+  return true;
+}
+
 int report_spec_errors(const Diagnostics& diags) {
   diags.print(std::cerr);
   std::cerr << fmt::format("schedcheck: {} error{} in the input; nothing was checked\n", diags.error_count(),
@@ -168,12 +198,12 @@ int report_spec_errors(const Diagnostics& diags) {
   return kExitSpec;
 }
 
-bool write_output(const std::optional<std::string>& path, const std::string& text) {
+bool write_output(const std::optional<std::string>& path, const std::string& text, const std::string& option) {
   if (!path) {
     std::cout << text;
     return true;
   }
-  return write_outputs({OutputFile{"--output", *path, text}});
+  return write_outputs({OutputFile{option, *path, text}});
 }
 
 namespace {
@@ -233,7 +263,11 @@ OutputTarget resolve_output(const std::string& option, const std::string& path) 
       FileId id = file_id(path);
       t.real = id.real.empty() ? fs::absolute(path).string() : id.real;
       const std::string dir = fs::path(t.real).parent_path().string();
-      if (::access(dir.c_str(), W_OK) != 0)
+      // The file is replaced by a rename, which needs only the folder's write bit: a file the
+      // user may not write (mode 0444, another user's) is refused as `>` would refuse it.
+      if (::access(t.real.c_str(), W_OK) != 0)
+        t.problem = fmt::format("{} {}: cannot write the file: {}", option, path, std::strerror(errno));
+      else if (::access(dir.c_str(), W_OK) != 0)
         t.problem = fmt::format("{} {}: cannot write in {}: {}", option, path, dir, std::strerror(errno));
     } else {
       t.problem = fmt::format("{} {} is {}; an output is a regular file, a FIFO or a character device", option, path,

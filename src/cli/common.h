@@ -18,6 +18,8 @@ namespace sc::cli {
 
 inline constexpr int kExitUsage = 1;
 inline constexpr int kExitSpec = 2;
+/// Nothing decided within a resource limit: a solver's, a time limit, or memory (std::bad_alloc).
+inline constexpr int kExitInconclusive = 5;
 
 /// The exit code of several files so far (`so_far`) and one more (`code`): theirs when they agree
 /// (a 0 takes the other's), else 10 (violations of several kinds).
@@ -86,12 +88,21 @@ class ReportSink {
   std::vector<nlohmann::json> values_;
 };
 
+/// Whether `spec` runs any microbatch forward only (`forward_only: true`, or a forward-only
+/// phase of `phases:`): then an error located at that phase (or the file's start) saying that
+/// `command` ("synth", "compare") orders and generates training steps only, a forward and a
+/// backward per microbatch, and what to run instead. Synthesis and the named schedules would
+/// otherwise add backwards the spec does not have, and fail their own verify.
+bool refuse_forward_only(const PipelineSpec& spec, const std::string& command, Diagnostics& diags);
+
 /// Prints `diags` and the closing line to standard error; returns kExitSpec.
 int report_spec_errors(const Diagnostics& diags);
 
-/// Writes `text` to `path` as write_outputs does (option name "--output"), or to standard
-/// output when `path` is empty. False (with a message on standard error) when it cannot.
-bool write_output(const std::optional<std::string>& path, const std::string& text);
+/// Writes `text` to `path` as write_outputs does, or to standard output when `path` is empty.
+/// `option` names the path in messages ("--junit"). False (with a message on standard error)
+/// when it cannot.
+bool write_output(const std::optional<std::string>& path, const std::string& text,
+                  const std::string& option = "--output");
 
 /// One output file: the option that names it ("--trace"), its path, and its contents.
 struct OutputFile {
@@ -112,7 +123,8 @@ bool write_outputs(const std::vector<OutputFile>& files, const std::vector<std::
 /// Checks an output path given with `option` before any work is done: not one of `inputs` nor
 /// any file read so far (input_files_read(): a spec and the files it references), compared by
 /// device and inode or by real path (symbolic links followed), not a folder, a block device or
-/// a socket, in an existing folder we may write. An existing FIFO or character device is a valid
+/// a socket, in an existing folder we may write, and, when it exists, a file we may write (as `>`
+/// checks: access(W_OK), so a read-only file is refused though its folder is writable). An existing FIFO or character device is a valid
 /// output: it is written through, never replaced; a link is followed and its target written.
 /// Returns the problem, or empty.
 std::string check_output_path(const std::string& option, const std::string& path,

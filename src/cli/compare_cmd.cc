@@ -396,6 +396,7 @@ bool load_all(const CompareArgs& a, bool want_self, std::vector<PipelineSpec>& s
     }
     Diagnostics d;
     auto spec = load_spec(f, std::nullopt, d, /*schedule_optional=*/true);
+    if (spec) refuse_forward_only(*spec, "compare", d);
     diags.merge(d);
     if (spec) specs.push_back(std::move(*spec));
   }

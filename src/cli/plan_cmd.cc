@@ -19,6 +19,8 @@
 #include "cli/common.h"
 #include "config/verify_job.h"
 #include "model/cost_model.h"
+#include "support/escape.h"
+#include "support/nesting.h"
 #include "support/source.h"
 
 namespace sc::cli {
@@ -80,6 +82,7 @@ struct Candidate {
   double est_step_s = 0;          ///< analytic: pipeline bubble and exposed FSDP communication
   int64_t est_bytes = 0;          ///< analytic peak per rank
   double fsdp_ops = 0;            ///< FSDP without a pipeline: the ops lower_job estimates (0 otherwise)
+  double pipeline_ops = 0;        ///< with a pipeline: the ops lower_job estimates (0 otherwise)
   bool verified = false;
   int exit_code = 0;
   config::JobPrediction pred;
@@ -97,6 +100,10 @@ const char* recompute_label(Recompute r) { return r == Recompute::kFull ? "full"
 
 /// The largest FSDP program (ops, as lower_job estimates them) a plan builds and verifies.
 constexpr double kPlanMaxFsdpOps = 60000;
+/// The largest pipeline program a plan builds and verifies. A plan verifies up to 48 layouts:
+/// at --seq-len 1 a 1M-token step is 65,536 microbatches a pipeline rank, and verifying the
+/// twelve best took 97 s and 1.27 GB; larger programs are left to `verify`, as FSDP's are.
+constexpr double kPlanMaxPipelineOps = 250000;
 
 std::string layout_label(const Candidate& c) {
   const auto& l = c.job.layout;
@@ -127,6 +134,7 @@ std::string estimate(Candidate& c, const config::JobContext& ctx) {
   // larger ones to `verify` (not a verdict: they are counted as too large to verify).
   // Checked after the analytic memory bound, which refutes where this only sets aside.
   c.fsdp_ops = lj.is_fsdp ? jc.estimated_ops : 0;
+  c.pipeline_ops = lj.is_fsdp ? 0 : jc.estimated_ops;
   c.crossover = jc.fsdp_crossover_tokens;
   const int32_t p = j.layout.pp, v = j.stages_per_rank, m = j.microbatches;
   const double pdt = 2, rdt = j.reduce_dtype == "fp32" ? 4 : 2;
@@ -334,6 +342,13 @@ PointPlan plan_point(const PlanArgs& a, const PlanPoint& pt, int64_t tokens, boo
                        fmt::format("{} {} mbs {} recompute {}", fam, sh, b, recompute_label(rc)));
                 continue;
               }
+              if (c.pipeline_ops > kPlanMaxPipelineOps) {
+                reject(fmt::format("the program to verify is too large for a plan (a pipeline, about {:.0f} ops, more "
+                                   "than {:.0f}: {} microbatches per step); verify that layout alone",
+                                   c.pipeline_ops, kPlanMaxPipelineOps, j.microbatches),
+                       fmt::format("{} {} {} mbs {} recompute {}", fam, sh, schedule_label(j), b, recompute_label(rc)));
+                continue;
+              }
               cands.push_back(std::move(c));
             }
           }
@@ -487,7 +502,7 @@ int print_point(const PlanArgs& a, const PointPlan& pp) {
     const std::string toml = torchtitan_toml(best->job, *m, *hw, seqs);
     std::cout << fmt::format("\nbest layout torchtitan runs by name (#{}) as a job config{}:\n\n{}",
                              best - cands.data() + 1, a.emit ? fmt::format(", written to {}", *a.emit) : "", toml);
-    if (a.emit && !write_output(*a.emit, toml)) return kExitUsage;
+    if (a.emit && !write_output(*a.emit, toml, "--emit")) return kExitUsage;
   }
   if (exit_code == kExitPlanInconclusive)
     std::cout << fmt::format("\nno layout was verified: {} candidate(s) lower to more than {:.0e} ops, schedcheck's limit, "
@@ -658,6 +673,14 @@ int run_merge_shares(const PlanArgs& a, std::string* reading) {
       std::cerr << fmt::format("schedcheck: error: --merge {}: {}\n", path, why);
       return kExitSpec;
     }
+    // Copying, comparing and printing a parsed document recurse into it: a share nested deeper
+    // than any plan writes is refused before it is parsed.
+    if (auto deep = json_nested_too_deep(text)) {
+      std::cerr << fmt::format("schedcheck: error: --merge {}:{}:{}: arrays and objects nest more than {} levels deep "
+                               "(a plan share is a few levels deep)\n",
+                               escape_controls(path), deep->line, deep->col, kMaxInputNesting);
+      return kExitSpec;
+    }
     nlohmann::json share = nlohmann::json::parse(text, nullptr, false);
     if (share.is_discarded() || !share.is_object() || !share.contains("schedcheck_plan_share") ||
         !share.contains("sweep") || !share.contains("shard") || !share.contains("points") ||
@@ -714,7 +737,7 @@ int run_merge_shares(const PlanArgs& a, std::string* reading) {
         return kExitSpec;
       }
       if (std::string why = point_problem(sweep, index, pt); !why.empty()) {
-        std::cerr << fmt::format("schedcheck: error: --merge {}: point {}: {}\n", path, index, why);
+        std::cerr << fmt::format("schedcheck: error: --merge {}: point {}: {}\n", path, index, escape_controls(why));
         return kExitSpec;
       }
       points[index] = pt;
@@ -739,7 +762,9 @@ int run_merge_shares(const PlanArgs& a, std::string* reading) {
   nlohmann::json list = nlohmann::json::array();
   for (auto& [index, pt] : points) list.push_back(std::move(pt));
   const nlohmann::json report = sweep_report(sweep, list);
-  const std::string text = a.format == "json" ? report.dump(2) + "\n" : sweep_text(report);
+  // A share's names are its author's text: control bytes are shown escaped, never sent to the
+  // terminal (JSON escapes them itself).
+  const std::string text = a.format == "json" ? report.dump(2) + "\n" : escape_controls(sweep_text(report));
   if (!emit_report(a, text)) return kExitUsage;
   return report["exit_code"].get<int>();
 }

@@ -20,7 +20,6 @@
 namespace sc::cli {
 namespace {
 
-inline constexpr int kExitInconclusive = 5;
 inline constexpr int kExitMemory = 13;
 
 struct SynthArgs {
@@ -313,7 +312,7 @@ int run_synth(const SynthArgs& a) {
   }
   Diagnostics diags;
   auto spec = load_spec(a.file, std::nullopt, diags, /*schedule_optional=*/true, a.shape);
-  if (!spec) return report_spec_errors(diags);
+  if (!spec || refuse_forward_only(*spec, "synth", diags)) return report_spec_errors(diags);
   // The outputs are checked before the search (which may take minutes): never the spec or a
   // file it references, never both the same file.
   if (std::string problem = check_output_paths({{"--output", a.output}, {"--csv", a.csv}}, {a.file}); !problem.empty()) {

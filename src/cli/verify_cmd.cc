@@ -218,13 +218,20 @@ int run_pipeline_verify(const std::vector<std::string>& files, const VerifyReque
     return report_spec_errors(diags);
   }
   diags.print(std::cerr);  // warnings
-  for (const auto& spec : specs)
+  for (const auto& spec : specs) {
     if (a.lower && spec.has_comms()) {  // refused, never silently ignored
       std::cerr << fmt::format("schedcheck: error: --lower adds SEND/RECV to a compute-only schedule, but {} already "
                                "has SEND/RECV actions; check it without --lower\n",
                                spec.path.empty() ? spec.name : spec.path);
       return kExitUsage;
     }
+    // What `lower` refuses as its input (a collective), refused the same way (exit 2).
+    if (std::string why = a.lower ? lowering_input_problem(spec.actions, spec.stage_to_rank) : ""; !why.empty()) {
+      std::cerr << fmt::format("{}: error: cannot lower this schedule: {}\n", spec.path.empty() ? spec.name : spec.path,
+                               why);
+      return kExitSpec;
+    }
+  }
   // Now also the files the specs reference (a CSV, a router spec): never an output.
   if (std::string problem = check_output_paths({{"--trace", a.trace}, {"--dot", a.dot}, {"--svg", a.svg}}, files);
       !problem.empty()) {

@@ -168,6 +168,15 @@ class MegatronReader {
     return false;
   }
 
+  /// A flag argparse declares with one value (no `nargs`) takes the word after it; the next word
+  /// that is not a flag is left over, and argparse refuses it ("unrecognized arguments"):
+  /// reported at that word.
+  void one_value(const ShellFlag& f) {
+    if (f.values.size() > 1)
+      diags_.error(f.values[1].loc, fmt::format("argument {} takes one value: argparse refuses '{}' after it "
+                                                "(\"unrecognized arguments\")", f.name, f.values[1].text));
+  }
+
   /// The first value of integer flag `name`, `def` when the flag is absent; reports argparse's
   /// errors at the flag and values below `min`.
   std::optional<int64_t> integer(const std::string& name, std::optional<int64_t> def, int64_t min = 1) {
@@ -177,9 +186,7 @@ class MegatronReader {
       diags_.error(f->loc, fmt::format("argument {}: expected one argument", name));
       return std::nullopt;
     }
-    if (f->values.size() > 1)  // one int each: argparse leaves the rest as unrecognized arguments
-      diags_.error(f->values[1].loc, fmt::format("argument {} takes one value: argparse refuses '{}' after it "
-                                                 "(\"unrecognized arguments\")", name, f->values[1].text));
+    one_value(*f);
     const std::string& s = f->values[0].text;
     int64_t v = 0;
     auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -467,6 +474,7 @@ class MegatronReader {
       diags_.error(f->loc, fmt::format("argument {}: expected one argument", f->name));
       return std::nullopt;
     }
+    one_value(*f);
     const std::string& v = f->values[0].text;
     for (const char* o : options)
       if (v == o) return v;
@@ -728,6 +736,7 @@ class MegatronReader {
         diags_.error(l->loc, "argument --pipeline-model-parallel-layout: expected one argument");
         return false;
       }
+      one_value(*l);
       f.layout = l->values[0].text;
       auto mtp = integer("--mtp-num-layers", 0, 0);
       if (!mtp) return false;

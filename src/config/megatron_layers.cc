@@ -47,6 +47,15 @@ std::string layer_type(char c) {
   }
 }
 
+/// `s` as a message quotes it: whole up to 200 characters (Megatron prints it whole), else its
+/// first 160 and last 20 with the count between, so that `(x)*1000000` gives a line, not 2 MB.
+std::string shown_layout(const std::string& s) {
+  constexpr size_t kWhole = 200, kHead = 160, kTail = 20;
+  if (s.size() <= kWhole) return s;
+  return fmt::format("{}... ({} characters) ...{}", s.substr(0, kHead), s.size() - kHead - kTail,
+                     s.substr(s.size() - kTail));
+}
+
 }  // namespace
 
 std::optional<std::vector<std::string>> parse_megatron_layout(const std::string& text, std::string* error) {
@@ -100,7 +109,7 @@ std::optional<std::vector<std::string>> parse_megatron_layout(const std::string&
       if (c != 'E' && c != 'L' && c != 't' && c != 'm') {
         *error = fmt::format("Invalid layer character: {} (stage='{}', layout_str='{}'), known layer characters: "
                              "['E', 'L', 't', 'm']",
-                             c, stage, flat);
+                             c, shown_layout(stage), shown_layout(flat));
         return std::nullopt;
       }
   }

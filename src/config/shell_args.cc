@@ -16,10 +16,16 @@ namespace sc::config {
 namespace {
 
 /// One character of expanded text and where it came from: the character itself for literal
-/// text, the `$` of the expansion that produced it otherwise.
+/// text, the `$` of the expansion that produced it otherwise. `quoted`: written inside quotes,
+/// escaped with `\`, or produced by an expansion inside double quotes, so that word splitting
+/// leaves it alone (bash's "Word Splitting": only the results of unquoted expansions and
+/// unquoted blanks split). `item_break`: the blank between two items of `"${NAME[@]}"`, which
+/// ends a word even inside double quotes.
 struct Ch {
   char c;
   SourceLoc loc;
+  bool quoted = false;
+  bool item_break = false;
 };
 using Text = std::vector<Ch>;
 
@@ -35,6 +41,23 @@ void append(Text& t, const std::string& s, const SourceLoc& loc) {
 }
 
 bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+/// Whether word splitting ends a word at `ch`: an unquoted blank or newline, or the break
+/// between the items of `"${NAME[@]}"`.
+bool splits_at(const Ch& ch) { return ch.item_break || (!ch.quoted && (is_blank(ch.c) || ch.c == '\n')); }
+/// `t` split into its fields as bash's word splitting does (with the default IFS): runs of
+/// splitting characters separate fields, none is kept; quoted blanks stay inside their field.
+std::vector<Text> fields(const Text& t) {
+  std::vector<Text> out;
+  size_t k = 0;
+  while (k < t.size()) {
+    while (k < t.size() && splits_at(t[k])) ++k;
+    if (k >= t.size()) break;
+    const size_t b = k;
+    while (k < t.size() && !splits_at(t[k])) ++k;
+    out.emplace_back(t.begin() + static_cast<std::ptrdiff_t>(b), t.begin() + static_cast<std::ptrdiff_t>(k));
+  }
+  return out;
+}
 bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 /// A shell variable name: a letter or '_', then letters, digits and '_'.
@@ -414,7 +437,10 @@ class Shell {
     if (!command_flags_)
       for (const std::string& name : array_order_) {
         std::vector<ShellToken> tokens;
-        for (const Text& item : arrays_[name]) split(item, tokens);
+        for (Text item : arrays_[name]) {  // as `${NAME[@]}` unquoted would pass them: split
+          for (Ch& ch : item) ch.quoted = false;
+          split(item, tokens);
+        }
         collect(tokens);
       }
     for (const auto& [name, value] : scalars_) out_.vars[name] = ShellVar{str(value), scalar_loc_[name]};
@@ -584,7 +610,7 @@ class Shell {
   void single_quoted(Text& t) {
     advance();
     while (!eof() && peek() != '\'') {
-      t.push_back(Ch{peek(), here()});
+      t.push_back(Ch{peek(), here(), true});
       advance();
     }
     advance();
@@ -602,7 +628,7 @@ class Shell {
         if (peek(1) == '\n') break;  // a continuation ends the word; skip_blanks() eats it
         advance();
         if (!eof()) {
-          t.push_back(Ch{peek(), here()});
+          t.push_back(Ch{peek(), here(), true});
           advance();
         }
       } else if (c == '\'') {
@@ -636,12 +662,14 @@ class Shell {
       char c = peek();
       if (c == '\\' && (peek(1) == '"' || peek(1) == '\\' || peek(1) == '$' || peek(1) == '`' || peek(1) == '\n')) {
         advance();
-        if (peek() != '\n') t.push_back(Ch{peek(), here()});
+        if (peek() != '\n') t.push_back(Ch{peek(), here(), true});
         advance();
       } else if (c == '$') {
+        ++dquote_;  // what the expansion produces is quoted: not split (but "${NAME[@]}")
         dollar(t);
+        --dquote_;
       } else {
-        t.push_back(Ch{c, here()});
+        t.push_back(Ch{c, here(), true});
         advance();
       }
     }
@@ -688,7 +716,7 @@ class Shell {
     } else if (std::isdigit(static_cast<unsigned char>(c)) || (c != '\0' && std::string("@*#?$!-").find(c) != std::string::npos)) {
       advance();  // positional and special parameters: unset here
     } else {
-      t.push_back(Ch{'$', at});
+      t.push_back(Ch{'$', at, dquote_ > 0});
     }
   }
 
@@ -732,7 +760,7 @@ class Shell {
     if (index && array != arrays_.end()) {
       if (*index == "@" || *index == "*") {
         for (size_t j = 0; j < array->second.size(); ++j) {
-          if (j) value.push_back(Ch{' ', at});
+          if (j) value.push_back(Ch{' ', at, false, *index == "@"});
           value.insert(value.end(), array->second[j].begin(), array->second[j].end());
         }
       } else {
@@ -871,7 +899,13 @@ class Shell {
                      : name + " expands to more than " + std::to_string(kMaxShellValue) + " characters") +
                     ": a launch script's values are short, so this is not read");
     const size_t n = std::min(room, v.size());
-    t.insert(t.end(), v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n));
+    // Quoted or not as the expansion is written, whatever the value's own quotes were: an
+    // unquoted `$X` splits at the blanks of a value assigned as "a b", a quoted one does not.
+    for (size_t k = 0; k < n; ++k) {
+      Ch ch = v[k];
+      ch.quoted = dquote_ > 0 && !ch.item_break;
+      t.push_back(ch);
+    }
     expanded_ += n;
   }
   void splice(Text& t, const std::string& v, const std::string& name, const SourceLoc& at) {
@@ -939,8 +973,9 @@ class Shell {
       } else if (c == ';' || c == '&' || c == '|' || c == '(' || c == '<' || c == '>') {
         advance();
       } else {
-        Text item = word(nullptr);
-        if (!item.empty()) items.push_back(std::move(item));
+        // Each word is split as a command's words are: `( $ARGS )` and `( "${A[@]}" )` give
+        // one item per field, `( "--fp8-format hybrid" )` one item.
+        for (Text& item : fields(word(nullptr))) items.push_back(std::move(item));
       }
     }
     return items;
@@ -1204,6 +1239,7 @@ class Shell {
             scalars_.erase(name);
           } else {
             Text value(w.begin() + std::min(n, w.size()), w.end());
+            for (Ch& ch : value) ch.item_break = false;  // X="${A[@]}" joins the items with blanks
             if (append_op) {
               Text old = scalars_[name];
               old.insert(old.end(), value.begin(), value.end());
@@ -1696,23 +1732,19 @@ class Shell {
     heredoc_delims_.clear();
   }
 
-  /// Splits expanded text at blanks into tokens located at their first character, removing a
-  /// quote pair around a whole token.
+  /// Splits expanded text into words (fields()) located at their first character, removing a
+  /// quote pair around a whole word (a value that holds its own quotes, `X="'99,1,0'"`).
   static void split(const Text& t, std::vector<ShellToken>& out) {
-    size_t k = 0;
-    while (k < t.size()) {
-      while (k < t.size() && (is_blank(t[k].c) || t[k].c == '\n')) ++k;
-      if (k >= t.size()) break;
-      size_t b = k;
-      while (k < t.size() && !is_blank(t[k].c) && t[k].c != '\n') ++k;
-      size_t e = k;
-      if (e - b >= 2 && (t[b].c == '\'' || t[b].c == '"') && t[e - 1].c == t[b].c) {
+    for (const Text& f : fields(t)) {
+      size_t b = 0, e = f.size();
+      if (e - b >= 2 && (f[b].c == '\'' || f[b].c == '"') && f[e - 1].c == f[b].c && !f[b].quoted &&
+          !f[e - 1].quoted) {
         ++b;
         --e;
       }
       ShellToken tok;
-      tok.loc = t[std::min(b, t.size() - 1)].loc;
-      for (size_t j = b; j < e; ++j) tok.text += t[j].c;
+      tok.loc = f[std::min(b, f.size() - 1)].loc;
+      for (size_t j = b; j < e; ++j) tok.text += f[j].c;
       out.push_back(std::move(tok));
     }
   }
@@ -1761,6 +1793,7 @@ class Shell {
   size_t expanded_ = 0;  ///< characters produced by expansions so far (kMaxShellExpansion)
   int64_t pattern_budget_ = kMaxPatternSteps;  // glob steps left for ${...} patterns
   int plain_depth_ = 0;  ///< nesting of plain() (kMaxShellNesting)
+  int dquote_ = 0;       ///< expansions being read inside double quotes (their text is quoted)
   std::vector<std::string> heredoc_delims_;  // opened by the current command
   ShellArgs out_;
 };

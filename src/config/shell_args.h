@@ -95,11 +95,14 @@ inline constexpr int kMaxShellNesting = 64;
 /// runs or not by a's status where a is a test schedcheck evaluates (`[ -z "$TP" ] && TP=2`:
 /// `-n`, `-z`, string and integer comparisons, `true`, `false`), and is read as if it ran where
 /// a's status is not known (list_lines). Flags come from every command that is
-/// not a shell builtin (echo, mkdir, ...); the words of a command are split at blanks after
-/// expansion, quoted or not, so an array item "--fp8-format hybrid" gives a flag and its value,
-/// and a quote pair around a whole word ('99,1,0') is removed. When no command holds a flag (an
-/// arguments file that is a list of arrays only), the flags of every array are taken in the
-/// order the arrays were first set. Never fails: text it does not understand gives no flags.
+/// not a shell builtin (echo, mkdir, ...); the words of a command are split as bash splits them:
+/// at unquoted blanks and newlines and at the blanks an unquoted expansion produces, never inside
+/// quotes (`"Et*6|t*5|L "` stays one word, blank and all, as bash passes it; an array item
+/// "--fp8-format hybrid" is one word through `"${A[@]}"` and a flag and its value through
+/// `${A[@]}`), and a quote pair around a whole word that an expansion produced ('99,1,0') is
+/// removed. When no command holds a flag (an arguments file that is a list of arrays only), the
+/// items of every array are taken as `${NAME[@]}` passes them, in the order the arrays were first
+/// set. Never fails: text it does not understand gives no flags.
 /// `env` is the caller's environment as the script would see it (`--env NAME=VALUE`): its
 /// variables are set before the first line, as exported variables are; every other variable the
 /// script does not set is unset (not the environment schedcheck itself runs in, so that a check

@@ -144,6 +144,16 @@ WorstCase worst_case(const ReductionConfig& c, const AnalysisOptions& opt, const
   return w;
 }
 
+// The first stage of rank 0's path through the reduction whose value is `bad`.
+template <typename Bad>
+std::string lost_stage(const StageValues& st, Bad bad) {
+  if (bad(st.cast)) return "cast";
+  if (bad(st.pre_divided)) return "pre-divide";
+  if (bad(st.premultiplied)) return "pre-multiply";
+  if (bad(st.folded)) return "reduction";
+  return "post-divide";
+}
+
 // The bias figures of distribution `which` for every configuration in `cs`, which share the
 // ranks and the input type: each element's inputs are drawn (and their exact sum taken) once and
 // reduced under every configuration, so k configurations cost one draw and k folds per element
@@ -159,6 +169,8 @@ std::vector<BiasFigure> bias_figures(std::span<const ReductionConfig> cs, const 
     double rd = 0, r2 = 0;
     std::vector<std::pair<double, double>> kept;  // (exact, computed)
     int64_t left_out = 0;
+    int64_t nonfinite = 0;
+    std::string nonfinite_stage;
   };
   std::vector<Sums> sums(cs.size());
   for (Sums& s : sums) s.kept.reserve(opt.samples);
@@ -175,9 +187,15 @@ std::vector<BiasFigure> bias_figures(std::span<const ReductionConfig> cs, const 
     for (size_t k = 0; k < cs.size(); ++k) {
       const ReductionConfig& c = cs[k];
       double exact = exact_result_from_sum(c, x, sum);
-      double out = reduce_element(c, x, ring_start_rank(n, c.channels, opt.samples, e));
+      const int start = ring_start_rank(n, c.channels, opt.samples, e);
+      double out = reduce_element(c, x, start);
       work += n;
       Sums& s = sums[k];
+      if (!std::isfinite(out) && s.nonfinite++ == 0) {  // where the first one was lost
+        StageValues st;
+        reduce_element(c, x, start, &st);
+        s.nonfinite_stage = lost_stage(st, [](double v) { return !std::isfinite(v); });
+      }
       if (!std::isfinite(out) || exact == 0) {
         ++s.left_out;
         continue;
@@ -194,6 +212,8 @@ std::vector<BiasFigure> bias_figures(std::span<const ReductionConfig> cs, const 
     b.distribution = kNames[which];
     b.seed = opt.seed + which;
     b.left_out = s.left_out;
+    b.nonfinite = s.nonfinite;
+    b.nonfinite_stage = s.nonfinite_stage;
     b.samples = static_cast<int64_t>(s.kept.size());
     if (s.r2 == 0) continue;
     b.bias = s.rd / s.r2;
@@ -210,15 +230,6 @@ std::vector<BiasFigure> bias_figures(std::span<const ReductionConfig> cs, const 
     b.bias_stderr = b.spread / std::sqrt(n_eff);
   }
   return out;
-}
-
-template <typename Bad>
-std::string lost_stage(const StageValues& st, Bad bad) {
-  if (bad(st.cast)) return "cast";
-  if (bad(st.pre_divided)) return "pre-divide";
-  if (bad(st.premultiplied)) return "pre-multiply";
-  if (bad(st.folded)) return "reduction";
-  return "post-divide";
 }
 
 UnderflowMode underflow_mode(const ReductionConfig& c, int64_t& work) {
@@ -378,7 +389,9 @@ Figures worst_of(const std::vector<std::pair<Algorithm, Figures>>& all) {
     if (g.worst.relative_error > f.worst.relative_error) f.worst = g.worst;
     if (g.order.found && !f.order.found) f.order = g.order;
     for (size_t k = 0; k < f.biases.size(); ++k)
-      if (std::fabs(g.biases[k].bias) > std::fabs(f.biases[k].bias)) f.biases[k] = g.biases[k];
+      if (g.biases[k].nonfinite > f.biases[k].nonfinite ||
+          (g.biases[k].nonfinite == f.biases[k].nonfinite && std::fabs(g.biases[k].bias) > std::fabs(f.biases[k].bias)))
+        f.biases[k] = g.biases[k];
     if (g.underflow.found && (!f.underflow.found || g.underflow.input > f.underflow.input)) f.underflow = g.underflow;
     if (g.overflow.found && (!f.overflow.found || g.overflow.input < f.overflow.input)) f.overflow = g.overflow;
   }
@@ -419,7 +432,10 @@ std::vector<Figures> analyse_figures(std::span<const ReductionConfig> tops, cons
     for (auto [a, i] : parts[t]) {
       Figures g = std::move(all[i]);
       g.worst.family = fmt::format("{}: {}", algorithm_name(a), g.worst.family);
-      for (auto& b : g.biases) b.distribution = fmt::format("{} ({})", b.distribution, algorithm_name(a));
+      for (auto& b : g.biases) {
+        b.distribution = fmt::format("{} ({})", b.distribution, algorithm_name(a));
+        if (!b.nonfinite_stage.empty()) b.nonfinite_stage = fmt::format("{} ({})", b.nonfinite_stage, algorithm_name(a));
+      }
       g.underflow.stage = fmt::format("{} ({})", g.underflow.stage, algorithm_name(a));
       g.overflow.stage = fmt::format("{} ({})", g.overflow.stage, algorithm_name(a));
       per.emplace_back(a, std::move(g));
@@ -645,6 +661,26 @@ std::vector<NumericsFinding> numerics_findings(const Analysis& a, const Toleranc
               {"exact_fits", f.overflow.exact_fits ? 1.0 : 0.0}};
     n.witness = fmt::format("[{} x {}]", number(f.overflow.input), a.config.ranks);
     out.push_back(std::move(n));
+  }
+  // Typical gradients that come out as inf or NaN: the figures above leave them out (they are
+  // not an error to measure), so they are judged here, whatever the exact result.
+  for (const BiasFigure& b : f.biases) {
+    if (b.nonfinite == 0) continue;
+    const int64_t drawn = b.samples + b.left_out;
+    const double scalar = nccl_scalar(a.config);
+    std::string why;
+    if (!std::isfinite(scalar))
+      why = fmt::format(", where NCCL's scalar {} becomes {} in the element type",
+                        number(a.config.op == ReduceOp::kAvg ? 1.0 / a.config.ranks : a.config.premul_factor),
+                        number(scalar));
+    NumericsFinding n;
+    n.check = "overflow";
+    n.message = fmt::format("{}: {} of {} {} gradients come out as inf or NaN (first lost in the {}{})", what,
+                            b.nonfinite, drawn, b.distribution, b.nonfinite_stage, why);
+    n.data = {{"nonfinite", static_cast<double>(b.nonfinite)}, {"samples", static_cast<double>(drawn)},
+              {"seed", static_cast<double>(b.seed)}, {"scalar", scalar}};
+    out.push_back(std::move(n));
+    break;  // the first distribution that overflows says it; the others add nothing new
   }
   return out;
 }

@@ -59,6 +59,11 @@ struct BiasFigure {
   uint64_t seed = 0;
   int64_t samples = 0;             ///< elements used
   int64_t left_out = 0;            ///< elements left out (non-finite output or zero exact result)
+  /// Of those left out, elements whose output is inf or NaN: typical gradients that overflow
+  /// (a failure, numerics_findings), and where the first of them was lost ("cast",
+  /// "pre-divide", "pre-multiply", "reduction" or "post-divide"; empty when none).
+  int64_t nonfinite = 0;
+  std::string nonfinite_stage;
   double bias = 0;
   double spread = 0;
   double bias_stderr = 0;
@@ -201,6 +206,10 @@ struct NumericsFinding {
 /// result that fits, for a uniform input of at most max_gradient, and with `deterministic` a
 /// result that two fold orders NCCL may choose (ring starts, channel counts, algorithms;
 /// OrderDependence) give with different bits, the two orders as witnesses (NVIDIA/nccl#1055).
+/// Gradient-like inputs (the bias distributions, |g| from 1e-7 to 1e-1) whose result comes out as
+/// inf or NaN are an "overflow" finding whatever the exact result, with the count and the stage
+/// where the first was lost: such results are failures, never left out of the verdict (a
+/// premul_sum factor or divide factor the element type cannot hold makes every result inf).
 /// Empty when the configuration holds.
 std::vector<NumericsFinding> numerics_findings(const Analysis& a, const Tolerances& tol);
 

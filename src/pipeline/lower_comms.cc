@@ -419,6 +419,12 @@ std::vector<std::vector<Step>> merge_bw(const std::vector<std::vector<Step>>& ac
   return out;
 }
 
+std::string lowering_input_problem(const std::vector<std::vector<Step>>& actions,
+                                   const std::vector<int32_t>& stage_to_rank) {
+  std::string why;
+  return check_input(actions, stage_to_rank, &why) ? std::string() : why;
+}
+
 std::optional<std::vector<std::vector<Step>>> lower_comms(
     const std::vector<std::vector<Step>>& actions, const std::vector<int32_t>& stage_to_rank,
     LowerPolicy policy, std::string* why, const std::vector<int32_t>& pipeline_starts) {

@@ -37,6 +37,13 @@ std::vector<std::vector<Step>> merge_bw(const std::vector<std::vector<Step>>& ac
 /// lowering does not define). `pipeline_starts` (PipelineSpec::pipeline_starts) marks the
 /// first stage of each independent pipeline: no data crosses from a pipeline's last stage to the
 /// next pipeline's first.
+/// What makes `actions` no input for lower_comms whatever the schedule's order (a SEND/RECV
+/// already there, a collective, a stage the placement does not put on a rank), as lower_comms
+/// words it; empty when none. An input problem, which `lower` and `verify --lower` both refuse
+/// as one (exit 2); a schedule that cannot make progress is the lowering's own finding.
+std::string lowering_input_problem(const std::vector<std::vector<Step>>& actions,
+                                   const std::vector<int32_t>& stage_to_rank);
+
 std::optional<std::vector<std::vector<Step>>> lower_comms(
     const std::vector<std::vector<Step>>& actions, const std::vector<int32_t>& stage_to_rank,
     LowerPolicy policy, std::string* why, const std::vector<int32_t>& pipeline_starts = {0});

@@ -44,10 +44,17 @@ void figures_text(std::string& out, const Figures& f, const ReductionConfig& c) 
   for (const BiasFigure& b : f.biases)
     out += fmt::format("  {:<14} bias {:>11}  spread {:>9}  stderr {:>8}  {} samples{}  seed {}\n", b.distribution,
                        signed_g(b.bias), g(b.spread), g(b.bias_stderr), b.samples,
-                       b.left_out ? fmt::format(" ({} left out)", b.left_out) : "", b.seed);
+                       b.left_out == 0   ? std::string()
+                       : b.nonfinite == 0 ? fmt::format(" ({} left out)", b.left_out)
+                                          : fmt::format(" ({} left out, {} of them inf or NaN)", b.left_out, b.nonfinite),
+                       b.seed);
   out += "failure modes:\n";
   out += fmt::format("  underflow to zero: {}\n", underflow_text(f.underflow));
   out += fmt::format("  overflow: {}\n", overflow_text(f.overflow));
+  for (const BiasFigure& b : f.biases)  // typical gradients that overflow (a finding, numerics_findings)
+    if (b.nonfinite > 0)
+      out += fmt::format("  inf or NaN from {} gradients: {} of {} (first in the {})\n", b.distribution, b.nonfinite,
+                         b.samples + b.left_out, b.nonfinite_stage);
   if (c.op == ReduceOp::kAvg)
     out += fmt::format("  avg's scale: {} * {}(1/{}) - 1 = {}\n", c.ranks, dtype_name(c.dtype), c.ranks,
                        signed_g(f.avg_scale_error));
@@ -183,7 +190,7 @@ json figures_json(const Figures& f) {
   for (double v : f.worst.witness_inputs) inputs.push_back(num(v));
   json biases = json::array();
   for (const BiasFigure& b : f.biases)
-    biases.push_back({{"distribution", b.distribution}, {"seed", b.seed}, {"samples", b.samples}, {"left_out", b.left_out},
+    biases.push_back({{"distribution", b.distribution}, {"seed", b.seed}, {"samples", b.samples}, {"left_out", b.left_out}, {"nonfinite", b.nonfinite},
                       {"bias", num(b.bias)}, {"spread", num(b.spread)}, {"bias_stderr", num(b.bias_stderr)}});
   return {
       {"worst", {{"relative_error", num(f.worst.relative_error)}, {"computed", num(f.worst.computed)},

@@ -21,7 +21,7 @@ void write_findings(std::ostream& os, const std::vector<Finding>& findings);
 
 /// Text for people: the verdict first, then findings (with their counterexamples), then a
 /// per-rank summary (busy, idle, peak and worst-case memory) and, for small schedules (at most
-/// `timeline_max_ops` ops), a compact text timeline: a row per stream, a column per third (or
+/// `timeline_max_ops` ops and as many streams), a compact text timeline: a row per stream, a column per third (or
 /// half, or whole) of the shortest compute op, at most 120 columns; a column shows the op that
 /// covers more than half of it (else idle): its kind letter, then its microbatch where its
 /// columns leave room, then '-' for its other columns.

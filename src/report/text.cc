@@ -212,11 +212,15 @@ void write_text_report(std::ostream& os, const VerifyResult& r, size_t timeline_
   for (const JobRankRun& run : runs)
     os << fmt::format("  {:<{}}{}{}\n", run.ranks.label(), width, rows[static_cast<size_t>(run.row)],
                       alike_suffix(run.ranks));
-  if (p.ops.size() <= timeline_max_ops) write_timeline(os, r);
+  // The timeline has a row per stream, idle or not: a program of many idle ranks is as large as
+  // one of many ops, so both count against the limit.
+  if (p.ops.size() <= timeline_max_ops && p.streams.size() <= timeline_max_ops) write_timeline(os, r);
   else if (timeline_max_ops > 0)
-    os << fmt::format("\ntimeline: omitted, {} ops is more than --timeline-ops {} (raise it, or draw the timeline with "
+    os << fmt::format("\ntimeline: omitted, {} is more than --timeline-ops {} (raise it, or draw the timeline with "
                       "--svg FILE)\n",
-                      p.ops.size(), timeline_max_ops);
+                      p.ops.size() > timeline_max_ops ? fmt::format("{} ops", p.ops.size())
+                                                      : fmt::format("{} streams (a row each)", p.streams.size()),
+                      timeline_max_ops);
 }
 
 }  // namespace sc

@@ -185,6 +185,12 @@ ParsedStep parse_simple(std::string_view s, size_t base, const SourceLoc& loc) {
     if (kTokens[k] == word) kind = k;
   if (kind < 0)
     return fail(fmt::format("'{}': unknown action kind '{}'", s, word), base + kind_pos);
+  // A collective has one grammar, parse_collective's: a stage id before it is not a
+  // stage-prefixed collective but an error, as a collective without its group is.
+  if (is_collective(static_cast<ActionKind>(kind)))
+    return fail(fmt::format("'{}': a collective takes no stage id; it names its group after '@', as in {}@world", s,
+                            word),
+                base);
   // Refused here, before the id is stored: an Action holds stage ids below 2^23 only.
   if (stage >= kMaxSpecStages)
     return fail(fmt::format("stage id {} of '{}' is out of range (at most {} stages)", stage, s, kMaxSpecStages), base);

@@ -186,17 +186,21 @@ bool parse_header(std::string_view line, SourceLoc loc, CsvSchedule& out, Diagno
 bool parse_row(std::string_view line, int32_t file, int32_t line_no, CsvSchedule& out,
                std::vector<Step>& row, FileErrors& errors, SourceLoc& first_p2p) {
   if (line.empty()) return true;  // a blank line: a rank without actions
-  // One step a cell (a BATCH cell adds its members): sized once, where growing by doubling
-  // left a third of the row's bytes unused on large schedules.
-  row.reserve(row.size() + static_cast<size_t>(std::count(line.begin(), line.end(), ',')) + 1);
+  // One step a cell that holds something (a BATCH cell adds its members): sized once, where
+  // growing by doubling left a third of the row's bytes unused on large schedules. Idle cells
+  // (",,") hold no step: counting every comma once reserved 40 bytes per byte of a file of
+  // idle cells (a 20 MB one took 800 MB).
+  size_t cells = 0;
+  for (size_t i = 0; i < line.size(); ++i) cells += line[i] != ',' && (i == 0 || line[i - 1] == ',');
+  row.reserve(row.size() + cells);
   // One step read: its ids, whether it makes the file a comms CSV, then the row.
   auto take = [&](const Step& st) {
     note_ids(out, st.first);
     if (st.second) note_ids(out, *st.second);
-    if (is_p2p(st.first.kind)) {
-      out.format = CsvFormat::kComputeComms;
-      if (!first_p2p.valid()) first_p2p = st.loc;
-    }
+    // A SEND or RECV makes the file a compute_comms one; a collective (schedcheck's own cell,
+    // which neither of PyTorch's formats holds) is a communication action too.
+    if (is_p2p(st.first.kind)) out.format = CsvFormat::kComputeComms;
+    if ((is_p2p(st.first.kind) || is_collective(st.first.kind)) && !first_p2p.valid()) first_p2p = st.loc;
     row.push_back(st);
   };
   size_t start = 0;
@@ -320,6 +324,11 @@ std::optional<CsvSchedule> parse_csv_schedule(const std::string& name, std::stri
                                               Diagnostics& diags,
                                               std::optional<CsvFormat> expected) {
   CsvSchedule out;
+  // Python's csv reader, which PyTorch's _load_csv reads with, ends a row at "\n", "\r\n" or a
+  // lone "\r" (old Mac line endings): a lone one reads as "\n" here, so rows and line numbers
+  // are the reader's. Only this copy changes, never the file.
+  for (size_t i = 0; i < text.size(); ++i)
+    if (text[i] == '\r' && (i + 1 == text.size() || text[i + 1] != '\n')) text[i] = '\n';
   out.file = register_source(name, std::move(text));
   SourceLoc file_start{out.file, 1, 1};
   // The registered text itself (nothing registers another source while this parses).
@@ -351,8 +360,7 @@ std::optional<CsvSchedule> parse_csv_schedule(const std::string& name, std::stri
       line_start = i + 1;
       continue;
     }
-    bool stray_cr = c == '\r' && i + 1 < body.size() && body[i + 1] != '\n';
-    if (is_binary_byte(c) || stray_cr) {
+    if (is_binary_byte(c)) {
       SourceLoc at{out.file, line_no, static_cast<int32_t>(i - line_start + 1)};
       diags.error(at, fmt::format("unexpected byte 0x{:02x}: a schedule file is plain text", c));
       return std::nullopt;
@@ -456,6 +464,11 @@ std::optional<CsvSchedule> parse_csv_schedule(const std::string& name, std::stri
                fmt::format("{} more ranks have no actions, the last of them rank {}", idle_ranks - kMaxIdleRankWarnings,
                            last_idle));
 
+  if (expected == CsvFormat::kComputeOnly && out.format == CsvFormat::kComputeOnly && first_p2p.valid()) {
+    diags.error(first_p2p, "expected a compute_only schedule, but the file has a collective, which neither of "
+                           "PyTorch's schedule formats holds (its _load_csv refuses the cell)");
+    return std::nullopt;
+  }
   if (expected && *expected != out.format) {
     if (*expected == CsvFormat::kComputeOnly)
       diags.error(first_p2p, fmt::format("expected a compute_only schedule, but the file has "

@@ -431,7 +431,7 @@ void Loader::read_phases(const Entry& e, PipelineSpec& spec, bool* microbatches_
   if (!e.value.IsSequence() || e.value.size() == 0) {
     error(loc(e), fmt::format("phases must be a list such as [{{name: train, microbatches: 8}}, {{name: eval, "
                               "microbatches: 2, forward_only: true}}], got {}",
-                              describe(e.value)));
+                              e.value.IsSequence() ? std::string("an empty list") : describe(e.value)));
     return;
   }
   if (spec.named) {

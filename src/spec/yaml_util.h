@@ -15,6 +15,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "support/diagnostics.h"
+#include "support/nesting.h"
 #include "support/source.h"
 
 namespace sc::yaml_util {
@@ -36,8 +37,8 @@ using Sections = std::vector<std::pair<std::string, const std::vector<std::strin
 inline constexpr int kMaxErrors = 100;
 
 /// Deepest nesting of flow collections ("[[[[...") prescan() lets through: yaml-cpp scans deeper
-/// text slowly before it gives up.
-inline constexpr int kMaxFlowDepth = 256;
+/// text slowly before it gives up. The same cap as every JSON input's (support/nesting.h).
+inline constexpr int kMaxFlowDepth = kMaxInputNesting;
 
 /// "a map", "a list", "nothing" or the quoted scalar (cut at 40 characters), for "got ..." in
 /// messages.

@@ -1,4 +1,5 @@
 #include "support/diagnostics.h"
+#include "support/escape.h"
 
 #include <algorithm>
 #include <ostream>
@@ -28,9 +29,6 @@ void Diagnostics::merge(const Diagnostics& other) {
   }
 }
 
-namespace {
-// A message quotes input text (YAML scalars may hold escape sequences such as "\e[2J"): control
-// bytes other than tab and newline are shown as \xNN, never sent to the terminal raw.
 std::string escape_controls(std::string_view text) {
   std::string out;
   for (char ch : text) {
@@ -40,6 +38,8 @@ std::string escape_controls(std::string_view text) {
   }
   return out;
 }
+
+namespace {
 /// Replaces with '?' what a terminal must not be sent from a source line: control bytes (tab
 /// kept) and DEL, and every byte outside a well-formed UTF-8 sequence (Latin-1 text, binary, a
 /// sequence cut by the excerpt's window), so the excerpt is always valid UTF-8; well-formed
