@@ -360,3 +360,26 @@ TEST_CASE("the running process keeps its name schedcheck after the huge-page re-
   CHECK(r.exit_code == 1);
   CHECK(r.out.find("schedcheck: error: diff --git: schedcheck\n") != std::string::npos);
 }
+
+TEST_CASE("the command line suggests what a mistyped value meant, and schedcheck alone lists the commands", "[cli]") {
+  auto format = sc::test::run_schedcheck("verify examples/gpu-1f1b-p4-m8.yaml --format jsn");
+  CHECK(format.exit_code == 1);
+  CHECK(format.out.find("--format: 'jsn' is not one of text, json, sarif, github (did you mean 'json'?)") !=
+        std::string::npos);
+  const std::string plan = "plan --gpus 64 --global-batch-tokens 4M --seq-len 8192 ";
+  auto model = sc::test::run_schedcheck(plan + "--model llama3-70");
+  CHECK(model.out.find("--model llama3-70: unknown preset (did you mean 'llama3-70b'?)") != std::string::npos);
+  auto gpu = sc::test::run_schedcheck(plan + "--model llama3-70b --hardware h100-80gb");
+  CHECK(gpu.out.find("--hardware h100-80gb: unknown preset (did you mean 'h100'?)") != std::string::npos);
+
+  auto bare = sc::test::run_schedcheck("");
+  INFO(bare.out);
+  CHECK(bare.exit_code == 1);
+  CHECK(bare.out.find("usage: schedcheck COMMAND") == 0);
+  for (const char* command : {"verify", "lower", "gen", "compare", "synth", "run", "numerics", "diff", "plan"})
+    CHECK(bare.out.find("\n  " + std::string(command) + " ") != std::string::npos);
+  size_t start = 0, widest = 0;
+  for (size_t end; (end = bare.out.find('\n', start)) != std::string::npos; start = end + 1)
+    widest = std::max(widest, end - start);
+  CHECK(widest <= 80);
+}

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "pipeline/named_schedule.h"
@@ -159,6 +160,19 @@ std::optional<PipelineSpec> load_spec(const std::string& path, const std::option
     return std::nullopt;
   }
   return spec;
+}
+
+CLI::Validator one_of(std::vector<std::string> names) {
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ",") + n;
+  return CLI::Validator(
+      [names](std::string& value) -> std::string {
+        if (std::find(names.begin(), names.end(), value) != names.end()) return "";
+        const std::string near = closest_match(value, names);
+        return fmt::format("'{}' is not one of {}{}", value, fmt::join(names, ", "),
+                           near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near));
+      },
+      "{" + list + "}");
 }
 
 int report_spec_errors(const Diagnostics& diags) {

@@ -86,6 +86,11 @@ class ReportSink {
   std::vector<nlohmann::json> values_;
 };
 
+/// A check for an option whose value is one of `names`: a value not among them is refused as
+/// "'jsn' is not one of text, json, sarif, github (did you mean 'json'?)" (CLI11 puts the option
+/// first), the suggestion by closest_match. Use instead of CLI::IsMember.
+CLI::Validator one_of(std::vector<std::string> names);
+
 /// Prints `diags` and the closing line to standard error; returns kExitSpec.
 int report_spec_errors(const Diagnostics& diags);
 
