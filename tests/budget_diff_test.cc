@@ -167,7 +167,7 @@ TEST_CASE("diff compares two PyTorch schedule CSVs through the pipeline front-en
   CHECK(j["diffs"][0]["verdict"]["old"] == "holds");
 }
 
-TEST_CASE("regression thresholds parse as percentages per figure or group; a bare number is refused", "[diff]") {
+TEST_CASE("regression thresholds parse as percentages per figure or group, and a bare number is refused", "[diff]") {
   std::string why;
   auto t = sc::parse_thresholds("time=5%,memory=2%,findings", &why);
   REQUIRE(t);

@@ -132,7 +132,7 @@ TEST_CASE("verify of several files: a file in error is one result in every forma
   CHECK(github.out.find("schedcheck: 3 files, 1 hold, 1 violated, 1 in error;") != std::string::npos);
 }
 
-TEST_CASE("a spec whose budget: mapping is malformed is one result in error; the other files are still checked",
+TEST_CASE("a spec whose budget: mapping is malformed is one result in error, and the other files are still checked",
           "[cli][ci][budget]") {
   const std::string dir = fresh_dir("schedcheck_premerge_budget");
   sc::test::write_file(dir + "/bad-budget.yaml", holding_spec() + "budget:\n  span: soon\n");
@@ -221,7 +221,7 @@ std::string preset_70b_with(const std::string& first_line) {
 
 }  // namespace
 
-TEST_CASE("a config's schedcheck: directive states its facts; the command line never silently overrides them",
+TEST_CASE("a config's schedcheck: directive states its facts, and the command line never silently overrides them",
           "[cli][config]") {
   const std::string dir = fresh_dir("schedcheck_premerge_facts");
   sc::test::write_file(dir + "/stated.toml", preset_70b_with("# schedcheck: gpus=64 hardware=a100-80gb"));
@@ -292,7 +292,7 @@ TEST_CASE("a Megatron-LM launch script states its GPU in a schedcheck: directive
 }
 
 TEST_CASE("diff --git BASE with no files finds the changed inputs since the merge-base: modified, added, deleted "
-          "and renamed; unchanged files are skipped", "[cli][diff][git]") {
+          "and renamed, and unchanged files are skipped", "[cli][diff][git]") {
   const std::string repo = fixture_repo("schedcheck_premerge_git_changes");
   if (repo.empty()) {
     SC_SKIP("git is not installed");

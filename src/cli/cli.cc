@@ -74,7 +74,7 @@ int sc::cli::run_cli(int argc, char** argv) {
       static const std::map<std::string, const char*> kSummary = {
           {"verify", "check schedules and training configs, and predict their timeline"},
           {"lower", "add explicit SEND/RECV actions to a compute-only schedule"},
-          {"gen", "generate a named pipeline schedule as its reference implementation does"},
+          {"gen", "generate a named pipeline schedule as its reference code does"},
           {"compare", "verify named schedules with the same costs, over sweeps"},
           {"synth", "search the order with the least span within the memory limit (Z3)"},
           {"run", "execute a verified schedule on a GPU and compare with the prediction"},

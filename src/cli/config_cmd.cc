@@ -11,7 +11,6 @@
 
 #include "cli/common.h"
 #include "cli/config_cmd.h"
-#include "config/file_facts.h"
 #include "config/verify_job.h"
 #include "config/readers.h"
 #include "fsdp/verify_fsdp.h"
@@ -195,24 +194,10 @@ nlohmann::json job_json(const TrainingJob& job, const JobCosts& jc, const config
 
 }  // namespace
 
-bool read_config_job(const std::string& path, const config::JobContext& cli, TrainingJob* job, Diagnostics& d) {
-  // The facts the file states about its run (config/file_facts.h); the command line fills the rest.
-  // DeepSpeed JSON has no comments: its facts come from the command line.
-  config::FileFacts facts;
-  if (!config::is_deepspeed_config(path)) {
-    std::string text, why;
-    if (read_input_file(path, &text, &why)) {
-      facts = config::read_file_facts(register_source(path, text), text, config::is_torchtitan_config(path), d);
-      if (d.has_errors()) return false;
-    }
-  }
-  const config::JobContext ctx = config::merge_file_facts(cli, facts, d);
-  bool ok = false;
-  if (config::is_torchtitan_config(path)) ok = config::read_torchtitan(path, ctx, job, d);
-  else if (config::is_deepspeed_config(path)) ok = config::read_deepspeed(path, ctx, job, d);
-  else ok = config::read_megatron(path, ctx, job, d);
-  if (ok) config::locate_file_facts(facts, job);
-  return ok;
+bool read_config_job(const std::string& path, const config::JobContext& ctx, TrainingJob* job, Diagnostics& d) {
+  if (config::is_torchtitan_config(path)) return config::read_torchtitan(path, ctx, job, d);
+  if (config::is_deepspeed_config(path)) return config::read_deepspeed(path, ctx, job, d);
+  return config::read_megatron(path, ctx, job, d);
 }
 
 int run_config_verify(const std::vector<std::string>& files, ReportSink& sink, const config::JobContext& ctx,

@@ -164,4 +164,15 @@ void locate_file_facts(const FileFacts& facts, TrainingJob* job) {
   if (facts.model_at.valid() && job->model == facts.model) job->where["model"] = facts.model_at;
 }
 
+bool read_with_file_facts(const std::string& path, const JobContext& cli, bool torchtitan, TrainingJob* job,
+                          Diagnostics& diags, const std::function<bool(const JobContext&)>& read) {
+  std::string text, why;
+  if (!read_input_file(path, &text, &why) || text.find('\0') != std::string::npos) return read(cli);
+  const FileFacts facts = read_file_facts(register_source(path, text), text, torchtitan, diags);
+  if (diags.has_errors()) return false;
+  if (!read(merge_file_facts(cli, facts, diags))) return false;
+  locate_file_facts(facts, job);
+  return true;
+}
+
 }  // namespace sc::config

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "config/job.h"
@@ -44,5 +45,12 @@ JobContext merge_file_facts(const JobContext& cli, const FileFacts& facts, Diagn
 /// Points job.where at the file's statement for each fact the file stated and the job took
 /// ("world", "hardware", "model"), so findings about them are located there.
 void locate_file_facts(const FileFacts& facts, TrainingJob* job);
+
+/// A reader's entry with the file's facts: reads `path` (when it cannot be read, `read` runs with
+/// `cli` alone and reports it in its words), read_file_facts, then `read` with
+/// merge_file_facts(cli, ...), then locate_file_facts. False when the facts have errors (the
+/// reader is not run) or when `read` returns false.
+bool read_with_file_facts(const std::string& path, const JobContext& cli, bool torchtitan, TrainingJob* job,
+                          Diagnostics& diags, const std::function<bool(const JobContext&)>& read);
 
 }  // namespace sc::config

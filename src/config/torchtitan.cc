@@ -13,6 +13,7 @@
 #include <toml++/toml.h>
 
 #include "config/config_keys.h"
+#include "config/file_facts.h"
 #include "config/lower_job.h"
 #include "config/readers.h"
 #include "config/toml_limits.h"
@@ -783,8 +784,9 @@ bool is_torchtitan_config(const std::string& path) {
   return std::filesystem::path(path).extension() == ".toml";
 }
 
-bool read_torchtitan(const std::string& path, const JobContext& ctx, TrainingJob* job, Diagnostics& diags) {
-  return Reader(path, ctx, job, diags).run();
+bool read_torchtitan(const std::string& path, const JobContext& cli, TrainingJob* job, Diagnostics& diags) {
+  return read_with_file_facts(path, cli, true, job, diags,
+                              [&](const JobContext& ctx) { return Reader(path, ctx, job, diags).run(); });
 }
 
 }  // namespace sc::config
