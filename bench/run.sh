@@ -12,7 +12,8 @@
 # the benchmarks first, e.g.
 #   ./scripts/build.sh verify_bench worst_case_memory_bench composed_bench pipeline_scaling_bench \
 #     fsdp_bench generators_bench router_bench
-# (RelWithDebInfo, as build.sh configures; the option SCHEDCHECK_BENCH=OFF leaves them out).
+# (the figures are of RelWithDebInfo builds: SCHEDCHECK_BUILD_TYPE=RelWithDebInfo ./scripts/build.sh ...;
+# the option SCHEDCHECK_BENCH=OFF leaves them out).
 #
 # Tables, their commands and about how long they take on a 2-core machine:
 #   verify_bench             verify_bench                                     2 s

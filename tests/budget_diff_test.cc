@@ -167,12 +167,15 @@ TEST_CASE("diff compares two PyTorch schedule CSVs through the pipeline front-en
   CHECK(j["diffs"][0]["verdict"]["old"] == "holds");
 }
 
-TEST_CASE("regression thresholds parse as fractions or percentages per figure or group", "[diff]") {
+TEST_CASE("regression thresholds parse as percentages per figure or group, and a bare number is refused", "[diff]") {
   std::string why;
-  auto t = sc::parse_thresholds("time=5%,memory=0.02,findings", &why);
+  auto t = sc::parse_thresholds("time=5%,memory=2%,findings", &why);
   REQUIRE(t);
   CHECK(t->at("time") == Approx(0.05));
   CHECK(t->at("memory") == Approx(0.02));
+  CHECK(!sc::parse_thresholds("memory=0.02", &why));
+  CHECK(why == "--fail-on-regression: 'memory=0.02' has no unit: write memory=0.02% for 0.02 percent, or memory=2% "
+               "for the fraction 0.02 (2 percent)");
   CHECK(t->count("findings") == 1);
   CHECK(!sc::parse_thresholds("time=-1%", &why));
   CHECK(why.find("'time=-1%'") != std::string::npos);

@@ -438,8 +438,12 @@ TEST_CASE("hostile configs: non-JSON DeepSpeed, exploding shell variables, huge 
   CHECK(r.out.find("expands to more than 65536 characters") != std::string::npos);
   // A world too large to model is refused with its size, not built.
   const std::string ex = test::source_path("examples/torchtitan-llama3-8b-pp2.toml");
-  // (At 65,536 GPUs it is 2.56 M ops and verifies; at 524,288 it is 20.4 M.)
-  r = test::run_schedcheck("verify '" + ex + "' --gpus 524288");
+  // (At 65,536 GPUs it is 2.56 M ops and verifies; at 524,288 it is 20.4 M.) Without the preset
+  // comment, which states 64 GPUs that --gpus does not override.
+  std::string open_world = test::read_file(ex);
+  open_world = "# the preset's comment left out" + open_world.substr(open_world.find('\n'));
+  const std::string huge = test::write_temp("schedcheck-config-test", "huge-world.toml", open_world);
+  r = test::run_schedcheck("verify '" + huge + "' --gpus 524288");
   CHECK(r.exit_code == 2);
   CHECK(r.out.find("this job lowers to about 2.04e+07 ops (524288 modelled ranks × 39 ops each)") != std::string::npos);
   // TP 16 does not divide llama3-8b's 8 key/value heads; seq_len must divide by 2·tp·cp at any degree.

@@ -88,30 +88,21 @@ int run_recorded(const std::vector<std::string>& files, const RecordedOptions& o
       }
     overrides.push_back(*b);
   }
-  // Every file's budgets are read before anything is checked: a bad budget stops the run.
+  // Each file's budgets are read before it is checked: a bad budget: mapping makes that file one
+  // result in error (its diagnostics), and the other files are still checked.
   std::vector<std::vector<Budget>> budgets;
-  Diagnostics diags;
-  for (const auto& f : files) budgets.push_back(with_overrides(load_budgets(f, diags), overrides));
-  if (diags.has_errors()) {
-    if (options.format == "json")
-      std::cout << diagnostics_value(diags).dump(2, ' ', false, json::error_handler_t::replace) << "\n";
-    if (options.format == "sarif" || options.format == "github" || options.junit) {
-      // CI readers get the errors as results too: a record per file with its diagnostics.
-      json records = json::array();
-      for (const auto& f : files) {
-        json rec = {{"schema_version", kReportSchemaVersion}, {"schedcheck_version", kToolVersion}, {"path", f},
-                    {"verdict", "error"}, {"exit_code", kExitSpec}, {"diagnostics", json::array()}};
-        for (const auto& d : diags.all())
-          if (d.severity == Severity::kError && d.loc.valid() && source_name(d.loc.file) == f)
-            rec["diagnostics"].push_back({{"severity", "error"}, {"file", f}, {"line", d.loc.line},
-                                          {"col", d.loc.col}, {"message", d.message}});
-        if (!rec["diagnostics"].empty()) records.push_back(rec);
-      }
-      if (options.format == "sarif") std::cout << sarif_log(records, kExitSpec);
-      if (options.format == "github") std::cout << github_annotations(records, kExitSpec);
-      if (options.junit && !write_output(*options.junit, junit_xml(records), "--junit")) return kExitUsage;
+  std::vector<std::optional<json>> budget_errors;
+  for (const auto& f : files) {
+    Diagnostics diags;
+    budgets.push_back(with_overrides(load_budgets(f, diags), overrides));
+    if (!diags.has_errors()) {
+      budget_errors.emplace_back();
+      continue;
     }
-    return report_spec_errors(diags);
+    json rec = diagnostics_value(diags);
+    rec["path"] = f;
+    budget_errors.emplace_back(std::move(rec));
+    report_spec_errors(diags);
   }
 
   int exit = 0;
@@ -121,7 +112,20 @@ int run_recorded(const std::vector<std::string>& files, const RecordedOptions& o
     // One run per file: its record, and for text its report (written here, printed below with
     // its budgets).
     std::ostringstream text;
+    if (budget_errors[i]) {
+      exit = combine_exit(exit, kExitSpec);
+      if (options.format == "text")
+        std::cout << (i ? "\n" : "") << files[i] << ": ERROR: " << first_error_of(*budget_errors[i]) << " (exit "
+                  << kExitSpec << ")\n";
+      records.push_back(std::move(*budget_errors[i]));
+      continue;
+    }
     json record = run_into(files[i], run_one, options.format == "text" ? "text" : "json", text, &code);
+    if (options.format == "text" && code == kExitSpec) {
+      const std::string first = first_error_of(record);
+      text << files[i] << ": ERROR: " << (first.empty() ? "it could not be checked (see above)" : first) << " (exit "
+           << code << ")\n";
+    }
     std::vector<BudgetCheck> checks;
     if (code != kExitSpec && !budgets[i].empty()) {
       checks = check_budgets(figures_of_report(record), budgets[i]);
@@ -160,6 +164,7 @@ int run_recorded(const std::vector<std::string>& files, const RecordedOptions& o
     }
     records.push_back(std::move(record));
   }
+  if (options.format == "text" && files.size() > 1) std::cout << "\n" << results_summary(records, exit) << "\n";
   if (options.format == "json") {
     const json& out = records.size() == 1 ? records[0] : records;
     std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <iostream>
 #include <new>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,31 @@ int sc::cli::run_cli(int argc, char** argv) {
   std::vector<sc::cli::Command> commands = {sc::cli::add_verify(app), sc::cli::add_lower(app), sc::cli::add_gen(app),
                                             sc::cli::add_compare(app), sc::cli::add_synth(app), sc::cli::add_run(app),
                                             sc::cli::add_numerics(app), sc::cli::add_diff(app), sc::cli::add_plan(app)};
+  // No command: list them, each with the first line of its description (CLI11 would only say
+  // that one is required). A usage error, as git and cmake treat a bare call.
+  if (argc == 1) {
+    size_t width = 0;
+    for (const auto& c : commands) width = std::max(width, c.app->get_name().size());
+    std::cout << "usage: schedcheck COMMAND [ARGS...]   (schedcheck COMMAND --help explains one)\n\ncommands:\n";
+    for (const auto& c : commands) {
+      // One line each, within 80 columns (a command missing here shows its description's first line).
+      static const std::map<std::string, const char*> kSummary = {
+          {"verify", "check schedules and training configs, and predict their timeline"},
+          {"lower", "add explicit SEND/RECV actions to a compute-only schedule"},
+          {"gen", "generate a named pipeline schedule as its reference code does"},
+          {"compare", "verify named schedules with the same costs, over sweeps"},
+          {"synth", "search the order with the least span within the memory limit (Z3)"},
+          {"run", "execute a verified schedule on a GPU and compare with the prediction"},
+          {"numerics", "error and bias of a reducing collective's arithmetic"},
+          {"diff", "compare two verify results, or each input a git change touches"},
+          {"plan", "find the parallel layouts that fit a model on N GPUs"}};
+      const auto known = kSummary.find(c.app->get_name());
+      const std::string& d = c.app->get_description();
+      const std::string first = known != kSummary.end() ? known->second : d.substr(0, d.find('\n'));
+      std::cout << "  " << c.app->get_name() << std::string(width - c.app->get_name().size() + 2, ' ') << first << "\n";
+    }
+    return sc::cli::kExitUsage;
+  }
   // An unknown command: name the commands (CLI11 would only say that one is required).
   if (argc > 1 && argv[1][0] != '-') {
     std::vector<std::string> names;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "pipeline/named_schedule.h"
@@ -189,6 +190,19 @@ bool refuse_forward_only(const PipelineSpec& spec, const std::string& command, D
                           "`schedcheck verify` checks this schedule as written",
                           what, command));
   return true;
+}
+
+CLI::Validator one_of(std::vector<std::string> names) {
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ",") + n;
+  return CLI::Validator(
+      [names](std::string& value) -> std::string {
+        if (std::find(names.begin(), names.end(), value) != names.end()) return "";
+        const std::string near = closest_match(value, names);
+        return fmt::format("'{}' is not one of {}{}", value, fmt::join(names, ", "),
+                           near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near));
+      },
+      "{" + list + "}");
 }
 
 int report_spec_errors(const Diagnostics& diags) {

@@ -95,6 +95,11 @@ class ReportSink {
 /// otherwise add backwards the spec does not have, and fail their own verify.
 bool refuse_forward_only(const PipelineSpec& spec, const std::string& command, Diagnostics& diags);
 
+/// A check for an option whose value is one of `names`: a value not among them is refused as
+/// "'jsn' is not one of text, json, sarif, github (did you mean 'json'?)" (CLI11 puts the option
+/// first), the suggestion by closest_match. Use instead of CLI::IsMember.
+CLI::Validator one_of(std::vector<std::string> names);
+
 /// Prints `diags` and the closing line to standard error; returns kExitSpec.
 int report_spec_errors(const Diagnostics& diags);
 

@@ -533,11 +533,11 @@ Command add_compare(CLI::App& parent) {
   cmd->add_option("--format", a->format,
                   "text (a table), json (a list of verify objects with file and point) or csv (a header row, then "
                   "one row per result; seconds and bytes)")
-      ->check(CLI::IsMember({"text", "json", "csv"}));
+      ->check(one_of({"text", "json", "csv"}));
   add_semantics_option(cmd, a->semantics);
   cmd->add_option("--svg", a->svg, "write every row's timeline as one SVG picture, one below the other on one time scale (at most 64 timelines and 2,000,000 ops)");
   cmd->add_option("--lower", a->lower, "add SEND/RECV to every schedule first: pytorch or deferred")
-      ->check(CLI::IsMember({"pytorch", "deferred"}));
+      ->check(one_of({"pytorch", "deferred"}));
   return {cmd, [a] { return run_compare(*a); }};
 }
 

@@ -21,7 +21,9 @@
 #include "cli/ci_verify.h"
 #include "cli/common.h"
 #include "cli/frontends.h"
+#include "config/readers.h"
 #include "report/diff_report.h"
+#include "spec/yaml_util.h"
 #include "support/source.h"
 
 extern char** environ;
@@ -30,9 +32,6 @@ namespace sc::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-/// Exit code of `diff --fail-on-regression` when a figure regressed beyond its threshold.
-constexpr int kExitRegression = 19;
 
 struct DiffArgs {
   std::vector<std::string> files;
@@ -143,10 +142,11 @@ std::string git_reason(const GitOutput& g) {
 
 /// A file of `diff --git` at the revision and in the working tree.
 struct GitFile {
-  std::string arg;       ///< as given on the command line
+  std::string arg;       ///< as given on the command line, or as git names it (found changed)
   std::string rel;       ///< relative to the repository's top folder
+  std::string old_rel;   ///< its path at the revision: `rel`, or where a renamed file was
   bool in_tree = false;  ///< exists in the working tree
-  bool at_rev = false;   ///< exists (as a file) at the revision
+  bool at_rev = false;   ///< exists (as a file) at the revision (at old_rel)
 };
 
 /// Writes `text` to `path` (a fresh file in our private folder), creating its folders.
@@ -220,20 +220,50 @@ std::optional<std::string> repo_relative(const std::string& path, const fs::path
   return rel.generic_string();
 }
 
+/// Whether a changed file is an input schedcheck checks, judged from its text (`path` names the
+/// copy to read: the working tree's, or the revision's in the private folder): a CSV; a YAML file
+/// with a top-level schedcheck:, schedule:, mesh:, fsdp: or router: key; a torchtitan TOML, a
+/// Megatron-LM launch script or argument file, or a DeepSpeed JSON config (readers.h).
+bool is_checked_input(const std::string& name, const std::string& path) {
+  const std::string ext = fs::path(name).extension().string();
+  if (ext == ".csv") return true;
+  if (ext == ".yaml" || ext == ".yml") {
+    std::string text, why;
+    if (!read_input_file(path, &text, &why)) return false;
+    for (const char* key : {"schedcheck", "schedule", "mesh", "fsdp", "router"})
+      if (yaml_util::declares_key(text, key)) return true;
+    return false;
+  }
+  return config::is_torchtitan_config(path) || config::is_megatron_config(path) || config::is_deepspeed_config(path);
+}
+
+/// Splits git's -z output into its fields.
+std::vector<std::string> nul_fields(const std::string& out) {
+  std::vector<std::string> f;
+  for (size_t start = 0; start < out.size();) {
+    size_t end = out.find('\0', start);
+    if (end == std::string::npos) end = out.size();
+    f.push_back(out.substr(start, end - start));
+    start = end + 1;
+  }
+  return f;
+}
+
 int run_diff(const DiffArgs& a_in) {
   DiffArgs a = a_in;
   if (std::string problem = parse_env(a_in.env, &a.job); !problem.empty()) {
     std::cerr << "schedcheck: error: " << problem << "\n";
     return kExitUsage;
   }
-  std::optional<Thresholds> thresholds;
+  Thresholds thresholds;  // none given: only a verdict that stops holding is a regression
   if (a.fail_on_regression) {
     std::string why;
-    thresholds = parse_thresholds(*a.fail_on_regression, &why);
-    if (!thresholds) {
+    auto parsed = parse_thresholds(*a.fail_on_regression, &why);
+    if (!parsed) {
       std::cerr << "schedcheck: error: " << why << "\n";
       return kExitUsage;
     }
+    thresholds = *parsed;
   }
   // Pairs of (label, path) to compare.
   struct Side {
@@ -242,13 +272,21 @@ int run_diff(const DiffArgs& a_in) {
   std::vector<std::pair<Side, Side>> pairs;
   std::unique_ptr<TempDir> tmp;
   std::vector<GitFile> git_files;
+  std::vector<ReportDiff> diffs;
+  // A file that cannot be compared at all is one result in error; the others are still compared.
+  auto error_pair = [&diffs](const std::string& old_label, const std::string& new_label, const std::string& message) {
+    ReportDiff d;
+    d.old_label = old_label;
+    d.new_label = new_label;
+    d.old_figures.verdict = d.new_figures.verdict = "error";
+    d.old_figures.exit_code = d.new_figures.exit_code = kExitSpec;
+    d.error = message;
+    std::cerr << message << "\n";
+    diffs.push_back(std::move(d));
+  };
   std::string commit;
   fs::path repo_top;
   if (a.git) {
-    if (a.files.empty()) {
-      std::cerr << "schedcheck: error: diff --git REV takes one or more files to compare with REV\n";
-      return kExitUsage;
-    }
     std::string why;
     tmp = std::make_unique<TempDir>(&why);
     if (tmp->path().empty()) {
@@ -273,22 +311,79 @@ int run_diff(const DiffArgs& a_in) {
       return kExitUsage;
     }
     commit = rev.out.substr(0, rev.out.find('\n'));
+    // Compared with the merge-base of REV and HEAD, as a pull request's changes are: what the base
+    // branch gained since the branch point is not this change.
+    GitOutput base = run_git({"merge-base", "--end-of-options", commit, "HEAD"}, tmp->path());
+    if (base.status != 0 || base.out.size() < 40) {
+      std::cerr << fmt::format("schedcheck: error: --git {}: no merge-base with HEAD ({}); a shallow clone needs the "
+                               "history (fetch-depth: 0)\n", *a.git, base.status == 1 ? "unrelated histories" : git_reason(base));
+      return kExitUsage;
+    }
+    commit = base.out.substr(0, base.out.find('\n'));
     const fs::path top_dir = fs::path(top.out.substr(0, top.out.find('\n')));
     repo_top = top_dir;
+    if (a.files.empty()) {
+      // The changed inputs: git's own list of changes since the merge-base (renames found with
+      // -M), and files not yet added; everything else is unchanged and skipped.
+      const std::string top_s = top_dir.string();
+      GitOutput changed = run_git({"-C", top_s, "diff", "-M", "--name-status", "-z", "--no-relative", commit, "--"},
+                                  tmp->path());
+      GitOutput untracked = run_git({"-C", top_s, "ls-files", "--others", "--exclude-standard", "-z", "--full-name"},
+                                    tmp->path());
+      if (changed.status != 0 || untracked.status != 0) {
+        std::cerr << "schedcheck: error: diff --git: " << git_reason(changed.status != 0 ? changed : untracked) << "\n";
+        return kExitUsage;
+      }
+      std::vector<GitFile> found;
+      const std::vector<std::string> f = nul_fields(changed.out);
+      for (size_t k = 0; k < f.size();) {
+        const std::string status = f[k++];
+        if (status.empty() || k >= f.size()) break;
+        GitFile g;
+        g.rel = g.old_rel = f[k++];
+        if ((status[0] == 'R' || status[0] == 'C') && k < f.size()) g.rel = f[k++];
+        if (status[0] == 'C') g.old_rel = g.rel;  // a copy is a new file
+        g.in_tree = status[0] != 'D';
+        g.at_rev = status[0] != 'A' && status[0] != 'C';
+        found.push_back(std::move(g));
+      }
+      for (const std::string& rel : nul_fields(untracked.out))
+        if (!rel.empty()) found.push_back(GitFile{"", rel, rel, true, false});
+      for (GitFile& g : found) {
+        g.arg = (fs::path(top_s) / g.rel).lexically_relative(fs::current_path()).generic_string();
+        if (g.arg.empty() || g.arg.rfind("..", 0) == 0) g.arg = (fs::path(top_s) / g.rel).string();
+        std::string text;
+        // Judged by its text: the working tree's, or a deleted file's at the revision.
+        std::string look = g.arg;
+        if (!g.in_tree) {
+          look = (tmp->path() / "probe" / g.old_rel).string();
+          if (!read_blob(commit, g.old_rel, tmp->path(), &text, &why) || !write_private(look, text, &why)) continue;
+        }
+        if (is_checked_input(g.rel, look)) git_files.push_back(std::move(g));
+      }
+      if (git_files.empty()) {
+        const std::string none = fmt::format("no changed inputs since {} (merge-base {}): nothing to compare", *a.git,
+                                             commit.substr(0, 12));
+        if (a.format == "json") std::cout << diff_json({}, 0);
+        else if (a.format == "markdown") std::cout << "**schedcheck:** " << none << "\n";
+        else std::cout << none << "\n";
+        return 0;
+      }
+    }
     for (const std::string& f : a.files) {
-      GitFile g{f, "", false, false};
+      GitFile g{f, "", "", false, false};
       auto rel = repo_relative(f, top_dir);
       if (!rel) {
-        std::cerr << fmt::format("{}: error: it is outside the git repository at {}\n", f, top_dir.string());
-        return kExitSpec;
+        error_pair(f + "@" + *a.git, f, fmt::format("{}: error: it is outside the git repository at {}", f, top_dir.string()));
+        continue;
       }
-      g.rel = *rel;
+      g.rel = g.old_rel = *rel;
       std::error_code ec;
       g.in_tree = fs::exists(f, ec);
       g.at_rev = blob_exists(commit, g.rel, tmp->path());
       if (!g.in_tree && !g.at_rev) {
-        std::cerr << fmt::format("{}: error: no such file, in the working tree or at {}\n", f, *a.git);
-        return kExitSpec;
+        error_pair(f + "@" + *a.git, f, fmt::format("{}: error: no such file, in the working tree or at {}", f, *a.git));
+        continue;
       }
       git_files.push_back(std::move(g));
     }
@@ -297,14 +392,12 @@ int run_diff(const DiffArgs& a_in) {
     const std::string label = *a.git;
     set_source_display(folder, [folder, label](const std::string& p) { return p.substr(folder.size()) + "@" + label; });
   } else {
-    if (a.files.size() != 2) {
+    if (a.files.size() != 2) {  // (with --git, no file list finds the changed inputs)
       std::cerr << "schedcheck: error: diff takes two files (OLD NEW), or --git REV FILE...\n";
       return kExitUsage;
     }
     pairs.push_back({Side{a.files[0], a.files[0]}, Side{a.files[1], a.files[1]}});
   }
-  std::vector<ReportDiff> diffs;
-  int exit = 0;
   std::function<void()> prepare_old;  // set per git file: materialises what the old side reads
   size_t read_mark = 0;               // input_files_read() before the new side of the current pair
   // One pair compared: `old_record` / `new_record` stand in for an absent side (an added or a
@@ -332,14 +425,9 @@ int run_diff(const DiffArgs& a_in) {
     if (new_code != kExitSpec && prepare_old) prepare_old();
     const nlohmann::json old_record =
         old_record_given ? *old_record_given : record_of(old_side.path, verify_config, &old_code);
-    if (old_code == kExitSpec || new_code == kExitSpec) {
-      std::cerr << fmt::format("schedcheck: error: {} has spec errors (above); nothing to compare\n",
-                               old_code == kExitSpec ? old_side.label : new_side.label);
-      return kExitSpec;
-    }
+    // A side with input errors (printed above) makes this pair one result in error.
     ReportDiff d = diff_reports(old_side.label, old_record, new_side.label, new_record);
-    if (thresholds) find_regressions(d, *thresholds);
-    if (!d.regressions.empty()) exit = kExitRegression;
+    find_regressions(d, thresholds);
     diffs.push_back(std::move(d));
     return 0;
   };
@@ -347,9 +435,10 @@ int run_diff(const DiffArgs& a_in) {
     if (int code = compare(old_side, new_side, nullptr, nullptr)) return code;
   std::set<std::string> written;  // repository-relative paths materialised so far
   for (const GitFile& g : git_files) {
-    const std::string old_label = g.arg + "@" + *a.git;
+    const bool renamed = g.old_rel != g.rel && g.at_rev;
+    const std::string old_label = (renamed ? g.old_rel : g.arg) + "@" + *a.git;
     const fs::path rev_dir = tmp->path() / "rev";
-    const std::string old_path = (rev_dir / g.rel).string();
+    const std::string old_path = (rev_dir / g.old_rel).string();
     std::string why;
     // Materialises the file at the revision, and every file the working-tree side read that the
     // revision has (a CSV or router spec it references), at the same place relative to it.
@@ -359,9 +448,9 @@ int run_diff(const DiffArgs& a_in) {
       if (!read_blob(commit, rel, tmp->path(), &text, &why)) return false;
       return write_private(rev_dir / rel, text, &why);
     };
-    if (g.at_rev && !materialise(g.rel)) {
-      std::cerr << fmt::format("{}: error: cannot read it at {}: {}\n", g.arg, *a.git, why);
-      return kExitSpec;
+    if (g.at_rev && !materialise(g.old_rel)) {
+      error_pair(old_label, g.arg, fmt::format("{}: error: cannot read it at {}: {}", g.arg, *a.git, why));
+      continue;
     }
     // Only what this pair's new side read (input_files_read() holds every file the process has
     // read: walking all of it for each file made diff --git of K files cost K² git calls).
@@ -380,13 +469,15 @@ int run_diff(const DiffArgs& a_in) {
     int code = 0;
     if (!g.in_tree) code = compare(Side{old_label, old_path}, Side{g.arg + " (deleted)", g.arg}, nullptr, &kDeleted);
     else if (!g.at_rev) code = compare(Side{old_label + " (absent)", old_path}, Side{g.arg, g.arg}, &kAbsent, nullptr);
+    else if (renamed) code = compare(Side{old_label, old_path}, Side{g.arg + " (renamed)", g.arg}, nullptr, nullptr);
     else code = compare(Side{old_label, old_path}, Side{g.arg, g.arg}, nullptr, nullptr);
     prepare_old = nullptr;
     if (code) return code;
   }
+  const int exit = diff_exit_code(diffs);
   if (a.format == "json") std::cout << diff_json(diffs, exit);
-  else if (a.format == "markdown") std::cout << diff_markdown(diffs);
-  else std::cout << diff_text(diffs);
+  else if (a.format == "markdown") std::cout << diff_markdown(diffs, exit);
+  else std::cout << diff_text(diffs, exit);
   if (a.format != "text")  // the located regressions go to standard error too, for the job log
     for (const auto& d : diffs)
       for (const auto& r : d.regressions) std::cerr << d.new_label << ": REGRESSION: " << r << "\n";
@@ -404,10 +495,15 @@ Command add_diff(CLI::App& parent) {
               "  schedcheck diff examples/gpu-1f1b-p4-m8.yaml examples/gpu-zbh1-p4-m8.yaml\n"
               "  schedcheck diff --git origin/main specs/prod.yaml --fail-on-regression time=5%,memory=2%\n"
               "Exit codes: 0 no regression beyond the thresholds; 19 a regression; 1 usage; 2 spec error.");
-  cmd->add_option("files", a->files, "OLD NEW, or with --git the files to compare with their version at REV")->required();
-  cmd->add_option("--git", a->git, "compare each file as it is at this git revision (git show REV:path) with the working tree");
+  cmd->add_option("files", a->files,
+                  "OLD NEW, or with --git the files to compare with their version at the merge-base of REV and HEAD "
+                  "(none: every changed input, found by git diff -M)");
+  cmd->add_option("--git", a->git,
+                  "compare each file as it is at the merge-base of this git revision and HEAD with the working tree; "
+                  "without files, the inputs changed since then: added, deleted (with the old verdict) and renamed "
+                  "(old path -> new path)");
   cmd->add_option("--format", a->format, "text, json or markdown (a table for a pull-request comment)")
-      ->check(CLI::IsMember({"text", "json", "markdown"}));
+      ->check(one_of({"text", "json", "markdown"}));
   cmd->add_option("--gpus", a->job.gpus, "framework configs: the world size, when the config does not fix it")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--model", a->job.model, "framework configs: the model preset, when the config names none");

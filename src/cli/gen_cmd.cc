@@ -82,15 +82,15 @@ Command add_gen(CLI::App& parent) {
   cmd->add_option("--format", a->format,
                   "csv (PyTorch's schedule CSV; several pipelines, as DualPipe's, go in a first line '# schedcheck: "
                   "pipelines 0,4' that verify reads back) or yaml (a spec with action lists)")
-      ->check(CLI::IsMember({"csv", "yaml"}));
+      ->check(one_of({"csv", "yaml"}));
   cmd->add_option("--comms", a->comms,
                   "add SEND/RECV: pytorch (PyTorch's _add_send_recv, compute_comms CSV) or deferred")
-      ->check(CLI::IsMember({"pytorch", "deferred"}));
+      ->check(one_of({"pytorch", "deferred"}));
   cmd->add_option("-o,--output", a->output, "write to this file instead of standard output");
   cmd->add_option("--line-endings", a->line_endings,
                   "CSV line endings: lf (PyTorch's committed artefacts) or crlf (what Python's csv.writer, so a "
                   "fresh _dump_csv, writes)")
-      ->check(CLI::IsMember({"lf", "crlf"}))
+      ->check(one_of({"lf", "crlf"}))
       ->capture_default_str();
   return {cmd, [a] { return run_gen(*a); }};
 }

@@ -58,16 +58,16 @@ Command add_lower(CLI::App& parent) {
                   "pytorch: RECVs where PyTorch's _add_send_recv puts them; deferred: each RECV just before its "
                   "consumer (never after a later-sent message's), with the rank-parity rule that avoids "
                   "rendezvous deadlocks between two ranks")
-      ->check(CLI::IsMember({"pytorch", "deferred"}));
+      ->check(one_of({"pytorch", "deferred"}));
   cmd->add_option("--format", a->format, "csv (PyTorch compute_comms) or yaml (a spec with action lists)")
-      ->check(CLI::IsMember({"csv", "yaml"}));
+      ->check(one_of({"csv", "yaml"}));
   cmd->add_option("--placement", a->placement, "stage-to-rank placement of a CSV: loop, v or 0,1,1,0");
   cmd->add_flag("--merge-bw", a->merge_bw, "first merge each I directly followed by its W into B (as PyTorch's test)");
   cmd->add_option("-o,--output", a->output, "write to this file instead of standard output");
   cmd->add_option("--line-endings", a->line_endings,
                   "CSV line endings: lf (PyTorch's committed artefacts) or crlf (what Python's csv.writer, so a "
                   "fresh _dump_csv, writes)")
-      ->check(CLI::IsMember({"lf", "crlf"}))
+      ->check(one_of({"lf", "crlf"}))
       ->capture_default_str();
   return {cmd, [a] { return run_lower(*a); }};
 }

@@ -5,6 +5,7 @@
 #include <string>
 
 #if defined(__linux__) && defined(__GLIBC__)
+#include <limits.h>
 #include <malloc.h>
 #include <unistd.h>
 #endif
@@ -30,6 +31,14 @@ void reexec_with_huge_pages(char** argv) {
   const std::string value =
       tunables != nullptr && *tunables != '\0' ? std::string(tunables) + ":glibc.malloc.hugetlb=1" : "glibc.malloc.hugetlb=1";
   if (setenv("GLIBC_TUNABLES", value.c_str(), 1) != 0) return;
+  // By the binary's real path, not /proc/self/exe: the kernel names the new process after the
+  // file it runs, so the process stays `schedcheck` for ps -C, pgrep and top ("exe" otherwise).
+  char self[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    execv(self, argv);  // fails when the file was replaced or removed since it started: then as below
+  }
   execv("/proc/self/exe", argv);
   // Still here: the exec failed (no /proc); go on with the default allocator.
   if (tunables != nullptr) setenv("GLIBC_TUNABLES", tunables, 1);

@@ -220,7 +220,7 @@ Command add_numerics(CLI::App& parent) {
   cmd->add_option("--smt-timeout", a->smt_timeout_s, "seconds for the Z3 search")->capture_default_str();
   cmd->add_option("--smt-window", a->smt_window, "binades below the largest input that the Z3 search covers")
       ->capture_default_str();
-  cmd->add_option("--format", a->format, "text (for people) or json")->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--format", a->format, "text (for people) or json")->check(one_of({"text", "json"}));
   return {cmd, [a] { return run_numerics(*a); }};
 }
 

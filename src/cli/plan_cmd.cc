@@ -17,6 +17,7 @@
 
 #include "check/finding.h"
 #include "cli/common.h"
+#include "config/preset_names.h"
 #include "config/verify_job.h"
 #include "model/cost_model.h"
 #include "support/escape.h"
@@ -777,7 +778,9 @@ bool resolve_presets(const char* option, const std::vector<std::string>& names, 
   for (const std::string& name : names) {
     std::optional<Desc> d = lookup(name);
     if (!d) {
-      std::cerr << fmt::format("schedcheck: error: {} {}: unknown preset; the presets are {}\n", option, name,
+      const std::string hint = std::string(option) == "--hardware" ? config::hardware_preset_hint(name)
+                                                                   : config::model_preset_hint(name);
+      std::cerr << fmt::format("schedcheck: error: {} {}: unknown preset{}; the presets are {}\n", option, name, hint,
                                fmt::join(known, ", "));
       return false;
     }
@@ -960,7 +963,7 @@ Command add_plan(CLI::App& parent) {
       ->expected(1, -1);
   cmd->add_option("-o,--output", a->output, "write the share, or the sweep's report, to this file (whole or not at all)");
   CLI::Option* format =
-      cmd->add_option("--format", a->format, "text (for people) or json")->check(CLI::IsMember({"text", "json"}));
+      cmd->add_option("--format", a->format, "text (for people) or json")->check(one_of({"text", "json"}));
   return {cmd, [a, verify_top, max_pp, efficiency, format] {
             a->tuning_given = verify_top->count() + max_pp->count() + efficiency->count() > 0;
             a->format_given = format->count() > 0;

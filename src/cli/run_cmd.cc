@@ -245,15 +245,15 @@ Command add_run(CLI::App& parent) {
                   "write the predicted timeline and below it the measured one as one SVG picture, on one time scale "
                   "(with --dry-run the measured lanes are the replay's)");
   cmd->add_option("--format", a->format, "text or json (the verify report with a `measured` object)")
-      ->check(CLI::IsMember({"text", "json"}))->capture_default_str();
+      ->check(one_of({"text", "json"}))->capture_default_str();
   cmd->add_flag("--force", a->force,
                 "run even when verify reports findings other than a deadlock (memory limit, channel, structure); "
                 "the watchdog reports a run that does not finish");
   cmd->add_option("--kernels", a->kernels, "spin (timer-driven kernels, default) or gemm (cuBLAS GEMMs sized from the costs)")
-      ->check(CLI::IsMember({"spin", "gemm"}))->capture_default_str();
+      ->check(one_of({"spin", "gemm"}))->capture_default_str();
   add_semantics_option(cmd, a->semantics);
   cmd->add_option("--lower", a->lower, "add SEND/RECV to a compute-only schedule first: pytorch or deferred")
-      ->check(CLI::IsMember({"pytorch", "deferred"}));
+      ->check(one_of({"pytorch", "deferred"}));
   cmd->add_option("--watchdog", a->watchdog_s, "seconds after which a run that has not finished is reported as a hang")
       ->check(CLI::Range(1.0, 86400.0))->capture_default_str();
   cmd->add_flag("--dry-run", a->dry_run, "plan and replay on an ideal in-memory GPU instead of a device (no CUDA needed)");

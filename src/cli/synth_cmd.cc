@@ -490,7 +490,7 @@ Command add_synth(CLI::App& parent) {
                   "Megatron-LM launch script with pipeline parallelism, whose costs come from the cost model")
       ->required();
   cmd->add_option("--objective", a->objective, "span (per rank, the ZB paper's) or makespan")
-      ->check(CLI::IsMember({"span", "makespan"}));
+      ->check(one_of({"span", "makespan"}));
   cmd->add_option("--time-limit", a->time_limit, "wall-clock limit for the search, e.g. 120s (default)");
   cmd->add_option("--rlimit", a->rlimit, "Z3 resource limit per solver call (repeatable effort; 0 = none)");
   cmd->add_option("--seed", a->seed, "Z3 random seed (default 0)");
@@ -503,7 +503,7 @@ Command add_synth(CLI::App& parent) {
   cmd->add_option("--memory-limit", a->limit,
                   "bytes per rank, overriding memory.limit_bytes (e.g. 10, 24GiB); for a config, the memory the "
                   "synthesised orders may use (default: the fastest named schedule's peak; hbm: the GPU's)");
-  cmd->add_option("--format", a->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--format", a->format, "text or json")->check(one_of({"text", "json"}));
   cmd->add_option("-o,--output", a->output, "write the schedule as a spec (YAML, with the model) to FILE");
   cmd->add_option("--csv,--emit-csv", a->csv,
                   "write the schedule (a config's: the fastest synthesised one) as a PyTorch compute-only CSV to FILE, "

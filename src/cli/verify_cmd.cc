@@ -18,6 +18,7 @@
 #include "cli/config_cmd.h"
 #include "model/cost_model.h"
 #include "cli/frontends.h"
+#include "report/ci_report.h"
 #include "report/report.h"
 #include "solver/smt_engine.h"
 #include "support/units.h"
@@ -76,6 +77,11 @@ int run_mixed(const VerifyArgs& a, ReportSink& sink) {
     if (!entry.contains("exit_code")) entry["exit_code"] = code;
     if (!entry.contains("verdict")) entry["verdict"] = code == kExitSpec ? "error" : "violated";
     entry["path"] = a.files[i];
+    if (code == kExitSpec && sink.wants_text()) {  // the file's line in the text, as each other file has its report
+      const std::string first = first_error_of(entry);
+      sink.text() << a.files[i] << ": ERROR: " << (first.empty() ? "it could not be checked (see above)" : first)
+                  << " (exit " << code << ")\n";
+    }
   }
   return exit;
 }
@@ -187,6 +193,9 @@ int run_verify(const VerifyArgs& a) {
   ReportSink sink(std::cout, a.format, true, a.files.size() > 1);
   const int code = run_verify(a, sink);
   sink.finish();
+  // Several files in text: one line that counts them (a recorded run prints its own).
+  if (a.format == "text" && a.files.size() > 1 && !sink.values().empty())
+    std::cout << "\n" << results_summary(nlohmann::json(sink.values()), code) << "\n";
   return code;
 }
 
@@ -292,7 +301,7 @@ Command add_verify(CLI::App& parent) {
   cmd->add_option("--format", a->format,
                   "text (for people), json (one object per file, a list for several; schema/report.schema.json), "
                   "sarif (SARIF 2.1.0 for code scanning) or github (GitHub Actions annotations)")
-      ->check(CLI::IsMember({"text", "json", "sarif", "github"}));
+      ->check(one_of({"text", "json", "sarif", "github"}));
   cmd->add_option("--junit", a->junit, "also write JUnit XML to this file: a test case per (file, property)");
   cmd->add_option("--budget", a->budgets,
                   "KEY=VALUE: fail (exit 18) when a figure exceeds VALUE; overrides the spec's budget: entry. Keys: "
@@ -307,11 +316,11 @@ Command add_verify(CLI::App& parent) {
                   "comm-stream: sends and receives run in order on one communication stream per rank and block "
                   "only later communication (PyTorch's runtime, NCCL); whole-rank: a pending send or receive "
                   "blocks the whole rank (default: the spec's p2p.blocking, else comm-stream)")
-      ->check(CLI::IsMember({"comm-stream", "whole-rank"}));
+      ->check(one_of({"comm-stream", "whole-rank"}));
   cmd->add_option("--lower", a->lower,
                   "add SEND/RECV to a compute-only schedule before checking: pytorch (PyTorch's _add_send_recv) "
                   "or deferred (each RECV just before its consumer, rank-parity order)")
-      ->check(CLI::IsMember({"pytorch", "deferred"}));
+      ->check(one_of({"pytorch", "deferred"}));
   auto* trace = cmd->add_option("--trace", a->trace,
                                 "write the predicted timeline as Chrome trace JSON (open in Perfetto): one process per "
                                 "class of ranks that run the same program, named for its ranks");
@@ -329,7 +338,7 @@ Command add_verify(CLI::App& parent) {
                 "compute worst-case memory by minimum cut for every rank (skips the exact single-stream fast "
                 "path; for cross-checking)");
   cmd->add_option("--engine", a->engine, "graph (default) or smt: deadlock and worst-case memory also by an independent Z3 encoding, which must agree")
-      ->check(CLI::IsMember({"graph", "smt"}));
+      ->check(one_of({"graph", "smt"}));
   cmd->add_option("--time-limit", a->time_limit,
                   "wall-clock limit of the solver, as 30s or 2min: --engine smt (all its queries) and the router "
                   "proofs (all properties; 60s unless given); when it runs out the check exits 5 and says what was "

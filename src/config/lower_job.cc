@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "config/preset_names.h"
+
 namespace sc::config {
 namespace {
 
@@ -149,7 +151,8 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
       diags.error(job.loc("model"), name.empty()
                                         ? fmt::format("the config names no model: pass --model with one of {}",
                                                       fmt::join(model::model_preset_names(), ", "))
-                                        : fmt::format("unknown model preset '{}'; the presets are {}", name,
+                                        : fmt::format("unknown model preset '{}'{}; the presets are {}", name,
+                                                      model_preset_hint(name),
                                                       fmt::join(model::model_preset_names(), ", ")));
       return false;
     }
@@ -163,7 +166,8 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
     }
     auto h = model::hardware_preset(name);
     if (!h) {
-      diags.error(job.loc("hardware"), fmt::format("unknown hardware preset '{}'; the presets are {}", name,
+      diags.error(job.loc("hardware"), fmt::format("unknown hardware preset '{}'{}; the presets are {}", name,
+                                                   hardware_preset_hint(name),
                                                    fmt::join(model::hardware_preset_names(), ", ")));
       return false;
     }

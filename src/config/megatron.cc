@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "config/config_keys.h"
+#include "config/file_facts.h"
 #include "config/megatron_layers.h"
 #include "config/readers.h"
 #include "config/shell_args.h"
@@ -909,7 +910,9 @@ bool is_megatron_config(const std::string& path) {
 // Errors, each at the flag that set the value (the file start for what is absent): argparse's
 // "expected one argument" / "invalid int value", Megatron's startup assertions (docs/facts/config-keys.md#megatron-derived-sizes, #megatron-startup-checks)
 // in its words, a missing --micro-batch-size, --seq-length, world size or model.
-bool read_megatron(const std::string& path, const JobContext& ctx, TrainingJob* job, Diagnostics& diags) {
+namespace {
+
+bool read_megatron_args(const std::string& path, const JobContext& ctx, TrainingJob* job, Diagnostics& diags) {
   std::string text, why;
   if (!read_input_file(path, &text, &why)) {
     const int32_t file = register_source(path, "");
@@ -935,6 +938,14 @@ bool read_megatron(const std::string& path, const JobContext& ctx, TrainingJob* 
                                   : fmt::format("{} is not set, so its default '{}' was used; --env {}=VALUE sets it as "
                                                 "the launch environment would", d.name, d.value, d.name));
   return MegatronReader(path, file, std::move(sh), ctx, diags).run(job);
+}
+
+}  // namespace
+
+bool read_megatron(const std::string& path, const JobContext& cli, TrainingJob* job, Diagnostics& diags) {
+  // The facts a '# schedcheck:' comment states (config/file_facts.h), merged with the command line's.
+  return read_with_file_facts(path, cli, false, job, diags,
+                              [&](const JobContext& ctx) { return read_megatron_args(path, ctx, job, diags); });
 }
 
 }  // namespace sc::config

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <filesystem>
 #include <initializer_list>
-#include <regex>
 #include <set>
 
 #include <fmt/format.h>
@@ -14,6 +13,7 @@
 #include <toml++/toml.h>
 
 #include "config/config_keys.h"
+#include "config/file_facts.h"
 #include "config/lower_job.h"
 #include "config/readers.h"
 #include "config/toml_limits.h"
@@ -97,7 +97,7 @@ class Reader {
     }
     list_unmodelled();
     check_one_name_each();
-    read_model(text);
+    read_model();
     read_parallelism();
     read_training();
     read_checkpointing();
@@ -258,10 +258,8 @@ class Reader {
     }
   }
 
-  /// model.name and model.flavor to a preset; --model overrides. The "preset for N <GPU> GPUs"
-  /// comment torchtitan's presets open with gives the world size and the GPU when the command
-  /// line does not.
-  void read_model(const std::string& text) {
+  /// model.name and model.flavor to a preset; --model overrides.
+  void read_model() {
     auto name = get("model", "name");
     auto flavor = get("model", "flavor");
     std::string n = string(name).value_or("llama3"), f = string(flavor).value_or("debugmodel");
@@ -279,21 +277,9 @@ class Reader {
                                  fmt::join(model::model_preset_names(), ", ")));
     }
     job_.where["model"] = flavor ? flavor->loc : job_.file;
-    static const std::regex note(R"(preset for (\d+) ([A-Za-z0-9]+) GPUs)");
-    std::smatch m;
-    const std::string head = text.substr(0, std::min<size_t>(text.size(), 400));
-    if (std::regex_search(head, m, note)) {
-      const int32_t line = static_cast<int32_t>(std::count(head.begin(), head.begin() + m.position(0), '\n')) + 1;
-      comment_loc_ = SourceLoc{file_, line, 1};
-      comment_gpus_ = static_cast<int32_t>(std::min<long long>(std::stoll(m[1].str().substr(0, 9)), 1 << 30));
-      comment_hw_ = lower(m[2].str());
-    }
-    if (!ctx_.hardware.empty()) {
-      job_.hardware = ctx_.hardware;
-    } else if (!comment_hw_.empty() && model::hardware_preset(comment_hw_)) {
-      job_.hardware = model::hardware_preset(comment_hw_)->name;
-      job_.where["hardware"] = comment_loc_;
-    }
+    // The world size and GPU the file states (its schedcheck: directive or torchtitan's preset
+    // comment) arrive in ctx_, merged with the command line's (config/file_facts.h).
+    if (!ctx_.hardware.empty()) job_.hardware = ctx_.hardware;
   }
 
   void read_parallelism() {
@@ -497,18 +483,15 @@ class Reader {
   /// torchtitan's startup rules (docs/facts/config-keys.md#torchtitan-validation-rules, #pipeline-schedule-names), in its words where it has them.
   void validate(const std::string& text) {
     Layout& l = job_.layout;
-    // World size: --gpus, else the preset comment, else the product of fixed degrees.
+    // World size: the file's (directive or preset comment) or --gpus, else the product of fixed degrees.
     const int32_t fixed = l.dp_replicate * l.cp * l.tp * l.pp;
     if (ctx_.gpus > 0) {
       job_.world = ctx_.gpus;
-    } else if (comment_gpus_ > 0) {
-      job_.world = comment_gpus_;
-      job_.where["world"] = comment_loc_;
     } else if (dp_shard_ > 0) {
       job_.world = fixed * dp_shard_;
     } else {
       diags_.error(job_.loc("dp_shard"), "data_parallel_shard_degree = -1 takes the ranks left over, so the world "
-                                         "size is needed: pass --gpus N");
+                                         "size is needed: pass --gpus N, or state it in the file (# schedcheck: gpus=N)");
       return;
     }
     if (dp_shard_ < 0) {
@@ -791,9 +774,7 @@ class Reader {
   std::string schedule_name_, reshard_ = "default";
   std::string csv_path_;         ///< pipeline_parallel_schedule_csv ("" when absent or empty)
   SourceLoc csv_loc_, split_loc_, first_loc_, last_loc_;
-  SourceLoc schedule_loc_, lps_loc_, comment_loc_;
-  int32_t comment_gpus_ = 0;
-  std::string comment_hw_;
+  SourceLoc schedule_loc_, lps_loc_;
 };
 
 }  // namespace
@@ -803,8 +784,9 @@ bool is_torchtitan_config(const std::string& path) {
   return std::filesystem::path(path).extension() == ".toml";
 }
 
-bool read_torchtitan(const std::string& path, const JobContext& ctx, TrainingJob* job, Diagnostics& diags) {
-  return Reader(path, ctx, job, diags).run();
+bool read_torchtitan(const std::string& path, const JobContext& cli, TrainingJob* job, Diagnostics& diags) {
+  return read_with_file_facts(path, cli, true, job, diags,
+                              [&](const JobContext& ctx) { return Reader(path, ctx, job, diags).run(); });
 }
 
 }  // namespace sc::config

@@ -360,10 +360,8 @@ std::string github_escape(const std::string& text, bool property) {
 std::string github_annotations(const json& records, int exit_code, size_t max_annotations) {
   std::string out;
   size_t total = 0, written = 0;
-  std::map<std::string, size_t> verdicts;
   for (const json& rec : records) {
     const std::string path = path_of(rec);
-    ++verdicts[rec.value("verdict", "error")];
     for (const Item& it : items_of(rec)) {
       ++total;
       if (written >= max_annotations) continue;
@@ -387,14 +385,38 @@ std::string github_annotations(const json& records, int exit_code, size_t max_an
                                                                     "{} per run); see the job log or the JSON report",
                                                                     total - written, max_annotations),
                                                         false));
+  out += results_summary(records, exit_code) + "\n";
+  return out;
+}
+
+std::string first_error_of(const json& record) {
+  if (record.contains("diagnostics") && record["diagnostics"].is_array())
+    for (const json& d : record["diagnostics"]) {
+      if (!d.is_object() || d.value("severity", "error") != "error") continue;
+      std::string where = d.value("file", "");
+      if (!where.empty() && d.value("line", 0) > 0) {
+        where += fmt::format(":{}", d.value("line", 0));
+        if (d.value("col", 0) > 0) where += fmt::format(":{}", d.value("col", 0));
+      }
+      return (where.empty() ? "" : where + ": ") + d.value("message", "");
+    }
+  return "";
+}
+
+std::string results_summary(const json& records, int exit_code) {
+  std::map<std::string, size_t> verdicts;
+  size_t total = 0;
+  for (const json& rec : records) {
+    ++verdicts[rec.value("verdict", "error")];
+    total += items_of(rec).size();
+  }
   std::string counts;
   for (const char* v : {"holds", "violated", "inconclusive", "error"})
     if (verdicts.count(v))  // "2 files, 1 hold, 1 in error"
       counts += fmt::format(", {} {}", verdicts[v],
                             v == std::string("holds") ? "hold" : v == std::string("error") ? "in error" : v);
-  out += fmt::format("schedcheck: {} file{}{}; {} finding{} (exit {})\n", records.size(), records.size() == 1 ? "" : "s",
+  return fmt::format("schedcheck: {} file{}{}; {} finding{} (exit {})", records.size(), records.size() == 1 ? "" : "s",
                      counts, total, total == 1 ? "" : "s", exit_code);
-  return out;
 }
 
 }  // namespace sc

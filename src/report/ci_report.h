@@ -50,6 +50,14 @@ std::string junit_xml(const nlohmann::json& records);
 /// (exit X)". Property values escape %, CR, LF, ':' and ','; messages escape %, CR and LF.
 std::string github_annotations(const nlohmann::json& records, int exit_code, size_t max_annotations = 50);
 
+/// A record in error's first error diagnostic, located as "FILE:LINE:COL: message" (FILE alone
+/// without a line); empty when it has none.
+std::string first_error_of(const nlohmann::json& record);
+
+/// The line that ends a run over several files (text, GitHub): "schedcheck: 3 files, 1 hold, 1
+/// violated, 1 in error; 4 findings (exit 10)", where findings count spec errors too.
+std::string results_summary(const nlohmann::json& records, int exit_code);
+
 /// `text` escaped for a workflow command's message (%, \r, \n as %25, %0D, %0A), or for a
 /// property value (`property`: also ':' and ',' as %3A, %2C).
 std::string github_escape(const std::string& text, bool property);

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "report/ci_report.h"
 #include "support/version.h"
 
 namespace sc {
@@ -90,6 +91,20 @@ std::vector<std::string> minus(const std::vector<std::string>& a, std::vector<st
 
 std::string verdict_text(const ReportFigures& f) { return fmt::format("{} (exit {})", f.verdict, f.exit_code); }
 
+/// "3 files: 1 regressed, 1 in error, 1 unchanged or better (exit 10)".
+std::string summary_line(const std::vector<ReportDiff>& diffs, int exit_code) {
+  size_t regressed = 0, errors = 0;
+  for (const ReportDiff& d : diffs) {
+    if (!d.error.empty()) ++errors;
+    else if (!d.regressions.empty()) ++regressed;
+  }
+  std::string parts;
+  if (regressed) parts += fmt::format(", {} regressed", regressed);
+  if (errors) parts += fmt::format(", {} in error", errors);
+  if (diffs.size() > regressed + errors) parts += fmt::format(", {} unchanged or better", diffs.size() - regressed - errors);
+  return fmt::format("{} files: {} (exit {})", diffs.size(), parts.substr(2), exit_code);
+}
+
 }  // namespace
 
 std::optional<double> FigureChange::absolute() const {
@@ -109,6 +124,12 @@ ReportDiff diff_reports(const std::string& old_label, const json& old_json, cons
   d.new_label = new_label;
   d.old_figures = figures_of_report(old_json);
   d.new_figures = figures_of_report(new_json);
+  for (const auto& [label, record] : {std::pair{&old_label, &old_json}, std::pair{&new_label, &new_json}})
+    if (record->value("verdict", "") == "error" && d.error.empty()) {
+      d.error = first_error_of(*record);
+      if (d.error.empty()) d.error = *label + ": it could not be checked (see the error output)";
+    }
+  if (!d.error.empty()) return d;  // nothing to compare
   d.findings_added = minus(d.new_figures.findings, d.old_figures.findings);
   d.findings_removed = minus(d.old_figures.findings, d.new_figures.findings);
   for (const BudgetKey& k : budget_keys()) {
@@ -184,10 +205,17 @@ std::optional<Thresholds> parse_thresholds(const std::string& text, std::string*
     char* endp = nullptr;
     double x = std::strtod(v.c_str(), &endp);
     if (v.empty() || *endp != '\0' || !std::isfinite(x) || x < 0) {
-      *why = fmt::format("--fail-on-regression: '{}': expected a fraction (0.05) or a percentage (5%)", item);
+      *why = fmt::format("--fail-on-regression: '{}': expected a percentage, as {}=5%", item, key);
       return std::nullopt;
     }
-    t[key] = percent ? x / 100 : x;
+    // A bare number has two readings (5 meaning 5 %, or the fraction 5, that is 500 %): refused.
+    if (!percent) {
+      *why = fmt::format("--fail-on-regression: '{}' has no unit: write {}={}% for {} percent, or {}={}% for the "
+                         "fraction {} ({} percent)", item, key, v, v, key, fmt::format("{:g}", x * 100), v,
+                         fmt::format("{:g}", x * 100));
+      return std::nullopt;
+    }
+    t[key] = x / 100;
   }
   if (t.empty()) {
     *why = "--fail-on-regression: no thresholds given (as time=5%,memory=2%)";
@@ -198,6 +226,9 @@ std::optional<Thresholds> parse_thresholds(const std::string& text, std::string*
 
 void find_regressions(ReportDiff& d, const Thresholds& t) {
   d.regressions.clear();
+  if (!d.error.empty()) return;
+  if (d.old_figures.verdict == "holds" && (d.new_figures.verdict == "violated" || d.new_figures.verdict == "inconclusive"))
+    d.regressions.push_back(fmt::format("verdict {} -> {}", verdict_text(d.old_figures), verdict_text(d.new_figures)));
   for (const FigureChange& c : d.figures) {
     auto it = t.find(c.key);
     if (it == t.end()) it = t.find(group_of(c.key));
@@ -215,12 +246,25 @@ void find_regressions(ReportDiff& d, const Thresholds& t) {
     for (const auto& f : d.findings_added) d.regressions.push_back("new finding: " + f);
 }
 
-std::string diff_text(const std::vector<ReportDiff>& diffs) {
+int diff_exit_code(const std::vector<ReportDiff>& diffs) {
+  int exit = 0;
+  for (const ReportDiff& d : diffs) {
+    const int code = !d.error.empty() ? 2 : !d.regressions.empty() ? kExitRegression : 0;
+    exit = exit == 0 ? code : (code == 0 || code == exit) ? exit : 10;
+  }
+  return exit;
+}
+
+std::string diff_text(const std::vector<ReportDiff>& diffs, int exit_code) {
   std::string out;
   for (size_t i = 0; i < diffs.size(); ++i) {
     const ReportDiff& d = diffs[i];
     if (i) out += "\n";
     out += fmt::format("{} -> {}\n", d.old_label, d.new_label);
+    if (!d.error.empty()) {
+      out += fmt::format("  ERROR: {} (not compared)\n", d.error);
+      continue;
+    }
     out += fmt::format("  verdict: {} -> {}\n", verdict_text(d.old_figures), verdict_text(d.new_figures));
     out += fmt::format("  findings: {} added, {} removed\n", d.findings_added.size(), d.findings_removed.size());
     for (const auto& f : d.findings_added) out += "    + " + f + "\n";
@@ -234,6 +278,7 @@ std::string diff_text(const std::vector<ReportDiff>& diffs) {
     for (const auto& n : d.notes) out += "  note: " + n + "\n";
     for (const auto& r : d.regressions) out += fmt::format("{}: REGRESSION: {}\n", d.new_label, r);
   }
+  if (diffs.size() > 1) out += "\n" + summary_line(diffs, exit_code) + "\n";
   return out;
 }
 
@@ -265,7 +310,8 @@ std::string diff_json(const std::vector<ReportDiff>& diffs, int exit_code) {
                     {"findings_removed", d.findings_removed},
                     {"figures", figs},
                     {"notes", d.notes},
-                    {"regressions", d.regressions}});
+                    {"regressions", d.regressions},
+                    {"error", d.error.empty() ? json(nullptr) : json(d.error)}});
   }
   json j = {{"schema_version", kReportSchemaVersion},
             {"schedcheck_version", kToolVersion},
@@ -274,15 +320,20 @@ std::string diff_json(const std::vector<ReportDiff>& diffs, int exit_code) {
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
-std::string diff_markdown(const std::vector<ReportDiff>& diffs) {
+std::string diff_markdown(const std::vector<ReportDiff>& diffs, int exit_code) {
   auto cell = [](std::string s) {
     std::string out;
     for (char c : s) out += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
     return out;
   };
   std::string out;
+  if (diffs.size() > 1) out += "**schedcheck:** " + cell(summary_line(diffs, exit_code)) + "\n\n";
   for (const ReportDiff& d : diffs) {
     out += fmt::format("### schedcheck: `{}` → `{}`\n\n", cell(d.old_label), cell(d.new_label));
+    if (!d.error.empty()) {
+      out += fmt::format("**Error:** :x: {} (not compared)\n\n", cell(d.error));
+      continue;
+    }
     out += fmt::format("**Verdict:** {} → {}  \n", cell(verdict_text(d.old_figures)), cell(verdict_text(d.new_figures)));
     out += fmt::format("**Findings:** {} added, {} removed\n\n", d.findings_added.size(), d.findings_removed.size());
     for (const auto& f : d.findings_added) out += "- ➕ " + cell(f) + "\n";

@@ -38,6 +38,10 @@ struct ReportDiff {
   std::vector<std::string> regressions;  ///< filled by find_regressions
   /// Why figures are informational ("the work per step changed from 2.1M to 4.19M tokens: ...").
   std::vector<std::string> notes;
+  /// Non-empty when either side is an input error (verdict "error"): that side's first error,
+  /// located ("configs/a.toml:3:1: ..."; the label when it has no location). Such a pair has no
+  /// findings or figures and no regressions; it counts as an input error (exit 2).
+  std::string error;
 };
 
 /// Compares two verify reports (JSON objects as `verify --format json` prints them).
@@ -51,25 +55,39 @@ ReportDiff diff_reports(const std::string& old_label, const nlohmann::json& old_
 /// value) makes a new finding a regression.
 using Thresholds = std::map<std::string, double>;
 
-/// Parses "time=5%,memory=2%" (values as fractions 0.05 or percentages 5%); nullopt with `*why`
-/// naming the bad item and the keys otherwise.
+/// Parses "time=5%,memory=2%" (each value a percentage with its '%'); nullopt with `*why` naming
+/// the bad item and the keys otherwise. A value without its unit ("time=5") is refused with both
+/// readings spelled out (5 %, or the fraction 5, that is 500 %).
 std::optional<Thresholds> parse_thresholds(const std::string& text, std::string* why);
 
-/// Sets d.regressions: each figure whose relative increase exceeds its threshold ("span 24 s ->
-/// 27 s (+12.5%) exceeds time=5%"; from 0 to more counts as infinite increase), and with
-/// "findings" each added finding.
+/// Sets d.regressions: a verdict that held and now does not (violated or inconclusive; whatever
+/// the thresholds, `t` may be empty), each figure whose relative increase exceeds its threshold
+/// ("span 24 s -> 27 s (+12.5%) exceeds time=5%"; from 0 to more counts as infinite increase),
+/// and with "findings" each added finding. A pair in error (d.error) has none.
 void find_regressions(ReportDiff& d, const Thresholds& t);
 
+/// The exit code of a diff run over `diffs` (after find_regressions): 0 when nothing regressed
+/// and nothing is in error, kExitRegression (19) when some pair regressed, 2 when some pair is in
+/// error, 10 when both (the pairs' codes combined as verify combines files').
+int diff_exit_code(const std::vector<ReportDiff>& diffs);
+
+/// Exit code of a diff whose pairs regressed.
+inline constexpr int kExitRegression = 19;
+
 /// Text: per pair a header, the verdicts, findings added and removed, and a table of figures
-/// with old, new, absolute and relative change; then the regressions.
-std::string diff_text(const std::vector<ReportDiff>& diffs);
+/// with old, new, absolute and relative change; then the regressions (a pair in error: its
+/// error instead). With several pairs a last line counts them: "3 files: 1 regressed, 1 in
+/// error, 1 unchanged or better (exit 10)".
+std::string diff_text(const std::vector<ReportDiff>& diffs, int exit_code);
 
 /// JSON: {schema_version, schedcheck_version, exit_code, diffs: [{old, new, verdict: {old, new},
 /// exit_code: {old, new}, findings_added, findings_removed, figures: {KEY: {unit, old, new,
-/// old_rank, new_rank, absolute, relative, higher_is_better, like_for_like}}, notes, regressions}]}.
+/// old_rank, new_rank, absolute, relative, higher_is_better, like_for_like}}, notes, regressions,
+/// error (the located input error, or null)}]}.
 std::string diff_json(const std::vector<ReportDiff>& diffs, int exit_code);
 
-/// GitHub-flavoured Markdown for a pull-request comment: a heading per pair and a table.
-std::string diff_markdown(const std::vector<ReportDiff>& diffs);
+/// GitHub-flavoured Markdown for a pull-request comment: with several pairs a summary line
+/// first (as diff_text's last), then a heading per pair and a table (a pair in error: its error).
+std::string diff_markdown(const std::vector<ReportDiff>& diffs, int exit_code);
 
 }  // namespace sc
