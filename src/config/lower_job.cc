@@ -578,9 +578,6 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   c.dp_shard = shard;
   c.fsdp = fsdp;
   c.reshard_after_forward = fsdp && job.reshard_after_forward;
-  // torchtitan's stages run under PyTorch's pipelining runtime, whose FSDP2 backward skips the
-  // gradient sync until each stage's last microbatch (Composition::accumulate_unsharded_grads).
-  c.accumulate_unsharded_grads = fsdp && job.framework == "torchtitan";
   c.overlap_comm = job.overlap_comm;
   c.overlap_grad_reduce = job.overlap_grad_reduce;
   c.reduce_scatter_only = job.sharding == Sharding::kZero1 && job.overlap_param_gather;
