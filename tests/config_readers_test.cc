@@ -1332,6 +1332,50 @@ TEST_CASE("DeepSpeed: pipeline.stages gives the pipeline degree with a note that
   check_at(find_diag(diags, Severity::kNote, "never reads it"), text, "\"stages\"", "4,");
 }
 
+TEST_CASE("DeepSpeed with --tp and --pp applies the batch rule to the data-parallel size (Megatron-DeepSpeed)",
+          "[config]") {
+  // BLOOM-176B's DeepSpeed config (bigscience tr11-176B-ml: micro batch 2, global batch 2048, ZeRO
+  // stage 0, bf16) on 384 GPUs with TP 4 and PP 12: DeepSpeed, handed Megatron's mpu, checks
+  // 2048 = 2 · gas · 8, so gas = 128 (docs/facts/config-keys.md#deepspeed-batch-and-precision).
+  const std::string text = "{\"train_batch_size\": 2048, \"train_micro_batch_size_per_gpu\": 2,\n"
+                           " \"zero_optimization\": {\"stage\": 0}, \"bf16\": {\"enabled\": true}}\n";
+  const std::string path = test::write_temp("schedcheck_config_test", "bloom.json", text);
+  JobContext ctx;
+  ctx.gpus = 384;
+  ctx.model = "llama3-70b";
+  {
+    // Against the world size (no model-parallel unit) the triple does not hold.
+    Diagnostics diags;
+    TrainingJob j;
+    CHECK_FALSE(read_deepspeed(path, ctx, &j, diags));
+    check_at(find_diag(diags, Severity::kError, "train_batch_size is not equal to micro_batch_per_gpu * "
+                                                "gradient_acc_step * world_size 2048 != 2 * 2 * 384"),
+             text, "\"train_batch_size\"", "2048");
+  }
+  ctx.tp = 4;
+  ctx.pp = 12;
+  Diagnostics diags;
+  TrainingJob j;
+  const bool ok = read_deepspeed(path, ctx, &j, diags);
+  INFO(all_text(diags));
+  REQUIRE(ok);
+  CHECK(j.layout.tp == 4);
+  CHECK(j.layout.pp == 12);
+  CHECK(j.layout.dp_replicate == 8);
+  CHECK(j.microbatch_sequences == 2);
+  CHECK(j.microbatches == 128);
+  CHECK(j.global_batch_sequences == 2048);
+  // Degrees that do not divide the world: located at the config, not nowhere.
+  ctx.gpus = 100;
+  Diagnostics bad;
+  TrainingJob k;
+  CHECK_FALSE(read_deepspeed(path, ctx, &k, bad));
+  REQUIRE(bad.all().size() == 1);
+  CHECK(bad.all()[0].loc.valid());
+  CHECK(bad.all()[0].loc.line == 1);
+  CHECK(bad.all()[0].message == "world size (100) is not divisible by the tensor (4) times pipeline (12) parallel ranks");
+}
+
 TEST_CASE("DeepSpeed: the batch triple derives the missing key, and stage 1 is data-parallel replicated", "[config]") {
   const std::string text =
       "{\"train_batch_size\": 64, \"gradient_accumulation_steps\": 4, \"zero_optimization\": {\"stage\": 1},\n"

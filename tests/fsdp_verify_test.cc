@@ -1,5 +1,6 @@
 // FSDP verify end to end: spec text -> lowering -> checks, against docs/facts/fsdp-zero.md.
 #include <string>
+#include <string_view>
 
 #include "catch.h"
 #include "fsdp/fsdp_yaml.h"
@@ -114,6 +115,65 @@ TEST_CASE("communication per step is (N-1)/N x 3 x the parameter bytes when dtyp
   VerifyResult r = verify_fsdp(spec);
   REQUIRE(fsdp_extras(r)->figures);
   CHECK(fsdp_extras(r)->figures->comm_bytes_per_step == Approx(24 * kGiB));
+}
+
+TEST_CASE("an integer reshard_after_forward keeps a 1/k slice to the backward and gathers it over k ranks",
+          "[fsdp]") {
+  // docs/facts/fsdp-zero.md#integer-reshard-after-forward: 8 units of 1 GiB on a shard group of
+  // 4, k = 2. Forward all-gather and reduce-scatter over 4 ranks (0.75 · 8 GiB each), the
+  // backward's all-gather over 2 (0.5 · 8 GiB): 16 GiB per step, where true moves 18 and false 12.
+  auto with = [](const std::string& raf) {
+    return verify_fsdp(spec_of("fsdp2", "  options: {reshard_after_forward: " + raf + "}\n"));
+  };
+  VerifyResult full = with("true"), kept = with("false"), two = with("2"), one = with("1"), four = with("4");
+  for (const VerifyResult* r : {&full, &kept, &two, &one, &four}) REQUIRE(fsdp_extras(*r)->figures);
+  const FsdpFigures& f2 = *fsdp_extras(two)->figures;
+  CHECK(f2.comm_bytes_per_step == Approx(16 * kGiB));
+  CHECK(f2.expected_comm_bytes_per_step == Approx(16 * kGiB));
+  CHECK(fsdp_extras(full)->figures->expected_comm_bytes_per_step == Approx(18 * kGiB));
+  CHECK(fsdp_extras(kept)->figures->expected_comm_bytes_per_step == Approx(12 * kGiB));
+  // Each unit keeps 0.5 GiB from its forward to its backward's all-gather, in each of the two
+  // steps modelled (FsdpSpec::iterations).
+  int slices = 0;
+  for (const Buffer& b : two.program.buffers)
+    if (std::string_view(b.kind) == "param-post-forward") {
+      ++slices;
+      CHECK(b.bytes == static_cast<int64_t>(kGiB / 2));
+    }
+  CHECK(slices == 8 * 2);
+  // The backward's all-gathers are rings of 2: latency + 0.5 GiB / 100 GB/s.
+  const auto& info = fsdp_extras(two)->info;
+  int backward_gathers = 0;
+  for (OpId id = 0; id < static_cast<OpId>(two.program.ops.size()); ++id)
+    if (info[id].kind == FsdpOpKind::kAllGather && info[id].backward) {
+      ++backward_gathers;
+      CHECK(two.program.ops[id].duration_s == Approx(10e-6 + 0.5 * kGiB / 100e9));
+    }
+  CHECK(backward_gathers > 0);
+  // The slices move the peak between true's and false's.
+  const int64_t p_full = full.timeline->peak_bytes_per_rank[0], p_two = two.timeline->peak_bytes_per_rank[0],
+                p_kept = kept.timeline->peak_bytes_per_rank[0];
+  CHECK(p_two > p_full);
+  CHECK(p_two < p_kept);
+  // k = 1 is false and k = the shard size is true (_get_post_forward_mesh_info).
+  CHECK(one.timeline->peak_bytes_per_rank[0] == p_kept);
+  CHECK(fsdp_extras(one)->figures->comm_bytes_per_step == Approx(12 * kGiB));
+  CHECK(four.timeline->peak_bytes_per_rank[0] == p_full);
+  CHECK(fsdp_extras(four)->figures->comm_bytes_per_step == Approx(18 * kGiB));
+}
+
+TEST_CASE("an integer reshard_after_forward is noted at its key with what is modelled", "[fsdp]") {
+  Diagnostics d;
+  auto spec = parse_fsdp_spec("raf.yaml",
+                              "schedcheck: 1\nranks: 4\nfsdp:\n  link: {bandwidth: 100GB/s}\n"
+                              "  options: {reshard_after_forward: 2}\n"
+                              "  units:\n    - {name: layer, repeat: 2, params_bytes: 1GiB, forward: 1ms, backward: 2ms}\n",
+                              d);
+  REQUIRE(spec);
+  REQUIRE(d.all().size() == 1);
+  CHECK(d.all()[0].severity == Severity::kNote);
+  CHECK(d.all()[0].loc.line == 5);
+  CHECK(d.all()[0].message.rfind("reshard_after_forward 2: after each forward a unit keeps a 1/2 slice", 0) == 0);
 }
 
 TEST_CASE("step 1 peaks higher than step 0: the optimizer state appears at the first step", "[fsdp]") {

@@ -57,7 +57,7 @@ std::vector<FrontEnd>& table() {
   static std::vector<FrontEnd> t = {
       {"torchtitan", "torchtitan job configs (.toml)", config::is_torchtitan_config, kConfigOptions, run_configs},
       {"deepspeed", "DeepSpeed configs (.json with zero_optimization or a batch size)", config::is_deepspeed_config,
-       with(kConfigOptions, {"--micro-batch-size", "--grad-accum"}), run_configs},
+       with(kConfigOptions, {"--micro-batch-size", "--grad-accum", "--tp", "--pp"}), run_configs},
       {"megatron", "Megatron-LM launch scripts and argument files", config::is_megatron_config,
        with(kConfigOptions, {"--env"}), run_configs},
       {"router", "router specs (a top-level router: key)", is_router_spec, {"--time-limit", "--rlimit"}, run_routers},

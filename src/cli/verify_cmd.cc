@@ -121,6 +121,7 @@ int run_verify(const VerifyArgs& a_in, ReportSink& sink) {
       {"--hardware", !a.job.hardware.empty()},  {"--seq-len", a.job.seq_len > 0},
       {"--efficiency", a.job.efficiency > 0},
       {"--micro-batch-size", a.job.micro_batch_size > 0}, {"--grad-accum", a.job.grad_accum > 0},
+      {"--tp", a.job.tp > 0}, {"--pp", a.job.pp > 0},
       {"--env", !a.job.env.empty()},
       {"--budget", !a.budgets.empty()},
       {"--time-limit", a.time_limit.has_value()}, {"--rlimit", a.rlimit > 0}};
@@ -363,6 +364,13 @@ Command add_verify(CLI::App& parent) {
   cmd->add_option("--grad-accum", a->job.grad_accum,
                   "DeepSpeed configs that leave gradient_accumulation_steps to the autotuner: the value the run uses")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  cmd->add_option("--tp", a->job.tp,
+                  "DeepSpeed configs run by Megatron-DeepSpeed: the tensor-parallel degree its launch arguments give "
+                  "(DeepSpeed then applies its batch rule to the data-parallel size)")
+      ->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--pp", a->job.pp,
+                  "DeepSpeed configs run by Megatron-DeepSpeed: the pipeline-parallel degree its launch arguments give")
+      ->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--seq-len", a->job.seq_len, "framework configs: the sequence length, when the config states none (DeepSpeed)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   cmd->add_option("--efficiency", a->job.efficiency,

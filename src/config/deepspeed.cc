@@ -326,6 +326,20 @@ class DeepSpeedReader {
       j.where["reduce_dtype"] = comm_loc_;
     else if (fp16_ || bf16_)
       j.where["reduce_dtype"] = fp16_ ? fp16_loc_ : bf16_loc_;
+    // A model-parallel unit (Megatron-DeepSpeed passes mpu): DeepSpeedConfig takes its
+    // world_size, the one the batch rule uses, from mpu.get_data_parallel_world_size()
+    // (deepspeed/runtime/config.py DeepSpeedConfig.__init__ @ 01ccf331).
+    if (ctx_.pp > 0) {
+      if (pp_loc_.valid() && pp_ != ctx_.pp) {
+        diags_.error(pp_loc_, fmt::format("pipeline.stages is {} here and --pp {} on the command line", pp_, ctx_.pp));
+        return;
+      }
+      pp_ = ctx_.pp;
+    }
+    if (ctx_.tp > 0) {
+      j.layout.tp = ctx_.tp;
+      j.where["tp"] = r_.file_start();
+    }
     j.layout.pp = pp_;
     if (pp_ > 1) {
       j.where["pp"] = pp_loc_;
@@ -333,16 +347,24 @@ class DeepSpeedReader {
       if (stage_ >= 2)
         diags_.error(stage_loc_, "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism");
     }
-    if (j.world % pp_ != 0) {
-      diags_.error(pp_loc_, fmt::format("world size ({}) is not divisible by the pipeline stages ({})", j.world, pp_));
+    const int64_t model_parallel = static_cast<int64_t>(pp_) * j.layout.tp;
+    if (j.world % model_parallel != 0) {
+      diags_.error(located(pp_loc_),
+                   j.layout.tp > 1 ? fmt::format("world size ({}) is not divisible by the tensor ({}) times pipeline ({}) "
+                                                 "parallel ranks",
+                                                 j.world, j.layout.tp, pp_)
+                                   : fmt::format("world size ({}) is not divisible by the pipeline stages ({})", j.world, pp_));
       return;
     }
-    const int64_t dp = j.world / pp_;
+    const int64_t dp = j.world / model_parallel;
     const bool sharded = j.sharding == Sharding::kZero2 || j.sharding == Sharding::kFsdp;
     (sharded ? j.layout.dp_shard : j.layout.dp_replicate) = static_cast<int32_t>(dp);
     if (stage_loc_.valid()) j.where[sharded ? "dp_shard" : "dp_replicate"] = stage_loc_;
     batch(j, dp);
   }
+
+  /// `loc`, or the start of the file when it is not in the file (a value from the command line).
+  SourceLoc located(const SourceLoc& loc) const { return loc.valid() ? loc : r_.file_start(); }
 
   /// --micro-batch-size and --grad-accum fill the keys the config leaves to the autotuner
   /// ("auto" or absent); a key the config sets to a number is not replaced (an error).
@@ -370,7 +392,7 @@ class DeepSpeedReader {
     // determines it); accumulation defaults to 1 unless the global batch fixes it; a global batch
     // of "auto" follows from the other two.
     if ((micro_auto_ && !micro_) || (train_auto_ && !micro_)) {
-      diags_.error(micro_auto_ ? micro_loc_ : train_loc_,
+      diags_.error(located(micro_auto_ ? micro_loc_ : train_loc_),
                    "the batch is left to the autotuner (\"auto\", filled in by the Hugging Face Trainer): give "
                    "--micro-batch-size N (and --grad-accum N, default 1) for the values the run uses");
       return;
@@ -394,7 +416,9 @@ class DeepSpeedReader {
       diags_.error(r_.file_start(), kNoBatch);
       return;
     }
-    const SourceLoc at = train_ ? train_loc_ : micro_ ? micro_loc_ : gas_loc_;
+    // A value from the command line has no place in the file: its error is located at the
+    // config's start rather than nowhere.
+    const SourceLoc at = located(train_loc_.valid() ? train_loc_ : micro_loc_.valid() ? micro_loc_ : gas_loc_);
     if (micro <= 0) {
       diags_.error(at, fmt::format("Micro batch size per gpu: {} has to be greater than 0", micro));
       return;

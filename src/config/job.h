@@ -131,6 +131,13 @@ struct JobContext {
   /// absent); 0 = not given.
   int64_t micro_batch_size = 0;
   int64_t grad_accum = 0;
+  /// --tp / --pp: the tensor- and pipeline-parallel degrees of a DeepSpeed config run by a
+  /// trainer that states them elsewhere (Megatron-DeepSpeed's launch arguments), which hands
+  /// DeepSpeed a model-parallel unit; DeepSpeed then checks its batch rule against the
+  /// data-parallel size, world / (tp·pp) (docs/facts/config-keys.md#deepspeed-batch-and-precision).
+  /// 0 = not given.
+  int32_t tp = 0;
+  int32_t pp = 0;
   /// --env NAME=VALUE: the caller's environment as a launch script sees it (`${SLURM_NNODES:-1}`
   /// takes VALUE); names not given are unset, as in an empty environment.
   std::map<std::string, std::string> env;

@@ -489,6 +489,16 @@ void FsdpLoader::read_options(const Entry& e, const std::string& impl, FsdpSpec&
                                        spec.shard_size));
           else
             spec.reshard_after_forward = static_cast<int>(*k);
+          if (*k > 1 && (spec.shard_size <= 0 || *k < spec.shard_size))
+            diags_.note(loc(*r), fmt::format(
+                "reshard_after_forward {0}: after each forward a unit keeps a 1/{0} slice of its parameters "
+                "(the post-forward shard) and its backward all-gathers over {0} ranks on the spec's bandwidth; "
+                "the process group FSDP2 creates per fully_shard call for it is not counted "
+                "(docs/facts/fsdp-zero.md#integer-reshard-after-forward)",
+                *k));
+          else if (*k == 1)
+            diags_.note(loc(*r), "reshard_after_forward 1: FSDP2 reshards to a group of one rank, which it treats as "
+                                 "false (the parameters stay gathered from forward to backward)");
         }
       } else {
         error(loc(*r), fmt::format("fsdp.options.reshard_after_forward must be true, false or a whole number of "

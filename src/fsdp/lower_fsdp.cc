@@ -43,6 +43,13 @@ double collective_time_s(const FsdpSpec& spec, CollectiveKind kind, int64_t byte
   return all_reduce ? 2 * one : one;
 }
 
+int post_forward_group(const FsdpSpec& spec) {
+  const int k = spec.reshard_after_forward;
+  if (k < 0) return 0;
+  if (k == 0 || k == 1) return 1;
+  return spec.shard_size > 0 && k >= spec.shard_size ? 0 : k;
+}
+
 namespace fsdp_lower {
 
 /// A static string for a dtype name (Op::dtype must outlive the Program); "other" when the
@@ -199,6 +206,7 @@ class RankGen {
     grad_.assign(slots_.size(), -1);
     backward_op_.assign(slots_.size(), kNoOp);
     forward_op_.assign(slots_.size(), kNoOp);
+    post_forward_.assign(slots_.size(), -1);
   }
 
   /// Every step: each microbatch's forward and backward, then the optimizer step.
@@ -274,7 +282,12 @@ class RankGen {
     if (fsdp2()) prefetch_fsdp2(s);
     if (fsdp1() && spec_.forward_prefetch_fsdp1) prefetch_one(s + 1);
     forward_compute(s);
-    if (spec_.reshard_after_forward != 0) reshard(s);
+    const int k = post_forward_group(spec_);
+    if (k == 0) {
+      reshard(s);
+    } else if (k > 1) {
+      reshard_to_post_forward(s, k);
+    }  // k == 1: kept gathered until the backward
   }
 
   void backward_slot(int32_t s) {
@@ -369,12 +382,21 @@ class RankGen {
         b_.buffer(rank_, "param", un.params_bytes, u, -1, fmt::format("param {} {}", unit_name(s), phase_tag()));
     Op op = b_.collective(rank_, all_gather_, shard_comm_, CollectiveKind::kAllGather, un.params_bytes,
                           spec_.param_dtype, un.loc);
+    // From a post-forward shard the all-gather runs over the k ranks of the post-forward group:
+    // timed as a ring of k (on the spec's one link bandwidth).
+    const int32_t from_post_forward = post_forward_[s];
+    if (from_post_forward >= 0)
+      op.duration_s = collective_time_s(spec_, CollectiveKind::kAllGather, un.params_bytes, post_forward_group(spec_));
     OpId ag = add(op, FsdpOpKind::kAllGather, s, fmt::format("AG {} ({})", unit_name(s), phase_tag()));
     b_.dep(copy_in);
     if (!fsdp2()) b_.dep(optimizer_);  // reads the shards the previous optimizer step wrote
     b_.dep(limiter_dep());
     b_.dep(hook_dep_);
     b_.alloc(param, fsdp2());  // FSDP2: copy-out at the all-gather's end; others: at its start
+    if (from_post_forward >= 0) {
+      b_.free(from_post_forward, true);
+      post_forward_[s] = -1;
+    }
     gather_[s] = Gather{param, ag, kNoOp};
     live_params_ += unit_params(spec_, u);
   }
@@ -411,6 +433,19 @@ class RankGen {
     gather_[s].wait = id;
     for (AgBuffer& a : ag_buffers_)
       if (a.slot == s && a.wait == kNoOp) a.wait = id;
+  }
+
+  /// FSDP2's integer reshard_after_forward k (1 < k < shard size): after the forward, slot `s`
+  /// frees its unsharded parameters and keeps a clone of its 1/k slice of them (the all-gather
+  /// output narrowed to the rank's place in the k-rank post-forward group:
+  /// FSDPParam.to_sharded_post_forward), params_bytes / k on the compute stream, until the
+  /// backward's all-gather over the k ranks has copied out (FSDPParam.to_unsharded frees it).
+  void reshard_to_post_forward(int32_t s, int k) {
+    reshard(s);
+    const FsdpUnit& un = unit(s);
+    post_forward_[s] = b_.buffer(rank_, "param-post-forward", un.params_bytes / k, slots_[s].unit, -1,
+                                 fmt::format("post-forward shard {} ({})", unit_name(s), phase_tag()));
+    b_.alloc(post_forward_[s], false);
   }
 
   /// Frees slot `s`'s unsharded parameters on the compute stream.
@@ -550,6 +585,7 @@ class RankGen {
   std::vector<int32_t> grad_shards_;    // this step's gradient shards, in allocation order
   int32_t pending_rs_input_ = -1;       // FSDP2: the reduce-scatter input still alive
   std::vector<OpId> reshards_;          // every reshard, in issue order (FSDP1 limiter)
+  std::vector<int32_t> post_forward_;   // per slot: its live post-forward shard buffer, or -1
   size_t all_gathers_ = 0;              // all-gathers issued (FSDP1 limiter)
   int64_t live_params_ = 0;             // gathered parameters in the CPU's view (ZeRO-3)
   OpId hook_dep_ = kNoOp;               // ZeRO-3: dep of the current hook's all-gathers

@@ -88,7 +88,8 @@ double collective_time_s(const FsdpSpec& spec, CollectiveKind kind, int64_t byte
 /// prefetch_bucket_size and max_live_parameters (in parameters), each all-gather of a pre-forward
 /// or pre-backward hook depending on the compute op issued before the hook.
 /// `reshard_after_forward` = 0 keeps the parameters from forward to backward for every
-/// implementation; k > 0 is lowered like true.
+/// implementation; an integer k as post_forward_group says (FSDP2: 1 like false, the shard size
+/// like true, otherwise a 1/k post-forward shard kept to the backward's all-gather over k ranks).
 ///
 /// With spec.programs non-empty, each rank's explicit program (its own, else key -1, else none)
 /// is translated op by op instead, and static problems go to FsdpProgram::findings.
@@ -101,6 +102,13 @@ double collective_time_s(const FsdpSpec& spec, CollectiveKind kind, int64_t byte
 /// whole group and completes when the built rank reaches it. The per-rank vectors (shard_comm,
 /// replicate_comm, static bytes) have one entry.
 FsdpProgram lower_fsdp(const FsdpSpec& spec, bool quotient = false);
+
+/// The group FSDP2 reshards a unit to after its forward, from FsdpSpec::reshard_after_forward
+/// (torch/distributed/_composable/fsdp/_fsdp_init.py `_get_post_forward_mesh_info` @ pytorch aa4b756b,
+/// docs/facts/fsdp-zero.md#integer-reshard-after-forward): 0 = the whole shard group (true, or
+/// an integer equal to the shard size), 1 = none, parameters kept gathered (false, or the
+/// integer 1, which FSDP2 treats as false), k = a post-forward group of k ranks.
+int post_forward_group(const FsdpSpec& spec);
 
 /// Whether lower_fsdp can build the quotient of `spec`: more than one rank, no rank overrides
 /// and generated programs (no `programs:`), so every rank's program is the same.

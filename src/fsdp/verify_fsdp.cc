@@ -97,6 +97,9 @@ FsdpFigures compute_figures(const FsdpSpec& spec, const Program& p, const std::v
     int it = std::clamp<int>(in.iteration, 0, iters - 1);
     if (o.kind == OpKind::kCollective && o.comm() >= 0) {
       double n = static_cast<double>(p.comms[o.comm()].group_size());
+      // A backward all-gather from a post-forward shard runs over the post-forward group.
+      if (o.collective == CollectiveKind::kAllGather && in.backward && post_forward_group(spec) > 1)
+        n = post_forward_group(spec);
       double share = n > 1 ? (n - 1) / n * static_cast<double>(o.bytes) : 0.0;
       volume[o.rank][it] += o.collective == CollectiveKind::kAllReduce ? 2 * share : share;
       comm_time[o.rank] += t.ops[id].end_s - t.ops[id].start_s;
@@ -121,10 +124,13 @@ FsdpFigures compute_figures(const FsdpSpec& spec, const Program& p, const std::v
     for (int it = 0; it < iters; ++it) f.comm_bytes_per_step = std::max(f.comm_bytes_per_step, volume[r][it]);
   const double n = spec.shard_size, rep = spec.replicate_size;
   const double ratio = static_cast<double>(spec.reduce_dtype.bytes) / spec.param_dtype.bytes;
-  const double gathers = spec.reshard_after_forward == 0 ? 1.0 : 2.0;
+  // The backward's all-gather: none when the forward keeps the parameters, over the shard group
+  // after a full reshard, over the post-forward group of k ranks after an integer one.
+  const int k = post_forward_group(spec);
+  const double back_gather = k == 0 ? (n - 1) / n : k == 1 ? 0.0 : (k - 1.0) / k;
   if (generated)
     f.expected_comm_bytes_per_step =
-      spec.microbatches * (n > 1 ? (n - 1) / n * f.params_bytes * (gathers + ratio) : 0.0) +
+      spec.microbatches * (n > 1 ? ((n - 1) / n * (1 + ratio) + back_gather) * f.params_bytes : 0.0) +
       spec.microbatches * (rep > 1 ? 2 * (rep - 1) / rep * f.params_bytes * ratio / n : 0.0);
   f.most_exposed_rank = static_cast<int32_t>(std::max_element(exposed.begin(), exposed.end()) - exposed.begin());
   f.exposed_comm_s = exposed[f.most_exposed_rank];

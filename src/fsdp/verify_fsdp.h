@@ -29,7 +29,8 @@ struct FsdpUnitExposure {
 /// Thakur et al. 2005); the largest over ranks and steps. expected_comm_bytes_per_step: docs/facts/fsdp-zero.md,
 /// (N-1)/N·Ψ·(2·b_c + b_r) per microbatch (all-gather in forward and backward, one
 /// reduce-scatter), plus HSDP's 2(R-1)/R·Ψ·b_r/N; with reshard_after_forward false one
-/// all-gather per microbatch. overlap = 1 - exposed / communication time on the most exposed
+/// all-gather per microbatch, with an integer k (post_forward_group) the backward's all-gather
+/// over k ranks, (k-1)/k·Ψ·b_c, measured with group size k as well. overlap = 1 - exposed / communication time on the most exposed
 /// rank. step_time_s[i]: end of step i's optimizer minus end of step i-1's (the first from 0),
 /// largest over ranks. peak_bytes_per_step[i][r]: rank r's timeline peak during step i.
 /// gathered_*: parameter bytes ("param" and "ag-buffer" buffers) live at once, on the timeline
