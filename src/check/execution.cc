@@ -185,7 +185,7 @@ class Executor {
         if (!res_.done[m]) try_component(m);
     bool all = true;
     for (OpId m : members) {
-      if (!res_.done[m]) {
+      if (!atomic_ && !res_.done[m]) {
         if (p_.ops[m].kind == OpKind::kSend) try_send(m);
         else try_recv(m);
       }
