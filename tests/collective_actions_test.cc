@@ -77,7 +77,8 @@ TEST_CASE("malformed collectives and groups are located errors", "[spec][collect
   auto first = [](const std::string& out) { return out.substr(0, out.find('\n')); };
   CHECK(first(errors_of(head + "ALLREDUCE@a\n")) ==
         "t.yaml:5:16: error: rank 0: 'ALLREDUCE@a': an action starts with its stage id, as in 0F3, or is a "
-        "collective over a group: ALL_REDUCE, BROADCAST, ALL_GATHER, REDUCE_SCATTER or BARRIER, as in ALL_REDUCE@world");
+        "collective over a group: ALL_REDUCE, BROADCAST, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL or BARRIER, as in "
+              "ALL_REDUCE@world");
   CHECK(first(errors_of(head + "BARRIER\n")) ==
         "t.yaml:5:23: error: rank 0: 'BARRIER': a collective names its group after '@', as in BARRIER@world");
   CHECK(first(errors_of(head + "BARRIER@\n")) ==
@@ -162,7 +163,7 @@ TEST_CASE("a collective one of two ranks skips names that rank, as at three rank
   CHECK(hang.ranks.front() == 1);
 }
 
-TEST_CASE("an all-to-all with per-rank sizes reads and prints back; sizes that differ hang every member", "[verify][collective]") {
+TEST_CASE("an all-to-all with per-rank sizes reads and prints back, and sizes that differ hang every member", "[verify][collective]") {
   // An MoE dispatch over an expert-parallel group of three: each rank's all_to_all_single
   // splits its buffer evenly, so every member must pass the same size. deepspeedai/DeepSpeed#6809:
   // one rank's capacity differed ([4,3,32] against [4,4,32]) and the all-to-all hung.

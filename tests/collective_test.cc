@@ -110,12 +110,12 @@ TEST_CASE("reduce-scatters of different sizes on one communicator hang every mem
   ExecutionResult ex = execute(n.p);
   REQUIRE_FALSE(ex.completed);
   for (OpId id : rs) CHECK_FALSE(ex.done[id]);
-  REQUIRE(ex.findings.size() == 1);
+  REQUIRE(ex.findings.size() == 3);  // each member waits in it for nothing that will come
   const Finding& f = ex.findings.front();
   CHECK(f.kind == FindingKind::kDeadlock);
   INFO(f.message);
-  CHECK(f.message.find("which its members issue with different kinds or sizes (rank 0: reduce-scatter of 4 MiB, "
-                       "rank 1: reduce-scatter of 3 MiB, rank 2: reduce-scatter of 4 MiB)") != std::string::npos);
+  CHECK(f.message.find("which its members issue with different kinds or sizes (ranks 0, 2: reduce-scatter of 4 MiB; "
+                       "rank 1: reduce-scatter of 3 MiB)") != std::string::npos);
   CHECK(f.message.find("Megatron-LM PR #2218") != std::string::npos);
 
   // The same sizes complete; so does a barrier, whose size means nothing.

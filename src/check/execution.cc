@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <set>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -391,10 +392,19 @@ class Executor {
         if (m != id && !member_ready(m))
           return {m, fmt::format("waits in {} for rank {} to reach {}", what, p_.ops[m].rank, p_.label(m))};
       if (!instance_agrees(id)) {
+        // Ranks grouped by what they issue: "ranks 0, 2: reduce-scatter of 4 MiB; rank 1: ...".
+        std::vector<std::pair<std::string, std::vector<int32_t>>> by;
+        for (OpId m : members) {
+          std::string what = fmt::format("{} of {}", collective_name(p_.ops[m].collective),
+                                         format_bytes(static_cast<double>(p_.ops[m].bytes)));
+          auto it = std::find_if(by.begin(), by.end(), [&](const auto& b) { return b.first == what; });
+          if (it == by.end()) by.push_back({what, {p_.ops[m].rank}});
+          else it->second.push_back(p_.ops[m].rank);
+        }
         std::string sizes;
-        for (OpId m : members)
-          sizes += fmt::format("{}rank {}: {} of {}", sizes.empty() ? "" : ", ", p_.ops[m].rank,
-                               collective_name(p_.ops[m].collective), format_bytes(static_cast<double>(p_.ops[m].bytes)));
+        for (const auto& [what, ranks] : by)
+          sizes += fmt::format("{}{} {}: {}", sizes.empty() ? "" : "; ", ranks.size() == 1 ? "rank" : "ranks",
+                               format_rank_ranges(ranks), what);
         return {kNoOp, fmt::format("waits in {}, which its members issue with different kinds or sizes ({}): NCCL "
                                    "checks neither, each rank runs the steps of its own call and waits for data the "
                                    "others never send (Megatron-LM PR #2218, deepspeedai/DeepSpeed#6809)",
@@ -537,9 +547,12 @@ class Executor {
   // Where the unit of P2P op `id` and its partners' units group the messages of one rank pair
   // differently (one side in one group, the other in separate calls or other groups): one line
   // per peer naming both sides' call sites. NCCL calls such a pattern undefined (NVIDIA/nccl#1279).
-  std::vector<std::string> grouping_notes(OpId id) const {
+  std::vector<std::string> grouping_notes(OpId id, std::set<std::vector<OpId>>& seen) const {
     std::vector<std::string> out;
     if (id == kNoOp || !p_.ops[id].is_p2p()) return out;
+    // A plain op whose partner is in a group: told from the group's side, which lists more.
+    if (p_.ops[id].group() < 0 && p_.ops[id].match() != kNoOp && p_.ops[p_.ops[id].match()].group() >= 0)
+      id = p_.ops[id].match();
     const int32_t g = p_.ops[id].group();
     const OpId* call_begin = g < 0 ? &id : p_.groups[g].data();
     const OpId* call_end = g < 0 ? &id + 1 : p_.groups[g].data() + p_.groups[g].size();
@@ -575,6 +588,13 @@ class Executor {
           if (p_.ops[q].peer() == rank) theirs.push_back(q);
       }
       if (their_units.size() == 1 && theirs.size() == mine.size()) continue;
+      std::vector<OpId> key(mine);
+      key.insert(key.end(), theirs.begin(), theirs.end());
+      for (size_t i = 0, n = key.size(); i < n; ++i)
+        if (p_.ops[key[i]].match() != kNoOp) key.push_back(p_.ops[key[i]].match());
+      std::sort(key.begin(), key.end());
+      key.erase(std::unique(key.begin(), key.end()), key.end());
+      if (!seen.insert(std::move(key)).second) continue;
       out.push_back(fmt::format(
           "rank {} posts {}, while rank {} posts {}: ranks that group the same messages differently are undefined "
           "in NCCL (NVIDIA/nccl#1279), and under the default semantics a batch group completes as one",
@@ -609,11 +629,9 @@ class Executor {
                                       format_loc(p_.ops[h].loc), waits[m].why));
     }
     if (p_.semantics.kind == Semantics::kRendezvous) {
-      std::vector<std::string> notes;
+      std::set<std::vector<OpId>> seen;  // each mismatch once, from the first side met
       for (int32_t m : members)
-        for (std::string& n : grouping_notes(head_op(m)))
-          if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(std::move(n));
-      f.details.insert(f.details.end(), notes.begin(), notes.end());
+        for (std::string& n : grouping_notes(head_op(m), seen)) f.details.push_back(std::move(n));
     }
     for (int32_t m : members) f.details.push_back(trace(m));
     return f;

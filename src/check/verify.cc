@@ -36,7 +36,9 @@ void explain_hangs(std::vector<Finding>& hangs, const std::vector<Finding>& dive
   if (divergence.empty() || hangs.empty()) return;
   const Finding& d = divergence.front();
   Finding& h = hangs.front();
-  std::vector<int32_t> culprits(d.ranks.begin(), d.ranks.end());
+  // Every divergence names its culprits (two communicators may each miss a different rank).
+  std::vector<int32_t> culprits;
+  for (const Finding& each : divergence) culprits.insert(culprits.end(), each.ranks.begin(), each.ranks.end());
   std::sort(culprits.begin(), culprits.end());
   culprits.erase(std::unique(culprits.begin(), culprits.end()), culprits.end());
   std::string who = culprits.size() == 1 ? fmt::format("rank {}", culprits.front())

@@ -143,9 +143,11 @@ ParsedStep parse_collective(std::string_view s, size_t base, const SourceLoc& lo
     pos = s.size();
   }
   if (pos != s.size())
-    return fail(fmt::format("'{}': unexpected '{}' after the group name (names hold letters, digits, '_' and '-'; a "
-                            "size follows ':', as in {}@ep:3MiB)",
-                            s, s.substr(pos), word),
+    return fail(fmt::format("'{}': unexpected '{}' after the group name (names hold letters, digits, '_' and '-'{})", s,
+                            s.substr(pos),
+                            kind == static_cast<int>(ActionKind::kBarrier)
+                                ? std::string()
+                                : fmt::format("; a size follows ':', as in {}@ep:3MiB", word)),
                 base + pos);
   if (name_end - name_pos > 64) return fail(fmt::format("'{}': a group name has at most 64 characters", s), base + name_pos);
   Action a;
