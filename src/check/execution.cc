@@ -42,6 +42,10 @@ class Executor {
     for (size_t g = 0; g < p_.groups.size(); ++g)
       for (OpId m : p_.groups[g])
         if (p_.ops[m].channel() != p_.ops[p_.groups[g].front()].channel()) multi_channel_[g] = 1;
+    // Without a group on several channels every unit is one op, and a component is a message's
+    // two ends: the plain rendezvous rule, which the walk then takes without building components
+    // (a comms CSV's millions of plain sends and receives).
+    atomic_ = atomic_ && std::find(multi_channel_.begin(), multi_channel_.end(), 1) != multi_channel_.end();
     for (size_t s = 0; s < p_.streams.size(); ++s) push(static_cast<int32_t>(s));
     while (!work_.empty()) {
       int32_t s = work_.front();
