@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli.h"
+#include "cli_util.h"
 #include "support/source.h"
 
 #include "sandbox_util.h"
@@ -86,12 +86,6 @@ const Sandbox& sandbox() {
   return s;
 }
 
-/// A stream buffer that drops what it is given.
-struct NullBuf : std::streambuf {
-  int overflow(int c) override { return c; }
-  std::streamsize xsputn(const char*, std::streamsize n) override { return n; }
-};
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -118,18 +112,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   std::vector<std::string> args = {"schedcheck", "diff", "--git", lines[0]};
   args.insert(args.end(), lines.begin() + 1, lines.end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
   const fs::path cwd = fs::current_path();
   fs::current_path(s.repo);
-  NullBuf null;
-  std::streambuf* out = std::cout.rdbuf(&null);
-  std::streambuf* err = std::cerr.rdbuf(&null);
-  const int code = sc::cli::run_cli(static_cast<int>(argv.size()) - 1, argv.data());
-  std::cout.rdbuf(out);
-  std::cerr.rdbuf(err);
+  const int code = sc::fuzz::run_cli_quiet(std::move(args));
   fs::current_path(cwd);
   sc::clear_sources();  // each input starts as a fresh process would (no files read, no sources)
 

@@ -2,6 +2,7 @@
 # Runs each libFuzzer harness for SECONDS (default 60) on its seed corpus (examples/ and specs/),
 # stopping at the first crash, leak, sanitizer report or time-out of one input (10 s).
 #   fuzz/run.sh BUILD_DIR [SECONDS] [NAME...]      NAME: csv pipeline_yaml fsdp_yaml router_yaml torchtitan megatron deepspeed shell_args output_paths diff_git
+#                                                    plan_share megatron_layout phases
 # BUILD_DIR is a tree configured with -DSCHEDCHECK_FUZZ=ON and clang (README.md, "Fuzzing and
 # sanitizers"). New inputs collect in BUILD_DIR/fuzz-corpus/NAME; a failing input is written to
 # BUILD_DIR/fuzz-artifacts/ and the script exits non-zero.
@@ -12,11 +13,13 @@ build="$(cd "$build" && pwd)"  # absolute: a harness may change its working fold
 seconds="${2:-60}"
 shift $(( $# >= 2 ? 2 : 1 ))
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(csv pipeline_yaml fsdp_yaml router_yaml torchtitan megatron deepspeed shell_args output_paths diff_git)
+[ ${#names[@]} -gt 0 ] || names=(csv pipeline_yaml fsdp_yaml router_yaml torchtitan megatron deepspeed shell_args output_paths diff_git
+                                plan_share megatron_layout phases)
 
 seeds="$build/fuzz-seeds"
 rm -rf "$seeds"
-mkdir -p "$seeds/csv" "$seeds/yaml" "$seeds/toml" "$seeds/sh" "$seeds/json" "$seeds/args" "$build/fuzz-artifacts"
+mkdir -p "$seeds/csv" "$seeds/yaml" "$seeds/toml" "$seeds/sh" "$seeds/json" "$seeds/args" "$seeds/share" "$seeds/layout" \
+  "$build/fuzz-artifacts"
 i=0
 while IFS= read -r -d '' f; do
   i=$((i + 1))
@@ -26,10 +29,12 @@ while IFS= read -r -d '' f; do
     *.sh) cp "$f" "$seeds/sh/$i.sh" ;;
     *.json) cp "$f" "$seeds/json/$i.json" ;;
     *.args) cp "$f" "$seeds/args/$i.args" ;;
+    *.share) cp "$f" "$seeds/share/$i.share" ;;
+    *.layout) cp "$f" "$seeds/layout/$i.layout" ;;
     *) cp "$f" "$seeds/yaml/$i.yaml" ;;
   esac
 done < <(find "$root/examples" "$root/specs" "$root/fuzz/seeds" -type f \( -name '*.csv' -o -name '*.yaml' -o -name '*.yml' \
-           -o -name '*.toml' -o -name '*.sh' -o -name '*.json' -o -name '*.args' \) -size -64k -print0)
+           -o -name '*.toml' -o -name '*.sh' -o -name '*.json' -o -name '*.args' -o -name '*.share' -o -name '*.layout' \) -size -64k -print0)
 
 status=0
 for name in "${names[@]}"; do
@@ -41,6 +46,8 @@ for name in "${names[@]}"; do
     megatron | shell_args) kind=sh ;;
     deepspeed) kind=json ;;
     diff_git) kind=args ;;
+    plan_share) kind=share ;;
+    megatron_layout) kind=layout ;;
     *) kind=yaml ;;
   esac
   corpus="$build/fuzz-corpus/$name"

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "catch.h"
 #include "cli_util.h"
 #include "test_util.h"
@@ -129,19 +131,54 @@ TEST_CASE("collective time is inside the 10^12 s precision guard", "[cli][spec][
   CHECK(has(r.out, "the costs and link times add up to more than 10^12 s"));
 }
 
-TEST_CASE("synth and compare refuse forward-only microbatches at the phase, before generating backwards",
+TEST_CASE("synth and compare order one training phase of a phases: spec, chosen with --phase",
           "[cli][synth][phases][hardening]") {
   // synth once ended in "internal: a solver schedule fails verify" (exit 5); compare generated
-  // backwards for the evaluation microbatches and marked every named schedule violated.
+  // backwards for the evaluation microbatches and marked every named schedule violated; and a
+  // spec of two training phases was ordered as one run of microbatches, across the collective
+  // that separates them.
   const std::string phases = "examples/train-then-eval-phases.yaml";
   for (const char* cmd : {"synth", "compare"}) {
     auto r = run_schedcheck(std::string(cmd) + " " + phases);
     INFO(r.out);
     CHECK(r.exit_code == 2);
-    CHECK(has(r.out, "train-then-eval-phases.yaml:16:5: error: phase 'eval' runs microbatches 4..5 forward only: " +
-                         std::string(cmd) + " orders training steps only, a forward and a backward for every "
-                                            "microbatch; `schedcheck verify` checks this schedule as written"));
+    CHECK(has(r.out, "train-then-eval-phases.yaml:15:5: error: the spec runs 2 phases one after the other ('train' "
+                     "microbatches 0..3, 'eval' microbatches 4..5 forward only); " +
+                         std::string(cmd) + " orders one training phase at a time: name the training phase to order: "
+                                            "--phase train"));
+    auto e = run_schedcheck(std::string(cmd) + " " + phases + " --phase eval");
+    INFO(e.out);
+    CHECK(e.exit_code == 2);
+    CHECK(has(e.out, "train-then-eval-phases.yaml:16:5: error: --phase eval: phase 'eval' microbatches 4..5 forward "
+                     "only: " + std::string(cmd) + " orders training steps only"));
+    auto u = run_schedcheck(std::string(cmd) + " " + phases + " --phase trian");
+    INFO(u.out);
+    CHECK(u.exit_code == 2);
+    CHECK(has(u.out, "error: --phase trian: no such phase; the spec's phases are train, eval (a name, or a position "
+                     "from 1) (did you mean 'train'?)"));
   }
+  // The training phase alone: 2 ranks, 4 microbatches, ordered and compared like any spec.
+  auto s = run_schedcheck("synth " + phases + " --phase train --time-limit 60s");
+  INFO(s.out);
+  CHECK(s.exit_code == 0);
+  CHECK(has(s.out, "verify: holds"));
+  CHECK(has(s.out, "0B3"));
+  CHECK_FALSE(has(s.out, "0F4"));
+  auto c = run_schedcheck("compare " + phases + " --phase 1 --schedules 1f1b,gpipe,self --format json", false);
+  INFO(c.out);
+  CHECK(c.exit_code == 0);
+  const auto j = nlohmann::json::parse(c.out);
+  REQUIRE(j.size() == 3);
+  for (const auto& row : j) {
+    CHECK(row["verdict"] == "holds");
+    CHECK(row["schedule"]["microbatches"] == 4);
+    CHECK(row["schedule"]["forward_only"] == false);
+  }
+  // A spec without phases: --phase is refused; forward_only: true keeps its own refusal.
+  auto n = run_schedcheck("compare examples/compare-p4-m8.yaml --phase train");
+  INFO(n.out);
+  CHECK(n.exit_code == 2);
+  CHECK(has(n.out, "error: --phase train: the spec has no phases: key"));
   auto f = run_schedcheck("synth examples/eval-broadcast-skipped.yaml");
   INFO(f.out);
   CHECK(f.exit_code == 2);

@@ -192,6 +192,85 @@ bool refuse_forward_only(const PipelineSpec& spec, const std::string& command, D
   return true;
 }
 
+bool narrow_to_phase(PipelineSpec& spec, const std::optional<std::string>& phase, const std::string& command,
+                     Diagnostics& diags, int32_t* first_id) {
+  *first_id = 0;
+  auto describe = [](const Phase& p) {
+    return fmt::format("{}microbatches {}..{}{}", p.name.empty() ? "" : "'" + p.name + "' ", p.first,
+                       p.first + p.microbatches - 1, p.forward_only ? " forward only" : "");
+  };
+  if (!phase) {
+    if (spec.phases.size() <= 1) return !refuse_forward_only(spec, command, diags);
+    std::vector<std::string> list;
+    for (const Phase& p : spec.phases) list.push_back(describe(p));
+    const auto train = std::find_if(spec.phases.begin(), spec.phases.end(), [](const Phase& p) { return !p.forward_only; });
+    const std::string pick =
+        train == spec.phases.end()
+            ? std::string("none of them trains, so there is nothing to order; `schedcheck verify` checks the lists as written")
+            : fmt::format("name the training phase to order: --phase {}",
+                          train->name.empty() ? std::to_string(train - spec.phases.begin() + 1) : train->name);
+    diags.error(spec.phases.front().loc.valid() ? spec.phases.front().loc : spec.locs.file,
+                fmt::format("the spec runs {} phases one after the other ({}); {} orders one training phase at a "
+                            "time: {}",
+                            spec.phases.size(), fmt::join(list, ", "), command, pick));
+    return false;
+  }
+  if (spec.phases.empty()) {
+    diags.error(spec.locs.file, fmt::format("--phase {}: the spec has no phases: key (it is one phase of {} "
+                                            "microbatches); leave --phase out",
+                                            *phase, spec.microbatches));
+    return false;
+  }
+  auto it = std::find_if(spec.phases.begin(), spec.phases.end(), [&](const Phase& p) { return p.name == *phase; });
+  if (it == spec.phases.end() && !phase->empty() &&
+      std::all_of(phase->begin(), phase->end(), [](char c) { return c >= '0' && c <= '9'; }) && phase->size() < 9) {
+    const size_t k = std::stoul(*phase);
+    if (k >= 1 && k <= spec.phases.size()) it = spec.phases.begin() + static_cast<std::ptrdiff_t>(k - 1);
+  }
+  if (it == spec.phases.end()) {
+    std::vector<std::string> names;
+    for (size_t k = 0; k < spec.phases.size(); ++k)
+      names.push_back(spec.phases[k].name.empty() ? std::to_string(k + 1) : spec.phases[k].name);
+    const std::string near = closest_match(*phase, names);
+    diags.error(spec.phases.front().loc.valid() ? spec.phases.front().loc : spec.locs.file,
+                fmt::format("--phase {}: no such phase; the spec's phases are {} (a name, or a position from 1){}",
+                            *phase, fmt::join(names, ", "), near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near)));
+    return false;
+  }
+  const Phase chosen = *it;
+  if (chosen.forward_only) {
+    diags.error(chosen.loc.valid() ? chosen.loc : spec.locs.file,
+                fmt::format("--phase {}: phase {}: {} orders training steps only, a forward and a backward for every "
+                            "microbatch; a forward-only phase runs its forwards in id order, and `schedcheck verify` "
+                            "checks it as written",
+                            *phase, describe(chosen), command));
+    return false;
+  }
+  for (auto& list : spec.actions) {
+    std::vector<Step> kept;
+    std::vector<size_t> from;  // each kept step's index in the written list
+    for (size_t k = 0; k < list.size(); ++k) {
+      Step s = list[k];
+      if (is_collective(s.first.kind)) continue;
+      const int32_t mb = s.first.microbatch;  // an overlapped pair goes with its first half
+      if (mb < chosen.first || mb >= chosen.first + chosen.microbatches) continue;
+      s.first.microbatch -= chosen.first;
+      if (s.second && s.second->microbatch >= 0) s.second->microbatch -= chosen.first;
+      kept.push_back(s);
+      from.push_back(k);
+    }
+    // A BATCH group stays linked only between members that were next to each other.
+    for (size_t k = 0; k < kept.size(); ++k)
+      kept[k].batched_with_next = kept[k].batched_with_next && k + 1 < kept.size() && from[k + 1] == from[k] + 1;
+    list = std::move(kept);
+  }
+  spec.microbatches = chosen.microbatches;
+  spec.phases.clear();
+  spec.forward_only = false;
+  *first_id = chosen.first;
+  return true;
+}
+
 CLI::Validator one_of(std::vector<std::string> names) {
   std::string list;
   for (const auto& n : names) list += (list.empty() ? "" : ",") + n;

@@ -95,6 +95,19 @@ class ReportSink {
 /// otherwise add backwards the spec does not have, and fail their own verify.
 bool refuse_forward_only(const PipelineSpec& spec, const std::string& command, Diagnostics& diags);
 
+/// `--phase NAME|N` of synth and compare: a spec with several `phases:` is ordered one training
+/// phase at a time, since the phases run one after the other with the spec's own collectives
+/// between them and no order crosses a phase boundary. With `phase` (a phase's name, or its
+/// 1-based position), `spec` becomes that phase alone: microbatches = the phase's count, ids
+/// renumbered from 0 (the phase's first id is returned in *first_id), phases cleared, and each
+/// rank's written list keeps only that phase's pipeline actions (compute, SEND/RECV; the
+/// collectives between phases are the spec's, not an order's). Errors (in `diags`, located at the
+/// phase or the file): several phases and no --phase (the message lists them and the option),
+/// --phase on a spec without phases, an unknown name or position, or a forward-only phase (as
+/// refuse_forward_only). Returns false on an error.
+bool narrow_to_phase(PipelineSpec& spec, const std::optional<std::string>& phase, const std::string& command,
+                     Diagnostics& diags, int32_t* first_id);
+
 /// A check for an option whose value is one of `names`: a value not among them is refused as
 /// "'jsn' is not one of text, json, sarif, github (did you mean 'json'?)" (CLI11 puts the option
 /// first), the suggestion by closest_match. Use instead of CLI::IsMember.

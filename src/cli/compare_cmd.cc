@@ -30,6 +30,7 @@ struct CompareArgs {
   std::optional<std::string> semantics;
   std::optional<std::string> lower;
   std::optional<std::string> svg;
+  std::optional<std::string> phase;  ///< --phase: the training phase of a `phases:` spec to compare on
   bool swept() const { return !ranks.empty() || !microbatches.empty() || !chunks.empty(); }
 };
 
@@ -396,7 +397,10 @@ bool load_all(const CompareArgs& a, bool want_self, std::vector<PipelineSpec>& s
     }
     Diagnostics d;
     auto spec = load_spec(f, std::nullopt, d, /*schedule_optional=*/true);
-    if (spec) refuse_forward_only(*spec, "compare", d);
+    int32_t first_id = 0;
+    if (spec && narrow_to_phase(*spec, a.phase, "compare", d, &first_id) && first_id > 0)
+      std::cerr << fmt::format("schedcheck: note: {}: phase {}: microbatch ids below count from 0 at the phase's "
+                               "first id, {}\n", f, *a.phase, first_id);
     diags.merge(d);
     if (spec) specs.push_back(std::move(*spec));
   }
@@ -536,6 +540,9 @@ Command add_compare(CLI::App& parent) {
       ->check(one_of({"text", "json", "csv"}));
   add_semantics_option(cmd, a->semantics);
   cmd->add_option("--svg", a->svg, "write every row's timeline as one SVG picture, one below the other on one time scale (at most 64 timelines and 2,000,000 ops)");
+  cmd->add_option("--phase", a->phase,
+                  "for specs with phases: (a training step, then an evaluation), the training phase to compare the "
+                  "schedules on, by name or position from 1");
   cmd->add_option("--lower", a->lower, "add SEND/RECV to every schedule first: pytorch or deferred")
       ->check(one_of({"pytorch", "deferred"}));
   return {cmd, [a] { return run_compare(*a); }};

@@ -36,6 +36,7 @@ struct SynthArgs {
   bool no_closed_form = false;   ///< testing: the solver proves bounds without B1-B3
   bool require_optimal = false;  ///< exit 5 unless the result is proven optimal
   ShapeOverride shape;           ///< --ranks, --stages, --microbatches
+  std::optional<std::string> phase;  ///< --phase: the training phase of a `phases:` spec to order
   config::JobContext job;        ///< framework configs: --gpus, --model, --hardware, --efficiency
   std::optional<std::string> emit;  ///< framework configs: the job config that runs the schedule
   bool no_split = false;         ///< framework configs: keep the config's layer split
@@ -312,7 +313,11 @@ int run_synth(const SynthArgs& a) {
   }
   Diagnostics diags;
   auto spec = load_spec(a.file, std::nullopt, diags, /*schedule_optional=*/true, a.shape);
-  if (!spec || refuse_forward_only(*spec, "synth", diags)) return report_spec_errors(diags);
+  int32_t first_id = 0;
+  if (!spec || !narrow_to_phase(*spec, a.phase, "synth", diags, &first_id)) return report_spec_errors(diags);
+  if (first_id > 0)
+    std::cerr << fmt::format("schedcheck: note: phase {}: microbatch ids below count from 0 at the phase's first id, "
+                             "{}\n", *a.phase, first_id);
   // The outputs are checked before the search (which may take minutes): never the spec or a
   // file it references, never both the same file.
   if (std::string problem = check_output_paths({{"--output", a.output}, {"--csv", a.csv}}, {a.file}); !problem.empty()) {
@@ -500,6 +505,9 @@ Command add_synth(CLI::App& parent) {
       ->check(CLI::Range(1, 8192));
   cmd->add_option("--microbatches", a->shape.microbatches, "microbatches, replacing the spec's")
       ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--phase", a->phase,
+                  "for a spec with phases: (a training step, then an evaluation), the training phase to order, by "
+                  "name or position from 1; the others run as written");
   cmd->add_option("--memory-limit", a->limit,
                   "bytes per rank, overriding memory.limit_bytes (e.g. 10, 24GiB); for a config, the memory the "
                   "synthesised orders may use (default: the fastest named schedule's peak; hbm: the GPU's)");
