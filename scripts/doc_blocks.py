@@ -37,6 +37,14 @@ lines, without their common indentation, must be consecutive lines of PATH (trai
 ignored), so the quotation cannot drift from the file. --write reports a drifted excerpt and
 leaves it to be edited.
 
+Prose figures: the paragraph right after a command block (up to a blank line, heading or fence)
+often quotes what the block printed ("throughput is 9.95 % lower"). Every figure in it with a
+decimal point or a unit of its own (%, pp, GiB, MiB, ms, s, x) must appear in the block's output
+or command lines, up to its sign and the blank before its unit; otherwise the check fails with
+the figure and its line. A figure that is not the block's (a published number, a threshold) is
+kept out of the check by writing the paragraph as a separate one after a blank line, or by
+quoting it in backticks.
+
 --write keeps a doc line whose masked text still matches (so timing figures do not churn), keeps
 every `...` line and re-elides a line with `...` inside when the new line has the same shape;
 lines it could not place are reported. Review the result with `git diff` like code. An excerpt
@@ -274,6 +282,57 @@ def find_blocks(path):
     return blocks
 
 
+FIGURE_RE = re.compile(r"(?<![\w.`])[+\u2212-]?([0-9][0-9,]*(?:\.[0-9]+)?)(\s?)(%|pp|GiB|MiB|KiB|TiB|ms|s|x|×)?(?![\w.])")
+
+
+def prose_after(lines, fence_index, body_len):
+    """(1-based line, text) of the paragraph right after the block whose fence is at
+    lines[fence_index] (0-based), body_len lines long; empty when a blank line, heading or fence
+    comes first."""
+    k = fence_index + body_len + 2  # past the closing fence
+    out = []
+    while k < len(lines) and lines[k].strip() and not lines[k].lstrip().startswith(("#", "```", "~~~", "<!--", "|")):
+        out.append((k + 1, lines[k]))
+        k += 1
+    return out
+
+
+def figures(text):
+    """The figures of `text` the prose check covers: (as written, number, unit). Code spans are
+    left out."""
+    text = re.sub(r"`[^`]*`", "", text)
+    found = []
+    for m in FIGURE_RE.finditer(text):
+        number, unit = m.group(1), m.group(3) or ""
+        if "." not in number and not unit:
+            continue  # a count or an id ("2 ranks", "issue 53")
+        if unit in ("s", "x", "×") and "." not in number:
+            continue  # "4 s", "10x": rounded prose, not a printed figure
+        found.append((m.group(0).strip(), number, unit))
+    return found
+
+
+def figure_printed(number, unit, haystack):
+    """Whether number[unit] occurs in haystack (a block's output and commands), with or without a
+    blank before the unit."""
+    n = re.escape(number)
+    u = re.escape(unit) if unit else ""
+    return re.search(r"(?<![0-9.])" + n + (r"\s?" + u if u else r"(?![0-9])"), haystack) is not None
+
+
+def stale_prose(lines, block, results):
+    """[(line, figure)] of prose figures after `block` that its output does not print."""
+    haystack = "\n".join(cmd for _, cmd, _ in block.commands) + "\n" + "\n".join(
+        "\n".join(out) for _, out in results)
+    haystack = haystack.replace("\u2212", "-")
+    stale = []
+    for line_no, text in prose_after(lines, block.fence_line - 1, len(block.body)):
+        for written, number, unit in figures(text):
+            if not figure_printed(number, unit, haystack):
+                stale.append((line_no, written))
+    return stale
+
+
 def copy_repo(dest):
     def ignore(d, names):
         if os.path.abspath(d) == ROOT:
@@ -364,6 +423,10 @@ def main():
                 ran += 1
                 if took > SLOW_S:
                     print(f"{block.where()}: slow: {took:.0f} s")
+                for line_no, written in stale_prose(lines, block, results):
+                    failed += 1 if args.check else 0
+                    print(f"{os.path.relpath(path, ROOT)}:{line_no}: prose figure {written!r} after the block at "
+                          f"line {block.fence_line} is not in its output")
                 ok = all(matches(exp, out) for (_, _, exp), (_, out) in zip(block.commands, results))
                 if ok:
                     continue

@@ -383,3 +383,113 @@ TEST_CASE("the command line suggests what a mistyped value meant, and schedcheck
     widest = std::max(widest, end - start);
   CHECK(widest <= 80);
 }
+
+namespace {
+
+/// The `run: |` block of the workflow step named `name` in `wf`, dedented; empty when absent.
+std::string workflow_run(const std::string& wf, const std::string& name) {
+  const size_t step = wf.find("- name: " + name + "\n");
+  if (step == std::string::npos) return "";
+  const size_t run = wf.find("run: |\n", step);
+  const size_t next_step = wf.find("\n      - ", step + 1);
+  if (run == std::string::npos || (next_step != std::string::npos && run > next_step)) return "";
+  std::string out;
+  size_t at = run + 7, indent = std::string::npos;
+  while (at < wf.size()) {
+    const size_t eol = wf.find('\n', at);
+    const std::string line = wf.substr(at, eol == std::string::npos ? std::string::npos : eol - at);
+    const size_t lead = line.find_first_not_of(' ');
+    if (lead != std::string::npos) {
+      if (indent == std::string::npos) indent = lead;
+      if (lead < indent) break;
+      out += line.substr(indent) + "\n";
+    }
+    if (eol == std::string::npos) break;
+    at = eol + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the documented workflow's steps, run on a pull request's repository, post one comment naming every "
+          "change and fail on the regression", "[cli][ci][diff][git]") {
+  const std::string repo = fixture_repo("schedcheck_premerge_recipe");
+  if (repo.empty()) {
+    SC_SKIP("git is not installed");
+  }
+  const std::string wf = sc::test::read_file(sc::test::source_path("docs/ci/schedcheck.yml"));
+  const std::string verify = workflow_run(wf, "Verify (annotations, JUnit)");
+  const std::string sarif = workflow_run(wf, "SARIF for code scanning");
+  const std::string compare = workflow_run(wf, "Compare with the base branch");
+  REQUIRE(!verify.empty());
+  REQUIRE(!sarif.empty());
+  REQUIRE(!compare.empty());
+  const size_t specs_at = wf.find("  SPECS: ");
+  REQUIRE(specs_at != std::string::npos);
+  const std::string specs = wf.substr(specs_at + 9, wf.find('\n', specs_at) - specs_at - 9);
+
+  // The base branch: a torchtitan config stating its GPUs in torchtitan's preset comment, specs
+  // to change, rename, delete and keep.
+  fs::create_directories(repo + "/configs");
+  fs::create_directories(repo + "/specs");
+  const std::string toml = sc::test::read_file(sc::test::source_path("examples/torchtitan-llama3-8b-pp2.toml"));
+  REQUIRE(toml.rfind("# NOTE: this toml config is a preset for 64 A100 GPUs.", 0) == 0);
+  sc::test::write_file(repo + "/configs/train.toml", toml);
+  for (const char* f : {"changed.yaml", "moved.yaml", "same.yaml"}) sc::test::write_file(repo + "/specs/" + f, holding_spec());
+  sc::test::write_file(repo + "/specs/gone.yaml",
+                       sc::test::read_file(sc::test::source_path("examples/router-mixtral-dropless.yaml")));
+  REQUIRE(run_in(repo, "git add . && git commit -q -m base && git branch -M main && git checkout -q -b change")
+              .exit_code == 0);
+  // The pull request: the pipeline degree 2 -> 4 (a throughput regression), a Megatron-LM script
+  // added with its GPU in a directive, a spec over its memory limit, a rename and a deletion.
+  std::string pp4 = toml;
+  const size_t pp = pp4.find("pipeline_parallel_degree = 2");
+  REQUIRE(pp != std::string::npos);
+  pp4.replace(pp, 28, "pipeline_parallel_degree = 4");
+  sc::test::write_file(repo + "/configs/train.toml", pp4);
+  std::string script = sc::test::read_file(sc::test::source_path("examples/megatron-mixtral-8x7b.sh"));
+  const size_t eol = script.find('\n');
+  sc::test::write_file(repo + "/configs/pretrain.sh",
+                       script.substr(0, eol + 1) + "# schedcheck: hardware=h100\n" + script.substr(eol + 1));
+  sc::test::write_file(repo + "/specs/changed.yaml", violating_spec());
+  REQUIRE(run_in(repo, "git rm -q specs/gone.yaml && git mv specs/moved.yaml specs/renamed.yaml && git add . && "
+                       "git commit -q -m change && git update-ref refs/remotes/origin/main main")
+              .exit_code == 0);
+
+  // Each step as the runner runs it: bash -e, schedcheck on the PATH, the workflow's SPECS.
+  const std::string bin_dir = fs::path(SCHEDCHECK_BINARY).parent_path().string();
+  auto step = [&](const std::string& body) {
+    std::string script_text = body;
+    for (size_t at; (at = script_text.find("${{ github.base_ref }}")) != std::string::npos;)
+      script_text.replace(at, 22, "main");
+    sc::test::write_file(repo + "/.step.sh", script_text);
+    return run_in(repo, "PATH='" + bin_dir + "':\"$PATH\" SPECS='" + specs + "' bash -e .step.sh");
+  };
+  auto v = step(verify);
+  INFO(v.out);
+  CHECK(v.exit_code == 13);  // specs/changed.yaml is over its memory limit
+  CHECK(v.out.find("::error file=specs/changed.yaml,line=") != std::string::npos);
+  CHECK(fs::exists(repo + "/schedcheck-junit.xml"));
+  auto s = step(sarif);
+  INFO(s.out);
+  CHECK(s.exit_code == 0);  // a log with findings is uploaded, not a failed step
+  const json log = json::parse(sc::test::read_file(repo + "/schedcheck.sarif"));
+  CHECK(log["version"] == "2.1.0");
+  CHECK_FALSE(log["runs"][0]["results"].empty());
+  auto c = step(compare);
+  INFO(c.out);
+  CHECK(c.exit_code == 19);  // the step fails on the regressions; the comment still posts
+  const std::string comment = sc::test::read_file(repo + "/schedcheck-diff.md");
+  INFO(comment);
+  CHECK(comment.rfind("**schedcheck:** 5 files: 2 regressed", 0) == 0);
+  for (const char* named : {"configs/train.toml", "configs/pretrain.sh", "specs/changed.yaml",
+                            "`specs/moved.yaml@origin/main` → `specs/renamed.yaml (renamed)`", "specs/gone.yaml (deleted)"})
+    CHECK(comment.find(named) != std::string::npos);
+  CHECK(comment.find("specs/same.yaml") == std::string::npos);  // unchanged: skipped
+  CHECK(comment.find("verdict holds (exit 0) -> violated (exit 13)") != std::string::npos);
+  CHECK(comment.find("throughput (tokens/s)") != std::string::npos);
+  // The change in the config's words: the key, its line, and what torchtitan derived from it.
+  CHECK(comment.find("`parallelism.pipeline_parallel_degree` `2` -> `4` (line 47)") != std::string::npos);
+  CHECK(comment.find("**Derived:** pp 2 -> 4, dp_shard 32 -> 16") != std::string::npos);
+}

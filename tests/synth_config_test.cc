@@ -2,6 +2,11 @@
 // layer split's weights, and `synth` on a framework config: the comparison with the named
 // schedules, and the CSV and config it writes, read back by verify with the same prediction.
 #include <cmath>
+#include <filesystem>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -160,14 +165,38 @@ TEST_CASE("synth on a torchtitan config: compared with every named schedule, emi
   // starts from it, so the best order is no slower and no larger.
   CHECK(best["step_s"].get<double>() <= best_named["step_s"].get<double>() * (1 + 1e-9));
   CHECK(best["peak_bytes"].get<int64_t>() <= best_named["peak_bytes"].get<int64_t>());
-  // verify of the emitted config reads the CSV and predicts the same step (the done-when: 0.1 %).
+  // The emitted config is the user's file with only the schedule keys edited: every other line
+  // (comments, order, `lr = 3e-4` as written) is kept byte for byte.
+  const std::string original = test::read_file(test::source_path("examples/torchtitan-llama3-8b-pp2.toml"));
+  const std::string emitted = test::read_file(toml);
+  const std::regex schedule_key(R"(^pipeline_parallel_(schedule|schedule_csv|first_stage_less_layers|last_stage_less_layers|layers_per_stage) = )");
+  auto without_schedule_keys = [&](const std::string& text) {
+    std::vector<std::string> kept;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+      if (!std::regex_search(line, schedule_key)) kept.push_back(line);
+    return kept;
+  };
+  CHECK(without_schedule_keys(emitted) == without_schedule_keys(original));
+  CHECK(emitted.find("lr = 3e-4\n") != std::string::npos);
+  // The order handed back: a synthesised one is the CSV torchtitan loads; when no synthesised order
+  // is shorter than the best named schedule, that schedule by name and no CSV.
+  REQUIRE(j["handed_back"].is_object());
+  const bool named_best = j["handed_back"]["named"].get<bool>();
+  const std::string cls = j["handed_back"]["torchtitan_class"];
+  CHECK(emitted.find("pipeline_parallel_schedule = \"" + cls + "\"") != std::string::npos);
+  CHECK(std::filesystem::exists(csv) == !named_best);
+  CHECK((emitted.find("pipeline_parallel_schedule_csv") != std::string::npos) == !named_best);
+  const auto& handed = named_best ? best_named : best;
+  // verify of the emitted config predicts the same step (the done-when: 0.1 %).
   const test::CliRun v = test::run_schedcheck(fmt::format("verify '{}' --format json", toml), false);
   INFO(v.out);
   REQUIRE(v.exit_code == 0);
   const nlohmann::json vj = nlohmann::json::parse(v.out);
   const nlohmann::json& job = vj["job"];
+  CHECK(std::abs(job["predicted"]["step_time_s"].get<double>() / handed["step_s"].get<double>() - 1) < 1e-3);
+  if (named_best) return;
   CHECK(job["schedule_csv"] == csv);
-  CHECK(std::abs(job["predicted"]["step_time_s"].get<double>() / best["step_s"].get<double>() - 1) < 1e-3);
   // The CSV is PyTorch's compute-only form: our reader takes it back and writes the same bytes.
   const std::string text = test::read_file(csv);
   Diagnostics d;
@@ -175,6 +204,49 @@ TEST_CASE("synth on a torchtitan config: compared with every named schedule, emi
   REQUIRE(cs);
   CHECK(cs->actions.size() == 2);
   CHECK(write_csv_schedule(cs->actions) == text);
+}
+
+TEST_CASE("synth --emit hands back a synthesised order as a CSV when no named schedule that fits the memory is as "
+          "fast, editing only the schedule keys", "[config][synth][cli]") {
+  // Under 27 GiB the fastest named schedule (ZBVZeroBubble, 29.66 GiB) does not fit; the
+  // synthesised V order does, and is handed back as the CSV torchtitan loads.
+  const std::string dir = std::filesystem::path(test::write_temp("schedcheck-synth-config-csv", "keep", "")).parent_path();
+  const std::string csv = dir + "/synth.csv", toml = dir + "/synth.toml";
+  std::filesystem::remove(csv);
+  std::filesystem::remove(toml);
+  const test::CliRun r = test::run_schedcheck(
+      fmt::format("synth examples/torchtitan-llama3-8b-pp2.toml --gpus 64 --hardware a100 --time-limit 6s "
+                  "--memory-limit 27GiB --format json --emit-csv '{}' --emit '{}'", csv, toml),
+      false);
+  INFO(r.out);
+  REQUIRE((r.exit_code == 0 || r.exit_code == 5));
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  REQUIRE(j["handed_back"].is_object());
+  CHECK_FALSE(j["handed_back"]["named"].get<bool>());
+  REQUIRE(std::filesystem::exists(csv));
+  const std::string original = test::read_file(test::source_path("examples/torchtitan-llama3-8b-pp2.toml"));
+  const std::string emitted = test::read_file(toml);
+  // Line by line: the same file with the schedule line replaced and the CSV line added after the
+  // table's last key.
+  std::string expected = original;
+  const std::string cls = j["handed_back"]["torchtitan_class"];
+  expected.replace(expected.find("pipeline_parallel_schedule = \"Interleaved1F1B\""), 46,
+                   "pipeline_parallel_schedule = \"" + cls + "\"");
+  const size_t cp = expected.find("context_parallel_degree = 1\n");
+  REQUIRE(cp != std::string::npos);
+  const auto& best = j["schedules"][j["best_synthesised"].get<int>()];
+  const int first = best["split"]["input_weight"], last = best["split"]["output_weight"];
+  std::string added = "pipeline_parallel_schedule_csv = \"" + csv + "\"\n";
+  if (first != 1) added += fmt::format("pipeline_parallel_first_stage_less_layers = {}\n", first);  // torchtitan's default: 1
+  if (last != 1) added += fmt::format("pipeline_parallel_last_stage_less_layers = {}\n", last);
+  expected.insert(cp + 28, added);
+  CHECK(emitted == expected);
+  const test::CliRun v = test::run_schedcheck(fmt::format("verify '{}' --format json", toml), false);
+  INFO(v.out);
+  REQUIRE(v.exit_code == 0);
+  const nlohmann::json vj = nlohmann::json::parse(v.out);
+  CHECK(vj["job"]["schedule_csv"] == csv);
+  CHECK(std::abs(vj["job"]["predicted"]["step_time_s"].get<double>() / best["step_s"].get<double>() - 1) < 1e-3);
 }
 
 TEST_CASE("synth on configs: what it refuses", "[config][synth][cli]") {

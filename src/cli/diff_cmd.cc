@@ -20,6 +20,7 @@
 
 #include "cli/ci_verify.h"
 #include "cli/common.h"
+#include "config/key_changes.h"
 #include "cli/frontends.h"
 #include "config/readers.h"
 #include "report/diff_report.h"
@@ -427,6 +428,12 @@ int run_diff(const DiffArgs& a_in) {
         old_record_given ? *old_record_given : record_of(old_side.path, verify_config, &old_code);
     // A side with input errors (printed above) makes this pair one result in error.
     ReportDiff d = diff_reports(old_side.label, old_record, new_side.label, new_record);
+    // The keys that changed, read from both versions of the file.
+    if (!old_record_given && !new_record_given && d.error.empty()) {
+      std::string old_text, new_text, why;
+      if (read_input_file(old_side.path, &old_text, &why) && read_input_file(new_side.path, &new_text, &why))
+        d.keys = config::changed_keys(new_side.path, old_text, new_text);
+    }
     find_regressions(d, thresholds);
     diffs.push_back(std::move(d));
     return 0;

@@ -12,6 +12,7 @@
 #include "cli/frontends.h"
 #include "cli/progress.h"
 #include "cli/synth_job.h"
+#include "config/file_facts.h"
 #include "report/report.h"
 #include "solver/synth.h"
 #include "spec/csv_schedule.h"
@@ -171,13 +172,20 @@ int run_synth_config(const SynthArgs& a, const std::string& framework) {
   int exit = best ? (res.all_optimal ? 0 : kExitInconclusive) : all_infeasible ? kExitMemory : kExitInconclusive;
   if (exit == 0 && a.require_optimal && !res.all_optimal) exit = kExitInconclusive;
 
+  // The order to hand back: the best synthesised one, unless a named schedule is as fast (the
+  // search found nothing shorter): then the framework runs that schedule by name, with no CSV.
+  const bool named_best = best && named && best->verified.prediction.step_s >= named->verified.prediction.step_s &&
+                          named->verified.prediction.need_bytes() <= res.memory_bytes;
+  const JobSchedule* handed = named_best ? named : best;
   std::vector<OutputFile> outputs;
   std::string emit_problem;
-  if (best && a.csv) outputs.push_back({"--emit-csv", *a.csv, write_csv_schedule(best->job.schedule_actions)});
-  if (best && a.emit) {
+  if (handed && a.csv && !named_best)
+    outputs.push_back({"--emit-csv", *a.csv, write_csv_schedule(best->job.schedule_actions)});
+  if (handed && a.emit) {
     std::string text, rwhy;
     if (!read_input_file(a.file, &text, &rwhy)) emit_problem = rwhy;
-    else if (std::string toml = torchtitan_synth_toml(text, *best, *a.csv, &emit_problem); !toml.empty())
+    else if (std::string toml = torchtitan_synth_toml(text, *handed, named_best ? std::string() : *a.csv, &emit_problem);
+             !toml.empty())
       outputs.push_back({"--emit", *a.emit, toml});
   }
   if (!emit_problem.empty()) {
@@ -227,6 +235,10 @@ int run_synth_config(const SynthArgs& a, const std::string& framework) {
                         {"all_optimal", res.all_optimal},
                         {"lower_bound_s", res.lower_bound_s >= 0 ? nlohmann::json(res.lower_bound_s) : nlohmann::json(nullptr)},
                         {"gain_over_best_named", best && named ? nlohmann::json(gain) : nlohmann::json(nullptr)}};
+    j["handed_back"] = handed == nullptr ? nlohmann::json(nullptr)
+                                         : nlohmann::json({{"schedule", handed->label},
+                                                           {"named", named_best},
+                                                           {"torchtitan_class", handed->torch_name}});
     nlohmann::json written = nlohmann::json::object();
     for (const OutputFile& f : outputs) written[f.option.substr(2)] = f.path;
     j["written"] = written;
@@ -292,9 +304,26 @@ int run_synth_config(const SynthArgs& a, const std::string& framework) {
                              "reported, not proven (exit 5)\n");
   else
     std::cout << fmt::format("result: no synthesised order holds (exit {})\n", exit);
+  if (named_best && (a.csv || a.emit))
+    std::cout << fmt::format("use {}: no synthesised order is shorter than this named schedule, which {} runs by "
+                             "name{}\n",
+                             named->label, job.framework == "torchtitan" ? "torchtitan" : "Megatron-LM",
+                             a.csv ? fmt::format("; {} not written", *a.csv) : "");
   for (const OutputFile& f : outputs) std::cout << fmt::format("wrote {} ({})\n", f.path, f.option);
-  if (a.emit && !outputs.empty())
-    std::cout << fmt::format("check it: schedcheck verify {}\n", *a.emit);
+  if (a.emit && std::any_of(outputs.begin(), outputs.end(), [](const OutputFile& f) { return f.option == "--emit"; })) {
+    // The facts the command line gave, which the emitted file (edited only at its schedule keys)
+    // may not state itself.
+    std::string facts, text, rwhy;
+    config::FileFacts stated;
+    if (read_input_file(*a.emit, &text, &rwhy)) {
+      Diagnostics quiet;
+      stated = config::read_file_facts(register_source(*a.emit, text), text, true, quiet);
+    }
+    if (a.job.gpus > 0 && stated.gpus == 0) facts += fmt::format(" --gpus {}", a.job.gpus);
+    if (!a.job.hardware.empty() && stated.hardware.empty()) facts += " --hardware " + a.job.hardware;
+    if (!a.job.model.empty() && stated.model.empty()) facts += " --model " + a.job.model;
+    std::cout << fmt::format("check it: schedcheck verify {}{}\n", *a.emit, facts);
+  }
   return exit;
 }
 

@@ -12,6 +12,7 @@
 
 #include "cli/progress.h"
 #include "config/lower_job.h"
+#include "config/toml_edit.h"
 #include "pipeline/named_schedule.h"
 #include "pipeline/verify_pipeline.h"
 #include "spec/yaml_util.h"
@@ -367,53 +368,44 @@ std::string torchtitan_synth_toml(const std::string& config_text, const JobSched
     *why = fmt::format("the config no longer parses: {}", e.description());
     return "";
   }
-  toml::table* par = root["parallelism"].as_table();
-  if (!par) {
-    root.insert_or_assign("parallelism", toml::table{});
-    par = root["parallelism"].as_table();
-  }
+  const toml::table* par = root["parallelism"].as_table();
+  auto current = [&](const char* key) -> std::optional<int64_t> {
+    if (!par) return std::nullopt;
+    if (auto v = par->get_as<int64_t>(key)) return v->get();
+    return std::nullopt;
+  };
   const TrainingJob& j = s.job;
   const int64_t stages = int64_t{j.layout.pp} * j.stages_per_rank;
-  if (auto lps = par->get_as<int64_t>("pipeline_parallel_layers_per_stage")) {
+  std::vector<config::TomlKeyEdit> edits;
+  bool keep_lps = false;
+  if (auto lps = current("pipeline_parallel_layers_per_stage")) {
     int64_t layers = 0;
     for (int64_t b : j.stage_layers) layers += b;
     const int64_t eff = layers + j.input_weight + j.output_weight;
-    if (lps->get() <= 0 || (eff + lps->get() - 1) / lps->get() != stages) par->erase("pipeline_parallel_layers_per_stage");
+    keep_lps = *lps > 0 && (eff + *lps - 1) / *lps == stages;
+    if (!keep_lps) edits.push_back({"pipeline_parallel_layers_per_stage", std::nullopt});
   }
   const bool single = s.torch_name == "1F1B" || s.torch_name == "GPipe";
-  if (!par->contains("pipeline_parallel_layers_per_stage") && j.stages_per_rank != (single ? 1 : 2)) {
+  if (!keep_lps && j.stages_per_rank != (single ? 1 : 2)) {
     *why = fmt::format("{} with {} stages per rank needs pipeline_parallel_layers_per_stage, which the config does "
                        "not set to that count", s.torch_name, j.stages_per_rank);
     return "";
   }
-  par->insert_or_assign("pipeline_parallel_schedule", s.torch_name);
-  par->insert_or_assign("pipeline_parallel_schedule_csv", csv_path);
-  par->insert_or_assign("pipeline_parallel_first_stage_less_layers", j.input_weight);
-  par->insert_or_assign("pipeline_parallel_last_stage_less_layers", j.output_weight);
-  std::ostringstream body;
-  body << root << "\n";
-  std::string header;
-  // torchtitan's preset comment ("preset for 64 H100 GPUs") fixes the world size and the GPU
-  // for verify; written only where its GPU word names this preset back.
-  const std::string hw = s.verified.lowered.costs.hardware.name;
-  std::string word = hw.substr(0, hw.find('-'));
-  std::string upper = word;
-  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  auto back = model::hardware_preset(word);
-  const int32_t world = j.world > 0 ? j.world : j.layout.world();
-  if (back && back->name == hw)
-    header += fmt::format("# NOTE: this toml config is a preset for {} {} GPUs.\n", world, upper);
-  else
-    header += fmt::format("# {} GPUs of {}: verify with --gpus {} --hardware {}\n", world, hw, world, hw);
-  const config::JobPrediction& p = s.verified.prediction;
-  header += fmt::format("# {} with a synthesised order in {} ({} placement, {} stages per rank, blocks per stage {}); "
-                        "predicted step {:.6g} s, peak {:.4g} GiB per rank.\n",
-                        yaml_util::printable(j.path), yaml_util::printable(csv_path), s.placement(), j.stages_per_rank,
-                        fmt::join(s.verified.lowered.costs.stage_layers, ","), p.step_s,
-                        static_cast<double>(p.peak_bytes) / double(int64_t{1} << 30));
-  header += "# torchtitan builds the stages as pipeline_parallel_schedule places them and runs the CSV's order\n"
-            "# (_PipelineScheduleRuntime._load_csv, compute-only).\n\n";
-  return header + body.str();
+  if (!par || !par->get("pipeline_parallel_schedule") ||
+      par->get_as<std::string>("pipeline_parallel_schedule") == nullptr ||
+      par->get_as<std::string>("pipeline_parallel_schedule")->get() != s.torch_name)
+    edits.push_back({"pipeline_parallel_schedule", config::toml_string_literal(s.torch_name)});
+  // A named schedule runs without a CSV; a synthesised order is the CSV torchtitan loads.
+  edits.push_back({"pipeline_parallel_schedule_csv",
+                   csv_path.empty() ? std::nullopt : std::optional<std::string>(config::toml_string_literal(csv_path))});
+  // The split's weights: written only where they differ from what the config gives (torchtitan's
+  // default for each is 1).
+  if (current("pipeline_parallel_first_stage_less_layers").value_or(1) != j.input_weight)
+    edits.push_back({"pipeline_parallel_first_stage_less_layers", std::to_string(j.input_weight)});
+  if (current("pipeline_parallel_last_stage_less_layers").value_or(1) != j.output_weight)
+    edits.push_back({"pipeline_parallel_last_stage_less_layers", std::to_string(j.output_weight)});
+  auto out = config::edit_toml_table(config_text, "parallelism", edits, why);
+  return out ? *out : "";
 }
 
 }  // namespace sc::cli

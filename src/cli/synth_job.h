@@ -89,13 +89,14 @@ struct JobSynthResult {
 bool synthesize_job(const config::TrainingJob& job, const config::JobContext& ctx, const JobSynthOptions& opt,
                     JobSynthResult* out, Diagnostics& diags);
 
-/// The job config torchtitan runs `s` with: `config_text` (the original TOML) with
-/// [parallelism] pipeline_parallel_schedule = s.torch_name, pipeline_parallel_schedule_csv =
-/// `csv_path`, the layer-split weights, and pipeline_parallel_layers_per_stage kept only where
-/// it still gives the schedule's stage count; a first comment line in torchtitan's preset form
-/// ("preset for N GPU GPUs") so verify needs no --gpus or --hardware. Comments of the original
-/// are not kept (the file is written by toml++). Returns "" with `why` when torchtitan cannot
-/// express the schedule's stage count through these keys.
+/// The job config torchtitan runs `s` with: `config_text` (the original TOML) with only the keys
+/// that change edited in place (config::edit_toml_table; comments, order and spelling of every
+/// other line kept): [parallelism] pipeline_parallel_schedule = s.torch_name where it differs,
+/// pipeline_parallel_schedule_csv = `csv_path` (removed when `csv_path` is empty: `s` is a named
+/// schedule torchtitan runs by name), the layer-split weights where they differ from the
+/// config's (torchtitan's default 1), and pipeline_parallel_layers_per_stage removed where it no
+/// longer gives the schedule's stage count. Returns "" with `why` when torchtitan cannot express
+/// the schedule's stage count through these keys, or the file cannot be edited as text.
 std::string torchtitan_synth_toml(const std::string& config_text, const JobSchedule& s, const std::string& csv_path,
                                   std::string* why);
 

@@ -130,6 +130,21 @@ ReportDiff diff_reports(const std::string& old_label, const json& old_json, cons
       if (d.error.empty()) d.error = *label + ": it could not be checked (see the error output)";
     }
   if (!d.error.empty()) return d;  // nothing to compare
+  // What the framework derived from the keys: the job's degrees and batch shape, both sides.
+  if (old_json.contains("job") && new_json.contains("job") && old_json["job"].is_object() && new_json["job"].is_object()) {
+    const json& oj = old_json["job"];
+    const json& nj = new_json["job"];
+    auto moved = [&d](const std::string& name, const json& o, const json& n) {
+      if (!o.is_null() && !n.is_null() && o != n)
+        d.derived.push_back(fmt::format("{} {} -> {}", name, o.is_string() ? o.get<std::string>() : o.dump(),
+                                        n.is_string() ? n.get<std::string>() : n.dump()));
+    };
+    if (oj.contains("layout") && nj.contains("layout") && oj["layout"].is_object() && nj["layout"].is_object())
+      for (const char* k : {"pp", "tp", "cp", "ep", "dp_shard", "dp_replicate"})
+        moved(k, oj["layout"].value(k, json()), nj["layout"].value(k, json()));
+    for (const char* k : {"world", "microbatches", "microbatch_sequences", "grad_accum", "stages_per_rank", "schedule"})
+      moved(k, oj.value(k, json()), nj.value(k, json()));
+  }
   d.findings_added = minus(d.new_figures.findings, d.old_figures.findings);
   d.findings_removed = minus(d.old_figures.findings, d.new_figures.findings);
   for (const BudgetKey& k : budget_keys()) {
@@ -255,6 +270,30 @@ int diff_exit_code(const std::vector<ReportDiff>& diffs) {
   return exit;
 }
 
+namespace {
+
+/// "parallelism.pipeline_parallel_degree 2 -> 4 (line 52)"; with `code`, key and values in
+/// backticks (markdown).
+std::string key_change_text(const KeyChange& k, bool code = false) {
+  auto q = [code](const std::string& s) { return code ? "`" + s + "`" : s; };
+  if (!k.old_value) return fmt::format("{} added: {} (line {})", q(k.key), q(*k.new_value), k.new_line);
+  if (!k.new_value) return fmt::format("{} removed (was {}, old line {})", q(k.key), q(*k.old_value), k.old_line);
+  return fmt::format("{} {} -> {} (line {})", q(k.key), q(*k.old_value), q(*k.new_value), k.new_line);
+}
+
+json keys_json(const std::vector<KeyChange>& keys) {
+  json out = json::array();
+  for (const KeyChange& k : keys)
+    out.push_back({{"key", k.key},
+                   {"old", k.old_value ? json(*k.old_value) : json(nullptr)},
+                   {"new", k.new_value ? json(*k.new_value) : json(nullptr)},
+                   {"old_line", k.old_line ? json(k.old_line) : json(nullptr)},
+                   {"new_line", k.new_line ? json(k.new_line) : json(nullptr)}});
+  return out;
+}
+
+}  // namespace
+
 std::string diff_text(const std::vector<ReportDiff>& diffs, int exit_code) {
   std::string out;
   for (size_t i = 0; i < diffs.size(); ++i) {
@@ -266,6 +305,11 @@ std::string diff_text(const std::vector<ReportDiff>& diffs, int exit_code) {
       continue;
     }
     out += fmt::format("  verdict: {} -> {}\n", verdict_text(d.old_figures), verdict_text(d.new_figures));
+    if (!d.keys.empty()) {
+      out += fmt::format("  keys changed: {}\n", d.keys.size());
+      for (const KeyChange& k : d.keys) out += "    " + key_change_text(k) + "\n";
+    }
+    if (!d.derived.empty()) out += fmt::format("  derived: {}\n", fmt::join(d.derived, ", "));
     out += fmt::format("  findings: {} added, {} removed\n", d.findings_added.size(), d.findings_removed.size());
     for (const auto& f : d.findings_added) out += "    + " + f + "\n";
     for (const auto& f : d.findings_removed) out += "    - " + f + "\n";
@@ -310,6 +354,8 @@ std::string diff_json(const std::vector<ReportDiff>& diffs, int exit_code) {
                     {"findings_removed", d.findings_removed},
                     {"figures", figs},
                     {"notes", d.notes},
+                    {"keys_changed", keys_json(d.keys)},
+                    {"derived", d.derived},
                     {"regressions", d.regressions},
                     {"error", d.error.empty() ? json(nullptr) : json(d.error)}});
   }
@@ -335,6 +381,13 @@ std::string diff_markdown(const std::vector<ReportDiff>& diffs, int exit_code) {
       continue;
     }
     out += fmt::format("**Verdict:** {} → {}  \n", cell(verdict_text(d.old_figures)), cell(verdict_text(d.new_figures)));
+    if (!d.keys.empty()) {
+      out += "**Keys changed:**";
+      for (const KeyChange& k : d.keys) out += " " + cell(key_change_text(k, true)) + ";";
+      out.back() = ' ';
+      out += " \n";
+    }
+    if (!d.derived.empty()) out += "**Derived:** " + cell(fmt::format("{}", fmt::join(d.derived, ", "))) + "  \n";
     out += fmt::format("**Findings:** {} added, {} removed\n\n", d.findings_added.size(), d.findings_removed.size());
     for (const auto& f : d.findings_added) out += "- ➕ " + cell(f) + "\n";
     for (const auto& f : d.findings_removed) out += "- ➖ " + cell(f) + "\n";

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "report/figures.h"
+#include "support/key_change.h"
 
 namespace sc {
 
@@ -42,6 +43,13 @@ struct ReportDiff {
   /// located ("configs/a.toml:3:1: ..."; the label when it has no location). Such a pair has no
   /// findings or figures and no regressions; it counts as an input error (exit 2).
   std::string error;
+  /// The keys of the file that changed (set by the caller, which reads both versions), in the
+  /// new file's order; empty when the caller had none to give (a CSV, an added file).
+  std::vector<KeyChange> keys;
+  /// What the framework derived from those keys and moved with them, from both reports' `job`:
+  /// "dp_shard 32 -> 16", "microbatches 8 -> 4" (parallel degrees, microbatches and their size,
+  /// gradient accumulation, stages per rank, world size, schedule); empty for specs.
+  std::vector<std::string> derived;
 };
 
 /// Compares two verify reports (JSON objects as `verify --format json` prints them).
