@@ -37,13 +37,13 @@ lines, without their common indentation, must be consecutive lines of PATH (trai
 ignored), so the quotation cannot drift from the file. --write reports a drifted excerpt and
 leaves it to be edited.
 
-Prose figures: the paragraph right after a command block (up to a blank line, heading or fence)
+Prose figures: the paragraph right after a command block (the first after it, up to a blank line)
 often quotes what the block printed ("throughput is 9.95 % lower"). Every figure in it with a
-decimal point or a unit of its own (%, pp, GiB, MiB, ms, s, x) must appear in the block's output
-or command lines, up to its sign and the blank before its unit; otherwise the check fails with
-the figure and its line. A figure that is not the block's (a published number, a threshold) is
-kept out of the check by writing the paragraph as a separate one after a blank line, or by
-quoting it in backticks.
+decimal point, a unit of its own (%, pp, GiB, MiB, ms, s, x) or two digits or more must appear in the block's output
+or command lines, up to its sign, the blank before its unit and rounding (0.80 for a printed
+0.7998); otherwise the check fails with the figure and its line. A figure that is not the block's (a published number, a threshold) is
+kept out of the check by quoting it in backticks. Exit codes ("exit 13"), references ("#147168")
+and a paragraph that ends with a colon (it introduces the next block) are not checked.
 
 --write keeps a doc line whose masked text still matches (so timing figures do not churn), keeps
 every `...` line and re-elides a line with `...` inside when the new line has the same shape;
@@ -282,14 +282,16 @@ def find_blocks(path):
     return blocks
 
 
-FIGURE_RE = re.compile(r"(?<![\w.`])[+\u2212-]?([0-9][0-9,]*(?:\.[0-9]+)?)(\s?)(%|pp|GiB|MiB|KiB|TiB|ms|s|x|×)?(?![\w.])")
+FIGURE_RE = re.compile(r"(?<![\w.`#])[+\u2212-]?([0-9][0-9,]*(?:\.[0-9]+)?)(\s?)(%|pp|GiB|MiB|KiB|TiB|ms|s|x|×)?(?![\w.])")
 
 
 def prose_after(lines, fence_index, body_len):
     """(1-based line, text) of the paragraph right after the block whose fence is at
-    lines[fence_index] (0-based), body_len lines long; empty when a blank line, heading or fence
-    comes first."""
+    lines[fence_index] (0-based), body_len lines long (blank lines after the fence skipped); empty
+    when a heading, fence, comment or table comes first."""
     k = fence_index + body_len + 2  # past the closing fence
+    while k < len(lines) and not lines[k].strip():
+        k += 1
     out = []
     while k < len(lines) and lines[k].strip() and not lines[k].lstrip().startswith(("#", "```", "~~~", "<!--", "|")):
         out.append((k + 1, lines[k]))
@@ -301,23 +303,34 @@ def figures(text):
     """The figures of `text` the prose check covers: (as written, number, unit). Code spans are
     left out."""
     text = re.sub(r"`[^`]*`", "", text)
+    text = re.sub(r"\b(exit|exits|PR|issue|pull request)\s+[0-9]+", "", text)  # exit codes and references
     found = []
     for m in FIGURE_RE.finditer(text):
         number, unit = m.group(1), m.group(3) or ""
-        if "." not in number and not unit:
-            continue  # a count or an id ("2 ranks", "issue 53")
+        if "." not in number and not unit and len(number.replace(",", "")) < 2:
+            continue  # a small count ("2 ranks"); counts from 10 up are figures ("17 layouts")
         if unit in ("s", "x", "×") and "." not in number:
             continue  # "4 s", "10x": rounded prose, not a printed figure
         found.append((m.group(0).strip(), number, unit))
     return found
 
 
+PRINTED_RE = re.compile(r"(?<![0-9.])([0-9][0-9,]*(?:\.[0-9]+)?)(\s?)(%|pp|GiB|MiB|KiB|TiB|ms|s|x|×)?(?![0-9])")
+
+
 def figure_printed(number, unit, haystack):
-    """Whether number[unit] occurs in haystack (a block's output and commands), with or without a
-    blank before the unit."""
-    n = re.escape(number)
-    u = re.escape(unit) if unit else ""
-    return re.search(r"(?<![0-9.])" + n + (r"\s?" + u if u else r"(?![0-9])"), haystack) is not None
+    """Whether number[unit] is in haystack (a block's output and commands) up to rounding: some
+    printed figure with the same unit (or, for a bare number, any) that rounds to it at its
+    decimals, a blank before the unit allowed ("0.80" stands for a printed 0.7998)."""
+    decimals = len(number.split(".")[1]) if "." in number else 0
+    want = float(number.replace(",", ""))
+    for m in PRINTED_RE.finditer(haystack):
+        if unit and (m.group(3) or "") != unit:
+            continue
+        got = float(m.group(1).replace(",", ""))
+        if abs(round(got, decimals) - want) < 0.5 * 10 ** -(decimals + 3):
+            return True
+    return False
 
 
 def stale_prose(lines, block, results):
@@ -326,7 +339,10 @@ def stale_prose(lines, block, results):
         "\n".join(out) for _, out in results)
     haystack = haystack.replace("\u2212", "-")
     stale = []
-    for line_no, text in prose_after(lines, block.fence_line - 1, len(block.body)):
+    paragraph = prose_after(lines, block.fence_line - 1, len(block.body))
+    if paragraph and paragraph[-1][1].rstrip().endswith(":"):
+        return []  # it introduces the next block, whose own command it describes
+    for line_no, text in paragraph:
         for written, number, unit in figures(text):
             if not figure_printed(number, unit, haystack):
                 stale.append((line_no, written))

@@ -1,5 +1,6 @@
 #include "config/key_changes.h"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -37,19 +38,39 @@ std::string shorten(std::string s) {
   return s;
 }
 
-void flatten_toml(const toml::table& t, const std::string& prefix, Flat& out) {
+/// `lines`: the document's lines, for a value's text as written (`lr = 3e-4` stays `3e-4`).
+void flatten_toml(const toml::table& t, const std::string& prefix, const std::vector<std::string>& lines, Flat& out) {
   for (auto&& [k, v] : t) {
     const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
-    if (const toml::table* sub = v.as_table()) {
-      flatten_toml(*sub, key, out);
+    if (const toml::table* sub = v.as_table(); sub && !sub->is_inline()) {
+      flatten_toml(*sub, key, lines, out);
     } else if (const toml::array* arr = v.as_array(); arr && arr->is_array_of_tables()) {
-      for (size_t i = 0; i < arr->size(); ++i) flatten_toml(*arr->get(i)->as_table(), key + "[" + std::to_string(i) + "]", out);
+      for (size_t i = 0; i < arr->size(); ++i)
+        flatten_toml(*arr->get(i)->as_table(), key + "[" + std::to_string(i) + "]", lines, out);
     } else {
-      std::ostringstream s;
-      v.visit([&s](auto&& node) { s << node; });
-      out.put(key, shorten(s.str()), static_cast<int>(v.source().begin.line));
+      const auto& src = v.source();
+      std::string text;
+      if (src.begin.line == src.end.line && src.begin.line >= 1 && src.begin.line <= lines.size() &&
+          src.end.column > src.begin.column && src.end.column - 1 <= lines[src.begin.line - 1].size())
+        text = lines[src.begin.line - 1].substr(src.begin.column - 1, src.end.column - src.begin.column);
+      else {
+        std::ostringstream s;
+        v.visit([&s](auto&& node) { s << node; });
+        text = s.str();
+      }
+      out.put(key, shorten(text), static_cast<int>(src.begin.line));
     }
   }
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(std::move(line));
+  }
+  return lines;
 }
 
 void flatten_yaml(const YAML::Node& n, const std::string& prefix, Flat& out, int depth) {
@@ -83,7 +104,7 @@ std::optional<Flat> flatten(const std::string& path, const std::string& text) {
   Flat f;
   try {
     if (ends(".toml")) {
-      flatten_toml(toml::parse(text), "", f);
+      flatten_toml(toml::parse(text), "", split_lines(text), f);
     } else if (ends(".yaml") || ends(".yml") || ends(".json")) {
       if (json_nested_too_deep(text)) return std::nullopt;
       flatten_yaml(YAML::Load(text), "", f, 0);
@@ -120,6 +141,13 @@ std::vector<KeyChange> changed_keys(const std::string& path, const std::string& 
   }
   for (const std::string& k : o->order)
     if (!n->at.count(k)) out.push_back({k, o->at[k].value, std::nullopt, o->at[k].line, 0});
+  // File order (toml++ iterates a table's keys sorted): by line in the new file, then the keys
+  // only the old file has, by their old line.
+  std::stable_sort(out.begin(), out.end(), [](const KeyChange& a, const KeyChange& b) {
+    const bool an = a.new_value.has_value(), bn = b.new_value.has_value();
+    if (an != bn) return an;
+    return an ? a.new_line < b.new_line : a.old_line < b.old_line;
+  });
   return out;
 }
 

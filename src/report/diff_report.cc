@@ -272,6 +272,10 @@ int diff_exit_code(const std::vector<ReportDiff>& diffs) {
 
 namespace {
 
+/// Changed keys listed per file in text and markdown (JSON lists all): a review reads the first
+/// ones; a file rewritten whole is summarised.
+constexpr size_t kKeysShown = 12;
+
 /// "parallelism.pipeline_parallel_degree 2 -> 4 (line 52)"; with `code`, key and values in
 /// backticks (markdown).
 std::string key_change_text(const KeyChange& k, bool code = false) {
@@ -307,7 +311,9 @@ std::string diff_text(const std::vector<ReportDiff>& diffs, int exit_code) {
     out += fmt::format("  verdict: {} -> {}\n", verdict_text(d.old_figures), verdict_text(d.new_figures));
     if (!d.keys.empty()) {
       out += fmt::format("  keys changed: {}\n", d.keys.size());
-      for (const KeyChange& k : d.keys) out += "    " + key_change_text(k) + "\n";
+      for (size_t i = 0; i < d.keys.size() && i < kKeysShown; ++i) out += "    " + key_change_text(d.keys[i]) + "\n";
+      if (d.keys.size() > kKeysShown)
+        out += fmt::format("    ... and {} more (--format json lists every key)\n", d.keys.size() - kKeysShown);
     }
     if (!d.derived.empty()) out += fmt::format("  derived: {}\n", fmt::join(d.derived, ", "));
     out += fmt::format("  findings: {} added, {} removed\n", d.findings_added.size(), d.findings_removed.size());
@@ -383,8 +389,9 @@ std::string diff_markdown(const std::vector<ReportDiff>& diffs, int exit_code) {
     out += fmt::format("**Verdict:** {} → {}  \n", cell(verdict_text(d.old_figures)), cell(verdict_text(d.new_figures)));
     if (!d.keys.empty()) {
       out += "**Keys changed:**";
-      for (const KeyChange& k : d.keys) out += " " + cell(key_change_text(k, true)) + ";";
+      for (size_t i = 0; i < d.keys.size() && i < kKeysShown; ++i) out += " " + cell(key_change_text(d.keys[i], true)) + ";";
       out.back() = ' ';
+      if (d.keys.size() > kKeysShown) out += fmt::format("(and {} more) ", d.keys.size() - kKeysShown);
       out += " \n";
     }
     if (!d.derived.empty()) out += "**Derived:** " + cell(fmt::format("{}", fmt::join(d.derived, ", "))) + "  \n";
