@@ -3,8 +3,12 @@
 #include <iostream>
 #include <new>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 
@@ -44,6 +48,83 @@ bool report_unknown_option(CLI::App& app, int argc, char** argv) {
   return false;
 }
 
+/// Help text within the terminal's width (80 columns when standard output is not a terminal):
+/// option descriptions wrap at blanks, their continuation lines indented to the description
+/// column; the command's description and footer keep their own line breaks and wrap the lines
+/// that are longer.
+class WrappingFormatter : public CLI::Formatter {
+ public:
+  WrappingFormatter() {
+    width_ = 80;
+    struct winsize ws {};
+    if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 40) width_ = ws.ws_col;
+    column_width(std::min<size_t>(30, width_ / 3));
+  }
+  std::string make_option_desc(const CLI::Option* opt) const override {
+    return wrap(CLI::Formatter::make_option_desc(opt), width_ > get_column_width() + 20 ? width_ - get_column_width() : 40);
+  }
+  std::string make_description(const CLI::App* app) const override {
+    return wrap(reflow(CLI::Formatter::make_description(app)), width_);
+  }
+  std::string make_footer(const CLI::App* app) const override {
+    return wrap(reflow(CLI::Formatter::make_footer(app)), width_);
+  }
+
+  /// Joins the lines of each prose paragraph (consecutive lines that start without a blank),
+  /// which the descriptions break at about 110 columns, so that wrap() breaks them at the
+  /// width instead; indented lines (command examples) and blank lines stay as they are, and
+  /// "Exit codes:" starts a paragraph of its own.
+  static std::string reflow(const std::string& text) {
+    std::string out;
+    bool prose = false;  // the last line written is prose a next prose line continues
+    size_t at = 0;
+    while (at <= text.size()) {
+      const size_t nl = text.find('\n', at);
+      const std::string line = text.substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+      const bool is_prose = !line.empty() && line[0] != ' ' && line.rfind("Exit codes:", 0) != 0;
+      if (is_prose && prose) out += " " + line;
+      else out += (out.empty() && at == 0 ? "" : "\n") + line;
+      prose = is_prose || line.rfind("Exit codes:", 0) == 0;
+      if (nl == std::string::npos) break;
+      at = nl + 1;
+    }
+    return out;
+  }
+
+  /// `text` with each line longer than `width` broken at its last blanks before the width (a
+  /// word longer than the width stays whole); existing line breaks and leading indentation kept.
+  static std::string wrap(const std::string& text, size_t width) {
+    std::string out;
+    size_t at = 0;
+    while (at <= text.size()) {
+      const size_t nl = text.find('\n', at);
+      std::string line = text.substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+      const size_t indent = std::min(line.find_first_not_of(' '), line.size());
+      // A command example ("  schedcheck ...") goes on with a shell continuation, so that it
+      // still runs when pasted.
+      const bool command = indent > 0 && line.compare(indent, 11, "schedcheck ") == 0;
+      size_t next_indent = command ? indent + 4 : indent;
+      while (line.size() > width) {
+        const size_t room = command ? width - 2 : width;
+        size_t cut = line.rfind(' ', room);
+        if (cut == std::string::npos || cut <= next_indent) cut = line.find(' ', room);
+        if (cut == std::string::npos) break;
+        out += line.substr(0, cut) + (command ? " \\\n" : "\n");
+        const size_t rest = line.find_first_not_of(' ', cut);
+        line = std::string(next_indent, ' ') + (rest == std::string::npos ? std::string() : line.substr(rest));
+      }
+      out += line;
+      if (nl == std::string::npos) break;
+      out += "\n";
+      at = nl + 1;
+    }
+    return out;
+  }
+
+ private:
+  size_t width_;
+};
+
 }  // namespace
 
 int sc::cli::run_cli(int argc, char** argv) {
@@ -59,6 +140,7 @@ int sc::cli::run_cli(int argc, char** argv) {
       "tolerance; 18 budget exceeded; 19 diff regression beyond threshold; 20 GPU measurement differs\n"
       "from the prediction beyond tolerance; 69 no GPU (built without CUDA, or no device); 70 internal error.",
       "schedcheck"};
+  app.formatter(std::make_shared<WrappingFormatter>());
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("schedcheck ") + sc::kToolVersion);
   std::vector<sc::cli::Command> commands = {sc::cli::add_verify(app), sc::cli::add_lower(app), sc::cli::add_gen(app),
