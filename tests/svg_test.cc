@@ -205,6 +205,22 @@ TEST_CASE("the SVG of an FSDP job built as one rank labels its lanes with every 
   CHECK(svg.find(": holds, 8 ranks, ") != std::string::npos);
   CHECK(svg.find("8 ranks drawn in 1 group:") != std::string::npos);
   CHECK(svg.find(">rank 0 compute<") == std::string::npos);
+  // Each unit's forward and backward in the colours of F and B, as in a pipeline's timeline
+  // (they once all took the "other compute" colour).
+  size_t forwards = 0, backwards = 0;
+  std::regex op_re("<rect class=\"op\"[^>]* fill=\"(#[0-9a-f]{6})\"[^>]*><title>([FB]) layer");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), op_re); it != std::sregex_iterator(); ++it) {
+    const std::string fill = (*it)[1], kind = (*it)[2];
+    if (kind == "F") {
+      ++forwards;
+      CHECK(fill == "#4e79a7");
+    } else {
+      ++backwards;
+      CHECK(fill == "#59a14f");
+    }
+  }
+  CHECK(forwards >= 32);
+  CHECK(backwards >= 32);
 }
 
 TEST_CASE("compare --svg draws each schedule's timeline on one time scale", "[report][svg][compare]") {

@@ -29,7 +29,10 @@ constexpr std::array<Kind, 10> kKinds = {{{"F forward", "#4e79a7"},
                                           {"marker", "#333333"}}};
 constexpr const char* kStuck = "#e15759";
 
-size_t kind_of(const Op& op) {
+/// The colour of op `op` of `p`. A compute op without pipeline actions (an FSDP unit's forward
+/// or backward, labelled "F unit (mb 0)" / "B unit (mb 0)" by the FSDP lowering) takes the kind
+/// its label starts with; any other is "other compute".
+size_t kind_of(const Program& p, const Op& op) {
   switch (op.kind) {
     case OpKind::kSend: return 5;
     case OpKind::kRecv: return 6;
@@ -38,7 +41,19 @@ size_t kind_of(const Op& op) {
     case OpKind::kCompute: break;
   }
   if (op.num_actions == 2) return 4;
-  if (op.num_actions == 0) return 8;
+  if (op.num_actions == 0) {
+    const int32_t n = op.name();
+    if (n < 0 || n >= static_cast<int32_t>(p.names.size())) return 8;
+    const std::string& label = p.names[n];
+    if (label.size() < 2 || label[1] != ' ') return 8;
+    switch (label[0]) {
+      case 'F': return 0;
+      case 'B': return 1;
+      case 'I': return 2;
+      case 'W': return 3;
+      default: return 8;
+    }
+  }
   switch (op.actions[0].kind) {
     case ActionKind::kF: return 0;
     case ActionKind::kB: return 1;
@@ -196,7 +211,7 @@ class SvgWriter {
       for (OpId id : p_.streams[s].ops) {
         if (!v_.ran[id]) continue;
         double x0 = l_.x(v_.start_ns[id]), x1 = l_.x(v_.end_ns[id]);
-        size_t k = kind_of(p_.ops[id]);
+        size_t k = kind_of(p_, p_.ops[id]);
         if (x1 - x0 < 1.0) {
           auto& cover = merged[static_cast<int64_t>(std::floor(x0))];
           cover[k] += std::max(x1 - x0, 0.05);
