@@ -493,3 +493,53 @@ TEST_CASE("the documented workflow's steps, run on a pull request's repository, 
   CHECK(comment.find("`parallelism.pipeline_parallel_degree` `2` -> `4` (line 47)") != std::string::npos);
   CHECK(comment.find("**Derived:** pp 2 -> 4, dp_shard 32 -> 16") != std::string::npos);
 }
+
+TEST_CASE("a repository's .schedcheck-facts states facts for configs by glob, under what the file states itself",
+          "[cli][config]") {
+  const std::string repo = fixture_repo("schedcheck_premerge_facts_file");
+  if (repo.empty()) {
+    SC_SKIP("git is not installed");
+  }
+  fs::create_directories(repo + "/configs/big");
+  sc::test::write_file(repo + "/.schedcheck-facts",
+                       "# facts for the configs of this repository\n"
+                       "configs/big/*.toml: gpus=64 hardware=a100-80gb\n"
+                       "configs/*.toml: gpus=8 hardware=h100\n");
+  sc::test::write_file(repo + "/configs/big/open.toml", preset_70b_with("# no facts here"));
+  sc::test::write_file(repo + "/configs/big/own.toml", preset_70b_with("# schedcheck: gpus=64 hardware=a100-80gb"));
+  // From a subfolder, as a CI step or a user runs it: the facts file is found walking up.
+  auto open = schedcheck_in(repo + "/configs", "verify big/open.toml --format json", false);
+  INFO(open.out);
+  CHECK(open.exit_code == 0);
+  const json j = json::parse(open.out);
+  CHECK(j["verdict"] == "holds");
+  CHECK(j["job"]["world"] == 64);
+  CHECK(j["job"]["hardware"] == "a100-80gb");
+  // The command line does not override the facts file: a warning at the facts line says so.
+  auto other = schedcheck_in(repo, "verify configs/big/open.toml --gpus 8");
+  INFO(other.out);
+  CHECK(other.exit_code == 0);
+  CHECK(other.out.find(".schedcheck-facts:2:21: warning: --gpus 8 is not applied to this file: it states gpus=64 "
+                       "here") != std::string::npos);
+  // A DeepSpeed JSON, which has no comment to state them in, takes its facts from the file too.
+  sc::test::write_file(repo + "/configs/ds.json",
+                       "{\"train_batch_size\": 64, \"train_micro_batch_size_per_gpu\": 2, \"bf16\": {\"enabled\": true},\n"
+                       " \"zero_optimization\": {\"stage\": 1}}\n");
+  sc::test::write_file(repo + "/.schedcheck-facts",
+                       "configs/big/*.toml: gpus=64 hardware=a100-80gb\n"
+                       "configs/*.json: gpus=8 hardware=h100 model=llama3-8b\n");
+  auto ds = schedcheck_in(repo, "verify configs/ds.json --seq-len 4096 --format json", false);
+  INFO(ds.out);
+  CHECK(ds.exit_code == 0);
+  const json dj = json::parse(ds.out);
+  CHECK(dj["job"]["world"] == 8);
+  CHECK(dj["job"]["model"] == "llama3-8b");
+  // A fact the file states itself wins; a bad line that matches is an error at its line.
+  auto own = schedcheck_in(repo, "verify configs/big/own.toml --format json", false);
+  CHECK(own.exit_code == 0);
+  sc::test::write_file(repo + "/.schedcheck-facts", "configs/big/*.toml: gpus=64 hw=a100\n");
+  auto bad = schedcheck_in(repo, "verify configs/big/open.toml");
+  INFO(bad.out);
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.out.find(".schedcheck-facts:1:29: error: unknown fact 'hw'") != std::string::npos);
+}

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config_keys.h"
+#include "config/file_facts.h"
 #include "config/readers.h"
 
 #include "spec/yaml_util.h"
@@ -495,7 +496,9 @@ bool is_deepspeed_config(const std::string& path) {
 // Errors at the value: invalid JSON, wrong types, non-integral or negative counts, DeepSpeed's
 // batch assertions, "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism", bf16 with
 // fp16, an unknown communication_data_type; at the file start: no --gpus, no or unknown --model.
-bool read_deepspeed(const std::string& path, const JobContext& ctx, TrainingJob* job, Diagnostics& diags) {
+namespace {
+
+bool read_deepspeed_json(const std::string& path, const JobContext& ctx, TrainingJob* job, Diagnostics& diags) {
   std::string text, why;
   if (!read_input_file(path, &text, &why)) {
     const int32_t file = register_source(path, "");
@@ -540,6 +543,15 @@ bool read_deepspeed(const std::string& path, const JobContext& ctx, TrainingJob*
   }
   auto ok = r.guard([&]() -> std::optional<bool> { return ds.run(*root, job); });
   return ok.value_or(false);
+}
+
+}  // namespace
+
+bool read_deepspeed(const std::string& path, const JobContext& cli, TrainingJob* job, Diagnostics& diags) {
+  // JSON holds no comment: its facts (world size, GPU, model) come from the repository's
+  // .schedcheck-facts, then the command line.
+  return read_with_file_facts(path, cli, false, job, diags,
+                              [&](const JobContext& ctx) { return read_deepspeed_json(path, ctx, job, diags); });
 }
 
 }  // namespace sc::config

@@ -1,5 +1,9 @@
 #include "config/file_facts.h"
 
+#include <fnmatch.h>
+
+#include <filesystem>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
@@ -91,6 +95,65 @@ void read_directive(int32_t file, int32_t line, const std::string& body, int32_t
   }
 }
 
+/// The facts file that applies to `config_path`: the first `.schedcheck-facts` found walking up
+/// from the config's folder, stopping after the repository's root (a folder with `.git`) or at
+/// the filesystem's root; empty when none.
+std::filesystem::path find_facts_file(const std::string& config_path) {
+  std::error_code ec;
+  std::filesystem::path dir = std::filesystem::absolute(config_path, ec).parent_path();
+  if (ec) return {};
+  for (int depth = 0; depth < 256 && !dir.empty(); ++depth) {
+    const std::filesystem::path candidate = dir / kFactsFileName;
+    if (std::filesystem::is_regular_file(candidate, ec)) return candidate;
+    if (std::filesystem::exists(dir / ".git", ec) || dir == dir.parent_path()) break;
+    dir = dir.parent_path();
+  }
+  return {};
+}
+
+/// The facts the repository's facts file gives `config_path`: for each fact, the first line
+/// whose glob matches the config's path relative to the facts file's folder. Errors in a
+/// matching line are located there.
+FileFacts repository_facts(const std::string& config_path, Diagnostics& diags) {
+  FileFacts out;
+  const std::filesystem::path facts = find_facts_file(config_path);
+  if (facts.empty()) return out;
+  std::string text, why;
+  if (!read_input_file(facts.string(), &text, &why)) {
+    diags.error(SourceLoc{}, fmt::format("{}: {}", facts.string(), why));
+    return out;
+  }
+  std::error_code ec;
+  const std::string rel =
+      std::filesystem::relative(std::filesystem::absolute(config_path, ec), facts.parent_path(), ec).generic_string();
+  if (ec || rel.empty()) return out;
+  const int32_t file = register_source(facts.string(), text);
+  int32_t line = 0;
+  for (size_t start = 0; start < text.size();) {
+    size_t nl = text.find('\n', start);
+    if (nl == std::string::npos) nl = text.size();
+    const std::string l = text.substr(start, nl - start);
+    start = nl + 1;
+    ++line;
+    const size_t first = l.find_first_not_of(" \t\r");
+    if (first == std::string::npos || l[first] == '#') continue;
+    const size_t colon = l.find(": ", first);
+    if (colon == std::string::npos) {
+      diags.error(SourceLoc{file, line, static_cast<int32_t>(first) + 1},
+                  "a facts line is GLOB: KEY=VALUE..., as configs/*.toml: gpus=64 hardware=a100-80gb");
+      continue;
+    }
+    const std::string glob = l.substr(first, colon - first);
+    if (fnmatch(glob.c_str(), rel.c_str(), 0) != 0) continue;
+    FileFacts here;
+    read_directive(file, line, l.substr(colon + 1), static_cast<int32_t>(colon) + 2, here, diags);
+    if (!out.gpus_at.valid() && here.gpus_at.valid()) out.gpus = here.gpus, out.gpus_at = here.gpus_at;
+    if (!out.hardware_at.valid() && here.hardware_at.valid()) out.hardware = here.hardware, out.hardware_at = here.hardware_at;
+    if (!out.model_at.valid() && here.model_at.valid()) out.model = here.model, out.model_at = here.model_at;
+  }
+  return out;
+}
+
 }  // namespace
 
 FileFacts read_file_facts(int32_t file, const std::string& text, bool torchtitan, Diagnostics& diags) {
@@ -168,7 +231,12 @@ bool read_with_file_facts(const std::string& path, const JobContext& cli, bool t
                           Diagnostics& diags, const std::function<bool(const JobContext&)>& read) {
   std::string text, why;
   if (!read_input_file(path, &text, &why) || text.find('\0') != std::string::npos) return read(cli);
-  const FileFacts facts = read_file_facts(register_source(path, text), text, torchtitan, diags);
+  FileFacts facts = read_file_facts(register_source(path, text), text, torchtitan, diags);
+  // What the file leaves open, the repository's facts file may state.
+  const FileFacts repo = repository_facts(path, diags);
+  if (!facts.gpus_at.valid() && repo.gpus_at.valid()) facts.gpus = repo.gpus, facts.gpus_at = repo.gpus_at;
+  if (!facts.hardware_at.valid() && repo.hardware_at.valid()) facts.hardware = repo.hardware, facts.hardware_at = repo.hardware_at;
+  if (!facts.model_at.valid() && repo.model_at.valid()) facts.model = repo.model, facts.model_at = repo.model_at;
   if (diags.has_errors()) return false;
   if (!read(merge_file_facts(cli, facts, diags))) return false;
   locate_file_facts(facts, job);

@@ -46,9 +46,21 @@ JobContext merge_file_facts(const JobContext& cli, const FileFacts& facts, Diagn
 /// ("world", "hardware", "model"), so findings about them are located there.
 void locate_file_facts(const FileFacts& facts, TrainingJob* job);
 
+/// The repository's facts file: a file of this name, found walking up from a config's folder to
+/// the repository's root, states facts for configs by path. Each line is `GLOB: KEY=VALUE...`
+/// (the directive's items), `#` starts a comment line:
+///   configs/*.toml: gpus=64 hardware=a100-80gb
+///   configs/llama70b-*.toml: model=llama3-70b
+/// GLOB is matched (fnmatch, `*` also across `/`) against the config's path relative to the
+/// facts file's folder; for each fact the first matching line that states it gives it. A fact the
+/// config states itself (its directive or torchtitan's preset comment) wins over the facts file;
+/// the facts file wins over the command line (which fills what both leave open), with the same
+/// located warning when they differ.
+inline constexpr const char* kFactsFileName = ".schedcheck-facts";
+
 /// A reader's entry with the file's facts: reads `path` (when it cannot be read, `read` runs with
-/// `cli` alone and reports it in its words), read_file_facts, then `read` with
-/// merge_file_facts(cli, ...), then locate_file_facts. False when the facts have errors (the
+/// `cli` alone and reports it in its words), read_file_facts, the facts file's facts for what
+/// the file leaves open, then `read` with merge_file_facts(cli, ...), then locate_file_facts. False when the facts have errors (the
 /// reader is not run) or when `read` returns false.
 bool read_with_file_facts(const std::string& path, const JobContext& cli, bool torchtitan, TrainingJob* job,
                           Diagnostics& diags, const std::function<bool(const JobContext&)>& read);
