@@ -543,3 +543,19 @@ TEST_CASE("a repository's .schedcheck-facts states facts for configs by glob, un
   CHECK(bad.exit_code == 2);
   CHECK(bad.out.find(".schedcheck-facts:1:29: error: unknown fact 'hw'") != std::string::npos);
 }
+
+TEST_CASE("under pipeline parallelism a memory finding's microbatch size is located at "
+          "pipeline_parallel_microbatch_size, not local_batch_size", "[cli][config]") {
+  // The key a reviewer changed is the one the finding names (it once pointed at local_batch_size).
+  const std::string dir = fresh_dir("schedcheck_premerge_mbs_location");
+  std::string toml = sc::test::read_file(sc::test::source_path("examples/torchtitan-llama3-8b-pp2.toml"));
+  const size_t at = toml.find("pipeline_parallel_microbatch_size = 1");
+  REQUIRE(at != std::string::npos);
+  toml.replace(at, 37, "pipeline_parallel_microbatch_size = 8");
+  const int line = 1 + static_cast<int>(std::count(toml.begin(), toml.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
+  sc::test::write_file(dir + "/mbs8.toml", toml);
+  auto r = schedcheck_in(dir, "verify mbs8.toml");
+  INFO(r.out);
+  CHECK(r.exit_code == 13);
+  CHECK(r.out.find("(set by the microbatch size at mbs8.toml:" + std::to_string(line) + ":1,") != std::string::npos);
+}

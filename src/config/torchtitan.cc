@@ -588,6 +588,10 @@ class Reader {
         job_.microbatches = static_cast<int32_t>(local_batch_ / mbs_);
         job_.microbatch_sequences = mbs_;
         job_.where["microbatches"] = mbs_value_ ? mbs_value_->loc : job_.loc("microbatch_sequences");
+        // Under PP a microbatch holds pipeline_parallel_microbatch_size sequences: that key sets
+        // the activations a finding names ("set by the microbatch size at ..."), not
+        // local_batch_size.
+        if (mbs_value_) job_.where["microbatch_sequences"] = mbs_value_->loc;
       }
     } else {
       // Without PP each gradient-accumulation step is one microbatch of local_batch_size.
