@@ -492,6 +492,17 @@ TEST_CASE("the documented workflow's steps, run on a pull request's repository, 
   // The change in the config's words: the key, its line, and what torchtitan derived from it.
   CHECK(comment.find("`parallelism.pipeline_parallel_degree` `2` -> `4` (line 47)") != std::string::npos);
   CHECK(comment.find("**Derived:** pp 2 -> 4, dp_shard 32 -> 16") != std::string::npos);
+  // diff's SARIF: each finding of the new side carries the lines the change touched.
+  auto sarif_diff = run_in(repo, "'" + std::string(SCHEDCHECK_BINARY) + "' diff --git origin/main --format sarif", false);
+  INFO(sarif_diff.out);
+  CHECK(sarif_diff.exit_code == 19);
+  bool related = false;
+  const json sarif_doc = json::parse(sarif_diff.out);
+  for (const auto& res : sarif_doc["runs"][0]["results"])
+    if (res["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "specs/changed.yaml")
+      for (const auto& rl : res.value("relatedLocations", json::array()))
+        related = related || rl["message"]["text"] == "changed here: memory.limit_bytes 32GiB -> 8GiB";
+  CHECK(related);
 }
 
 TEST_CASE("a repository's .schedcheck-facts states facts for configs by glob, under what the file states itself",

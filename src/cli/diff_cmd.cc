@@ -23,6 +23,7 @@
 #include "config/key_changes.h"
 #include "cli/frontends.h"
 #include "config/readers.h"
+#include "report/ci_report.h"
 #include "report/diff_report.h"
 #include "spec/yaml_util.h"
 #include "support/source.h"
@@ -366,6 +367,7 @@ int run_diff(const DiffArgs& a_in) {
         const std::string none = fmt::format("no changed inputs since {} (merge-base {}): nothing to compare", *a.git,
                                              commit.substr(0, 12));
         if (a.format == "json") std::cout << diff_json({}, 0);
+        else if (a.format == "sarif") std::cout << sarif_log(nlohmann::json::array(), 0);
         else if (a.format == "markdown") std::cout << "**schedcheck:** " << none << "\n";
         else std::cout << none << "\n";
         return 0;
@@ -399,6 +401,7 @@ int run_diff(const DiffArgs& a_in) {
     }
     pairs.push_back({Side{a.files[0], a.files[0]}, Side{a.files[1], a.files[1]}});
   }
+  nlohmann::json sarif_records = nlohmann::json::array();  // the new sides' verify records
   std::function<void()> prepare_old;  // set per git file: materialises what the old side reads
   size_t read_mark = 0;               // input_files_read() before the new side of the current pair
   // One pair compared: `old_record` / `new_record` stand in for an absent side (an added or a
@@ -428,11 +431,17 @@ int run_diff(const DiffArgs& a_in) {
         old_record_given ? *old_record_given : record_of(old_side.path, verify_config, &old_code);
     // A side with input errors (printed above) makes this pair one result in error.
     ReportDiff d = diff_reports(old_side.label, old_record, new_side.label, new_record);
+    // SARIF: the new side's results, each carrying the lines this change touched.
+    nlohmann::json sarif_record = new_record_given ? nlohmann::json() : new_record;
     // The keys that changed, read from both versions of the file.
     if (!old_record_given && !new_record_given && d.error.empty()) {
       std::string old_text, new_text, why;
       if (read_input_file(old_side.path, &old_text, &why) && read_input_file(new_side.path, &new_text, &why))
         d.keys = config::changed_keys(new_side.path, old_text, new_text);
+    }
+    if (sarif_record.is_object()) {
+      sarif_record["keys_changed"] = key_changes_json(d.keys);
+      sarif_records.push_back(std::move(sarif_record));
     }
     find_regressions(d, thresholds);
     diffs.push_back(std::move(d));
@@ -484,6 +493,7 @@ int run_diff(const DiffArgs& a_in) {
   const int exit = diff_exit_code(diffs);
   if (a.format == "json") std::cout << diff_json(diffs, exit);
   else if (a.format == "markdown") std::cout << diff_markdown(diffs, exit);
+  else if (a.format == "sarif") std::cout << sarif_log(sarif_records, exit);
   else std::cout << diff_text(diffs, exit);
   if (a.format != "text")  // the located regressions go to standard error too, for the job log
     for (const auto& d : diffs)
@@ -509,8 +519,10 @@ Command add_diff(CLI::App& parent) {
                   "compare each file as it is at the merge-base of this git revision and HEAD with the working tree; "
                   "without files, the inputs changed since then: added, deleted (with the old verdict) and renamed "
                   "(old path -> new path)");
-  cmd->add_option("--format", a->format, "text, json or markdown (a table for a pull-request comment)")
-      ->check(one_of({"text", "json", "markdown"}));
+  cmd->add_option("--format", a->format,
+                  "text, json, markdown (a table for a pull-request comment) or sarif (the new side's findings and "
+                  "errors, each with related locations at the lines the change touched)")
+      ->check(one_of({"text", "json", "markdown", "sarif"}));
   cmd->add_option("--gpus", a->job.gpus, "framework configs: the world size, when the config does not fix it")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--model", a->job.model, "framework configs: the model preset, when the config names none");

@@ -242,6 +242,18 @@ std::string sarif_log(const json& records, int exit_code) {
         if (k < it.ops.size()) rl["message"] = {{"text", it.ops[k]}};
         related.push_back(rl);
       }
+      // Under `diff --format sarif`: the lines of this file the change touched, so a reviewer sees
+      // a finding located at one key beside the key that was changed.
+      if (rec.contains("keys_changed") && rec["keys_changed"].is_array())
+        for (const json& k : rec["keys_changed"]) {
+          if (!k.value("new_line", json()).is_number_integer()) continue;
+          json rl = physical(path, k["new_line"].get<int>(), 1);
+          rl["id"] = id++;
+          const auto text = [](const json& v) { return v.is_string() ? v.get<std::string>() : std::string("(absent)"); };
+          rl["message"] = {{"text", "changed here: " + k.value("key", std::string()) + " " + text(k["old"]) + " -> " +
+                                        text(k["new"])}};
+          related.push_back(rl);
+        }
       if (!related.empty()) res["relatedLocations"] = related;
       res["partialFingerprints"] = {{"schedcheckFindingHash/v1", fingerprint(path, it)}};
       json props = {{"file", path}};

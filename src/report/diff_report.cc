@@ -285,7 +285,9 @@ std::string key_change_text(const KeyChange& k, bool code = false) {
   return fmt::format("{} {} -> {} (line {})", q(k.key), q(*k.old_value), q(*k.new_value), k.new_line);
 }
 
-json keys_json(const std::vector<KeyChange>& keys) {
+}  // namespace
+
+json key_changes_json(const std::vector<KeyChange>& keys) {
   json out = json::array();
   for (const KeyChange& k : keys)
     out.push_back({{"key", k.key},
@@ -295,8 +297,6 @@ json keys_json(const std::vector<KeyChange>& keys) {
                    {"new_line", k.new_line ? json(k.new_line) : json(nullptr)}});
   return out;
 }
-
-}  // namespace
 
 std::string diff_text(const std::vector<ReportDiff>& diffs, int exit_code) {
   std::string out;
@@ -360,7 +360,7 @@ std::string diff_json(const std::vector<ReportDiff>& diffs, int exit_code) {
                     {"findings_removed", d.findings_removed},
                     {"figures", figs},
                     {"notes", d.notes},
-                    {"keys_changed", keys_json(d.keys)},
+                    {"keys_changed", key_changes_json(d.keys)},
                     {"derived", d.derived},
                     {"regressions", d.regressions},
                     {"error", d.error.empty() ? json(nullptr) : json(d.error)}});

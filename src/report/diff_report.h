@@ -52,6 +52,10 @@ struct ReportDiff {
   std::vector<std::string> derived;
 };
 
+/// `keys` as JSON: [{"key", "old", "new", "old_line", "new_line"}], null where absent (the diff
+/// JSON's `keys_changed`, and a verify record's for sarif_log's related locations).
+nlohmann::json key_changes_json(const std::vector<KeyChange>& keys);
+
 /// Compares two verify reports (JSON objects as `verify --format json` prints them).
 ReportDiff diff_reports(const std::string& old_label, const nlohmann::json& old_report, const std::string& new_label,
                         const nlohmann::json& new_report);
