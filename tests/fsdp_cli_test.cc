@@ -74,7 +74,13 @@ TEST_CASE("the divergent-rank example hangs (deadlock + collective mismatch, exi
   CHECK(msg.find("waits in all-gather #33 on communicator 'shard 0', which its members issue with different kinds or "
                  "sizes (ranks 0-2, 4-7: all-gather of 415.8 MiB; rank 3: all-gather of 1001.36 MiB)") != std::string::npos);
   CHECK(msg.find("semantics") == std::string::npos);
+  // Located first where the spec makes rank 3 differ: its ranks_override entry (line 17).
+  const auto& at = j["findings"][0]["locations"][0];
+  INFO(at.dump());
+  CHECK(at["line"] == 17);
+  CHECK(j["findings"][0]["ops"][0] == "rank 3's ranks_override entry");
   CHECK(j["findings"][1]["kind"] == "channel");
+  CHECK(j["findings"][1]["locations"][0]["line"] == 17);
   CHECK(j["timing"].is_null());
   CHECK(j["fsdp_figures"].is_null());
 }

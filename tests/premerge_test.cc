@@ -570,3 +570,25 @@ TEST_CASE("under pipeline parallelism a memory finding's microbatch size is loca
   CHECK(r.exit_code == 13);
   CHECK(r.out.find("(set by the microbatch size at mbs8.toml:" + std::to_string(line) + ":1,") != std::string::npos);
 }
+
+TEST_CASE("diff --git on a file of a submodule says whose file it is, instead of calling it added", "[cli][diff][git]") {
+  const std::string repo = fixture_repo("schedcheck_premerge_submodule");
+  if (repo.empty()) {
+    SC_SKIP("git is not installed");
+  }
+  sc::test::write_file(repo + "/main.yaml", holding_spec());
+  REQUIRE(run_in(repo, "git add . && git commit -q -m base").exit_code == 0);
+  // A nested repository recorded in this one as a gitlink, as a submodule is.
+  fs::create_directories(repo + "/sub");
+  sc::test::write_file(repo + "/sub/inner.yaml", holding_spec());
+  REQUIRE(run_in(repo + "/sub", "git init -q . && git config user.email t@example.com && git config user.name t && "
+                                "git config commit.gpgsign false && git add . && git commit -q -m inner")
+              .exit_code == 0);
+  REQUIRE(run_in(repo, "git add sub 2>/dev/null && git commit -q -m 'add sub'").exit_code == 0);
+  auto r = schedcheck_in(repo, "diff --git HEAD sub/inner.yaml");
+  INFO(r.out);
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("sub/inner.yaml: error: it belongs to the repository at ") != std::string::npos);
+  CHECK(r.out.find("(a submodule or a nested repository)") != std::string::npos);
+  CHECK(r.out.find("absent") == std::string::npos);
+}

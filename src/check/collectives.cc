@@ -153,6 +153,21 @@ std::vector<Finding> check_collectives(const Program& p) {
           }
         }
       }
+      // The culprits' own programs first (an override, an action list): the line that makes
+      // each differ, where the input says so.
+      {
+        std::vector<SourceLoc> at;
+        std::vector<std::string> what;
+        for (int32_t r : f.ranks)
+          if (r < static_cast<int32_t>(p.rank_locs.size()) && p.rank_locs[r].valid()) {
+            at.push_back(p.rank_locs[r]);
+            what.push_back(r < static_cast<int32_t>(p.rank_loc_labels.size()) ? p.rank_loc_labels[r] : "");
+          }
+        if (ties == 1 && !at.empty()) {
+          f.locations.insert(f.locations.begin(), at.begin(), at.end());
+          f.ops.insert(f.ops.begin(), what.begin(), what.end());
+        }
+      }
       std::string msg = fmt::format("collectives diverge on communicator '{}' at #{}: ", c.name, k + 1);
       for (size_t i = 0; i < parts.size(); ++i) msg += (i ? "; " : "") + parts[i];
       if (ties == 1)

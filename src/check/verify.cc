@@ -32,7 +32,7 @@ void copy_to_images(WorstCaseMemory& w, const std::vector<RankImage>& images) {
 
 /// When collectives diverge, the hangs are its consequence: one finding that leads with the
 /// culprit ranks and the first divergent collective, naming every hung rank.
-void explain_hangs(std::vector<Finding>& hangs, const std::vector<Finding>& divergence) {
+void explain_hangs(std::vector<Finding>& hangs, const std::vector<Finding>& divergence, const Program& p) {
   if (divergence.empty() || hangs.empty()) return;
   const Finding& d = divergence.front();
   Finding& h = hangs.front();
@@ -49,6 +49,22 @@ void explain_hangs(std::vector<Finding>& hangs, const std::vector<Finding>& dive
   hung.erase(std::unique(hung.begin(), hung.end()), hung.end());
   h.message = fmt::format("hang caused by {}: {}; {} {} {} forever: {}", who, d.message, hung.size() == 1 ? "rank" : "ranks",
                           format_rank_ranges(hung), hung.size() == 1 ? "waits" : "wait", h.message);
+  // Located first where the input makes each culprit differ (Program::rank_locs), as the
+  // divergence is when its culprits stand apart from a majority (not in a tie), then where the
+  // others hang.
+  for (auto it = culprits.rbegin(); it != culprits.rend(); ++it) {
+    const int32_t r = *it;
+    if (r < 0 || r >= static_cast<int32_t>(p.rank_locs.size()) || !p.rank_locs[r].valid()) continue;
+    const SourceLoc& at = p.rank_locs[r];
+    const bool carried = std::any_of(divergence.begin(), divergence.end(), [&](const Finding& each) {
+      return std::any_of(each.locations.begin(), each.locations.end(), [&](const SourceLoc& l) {
+        return l.file == at.file && l.line == at.line && l.col == at.col;
+      });
+    });
+    if (!carried) continue;
+    h.locations.insert(h.locations.begin(), at);
+    h.ops.insert(h.ops.begin(), r < static_cast<int32_t>(p.rank_loc_labels.size()) ? p.rank_loc_labels[r] : "");
+  }
   h.ranks.clear();
   for (int32_t r : culprits) h.ranks.push_back(r);
   for (int32_t r : hung)
@@ -198,7 +214,7 @@ ProgramResult verify_program(Program program, std::vector<Finding> front_end, co
       if (h.message.rfind("deadlock: ", 0) == 0) h.message.erase(0, 10);
     }
   }
-  explain_hangs(hangs, divergence);
+  explain_hangs(hangs, divergence, p);
   append(r.findings, std::move(hangs));
   append(r.findings, std::move(divergence));
   append(r.findings, std::move(channel));

@@ -388,6 +388,20 @@ int run_diff(const DiffArgs& a_in) {
         error_pair(f + "@" + *a.git, f, fmt::format("{}: error: no such file, in the working tree or at {}", f, *a.git));
         continue;
       }
+      // A file of a submodule (or another repository nested in this one) is not in this
+      // repository's tree at any revision: it is not an added file, it is another repository's.
+      if (g.in_tree && !g.at_rev) {
+        const fs::path dir = fs::absolute(f, ec).parent_path();
+        GitOutput nested = run_git({"-C", dir.string(), "rev-parse", "--show-toplevel"}, tmp->path());
+        const std::string nested_top = nested.out.substr(0, nested.out.find('\n'));
+        if (nested.status == 0 && !nested_top.empty() && fs::path(nested_top) != top_dir) {
+          error_pair(f + "@" + *a.git, f,
+                     fmt::format("{}: error: it belongs to the repository at {} (a submodule or a nested repository), "
+                                 "not to {}: run schedcheck diff --git there, with that repository's revision",
+                                 f, nested_top, top_dir.string()));
+          continue;
+        }
+      }
       git_files.push_back(std::move(g));
     }
     // Messages about a file read at the revision name it as "PATH@REV", never the temporary copy.

@@ -95,6 +95,13 @@ void read_directive(int32_t file, int32_t line, const std::string& body, int32_t
   }
 }
 
+/// Each fact `into` does not state, taken from `from` with its location.
+void fill_unstated(FileFacts& into, const FileFacts& from) {
+  if (!into.gpus_at.valid() && from.gpus_at.valid()) into.gpus = from.gpus, into.gpus_at = from.gpus_at;
+  if (!into.hardware_at.valid() && from.hardware_at.valid()) into.hardware = from.hardware, into.hardware_at = from.hardware_at;
+  if (!into.model_at.valid() && from.model_at.valid()) into.model = from.model, into.model_at = from.model_at;
+}
+
 /// The facts file that applies to `config_path`: the first `.schedcheck-facts` found walking up
 /// from the config's folder, stopping after the repository's root (a folder with `.git`) or at
 /// the filesystem's root; empty when none.
@@ -147,9 +154,7 @@ FileFacts repository_facts(const std::string& config_path, Diagnostics& diags) {
     if (fnmatch(glob.c_str(), rel.c_str(), 0) != 0) continue;
     FileFacts here;
     read_directive(file, line, l.substr(colon + 1), static_cast<int32_t>(colon) + 2, here, diags);
-    if (!out.gpus_at.valid() && here.gpus_at.valid()) out.gpus = here.gpus, out.gpus_at = here.gpus_at;
-    if (!out.hardware_at.valid() && here.hardware_at.valid()) out.hardware = here.hardware, out.hardware_at = here.hardware_at;
-    if (!out.model_at.valid() && here.model_at.valid()) out.model = here.model, out.model_at = here.model_at;
+    fill_unstated(out, here);
   }
   return out;
 }
@@ -233,10 +238,7 @@ bool read_with_file_facts(const std::string& path, const JobContext& cli, bool t
   if (!read_input_file(path, &text, &why) || text.find('\0') != std::string::npos) return read(cli);
   FileFacts facts = read_file_facts(register_source(path, text), text, torchtitan, diags);
   // What the file leaves open, the repository's facts file may state.
-  const FileFacts repo = repository_facts(path, diags);
-  if (!facts.gpus_at.valid() && repo.gpus_at.valid()) facts.gpus = repo.gpus, facts.gpus_at = repo.gpus_at;
-  if (!facts.hardware_at.valid() && repo.hardware_at.valid()) facts.hardware = repo.hardware, facts.hardware_at = repo.hardware_at;
-  if (!facts.model_at.valid() && repo.model_at.valid()) facts.model = repo.model, facts.model_at = repo.model_at;
+  fill_unstated(facts, repository_facts(path, diags));
   if (diags.has_errors()) return false;
   if (!read(merge_file_facts(cli, facts, diags))) return false;
   locate_file_facts(facts, job);

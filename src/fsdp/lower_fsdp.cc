@@ -626,6 +626,22 @@ FsdpProgram lower_fsdp(const FsdpSpec& spec, bool quotient) {
     }
   }
   p.rank_streams.resize(built);  // a rank without an explicit program has no streams
+  // Where each rank's own program is written: its ranks_override entry, or its own `programs:`
+  // list (not the shared default), so that a finding that blames the rank points there.
+  if (!quotient && (!spec.overrides.empty() || !spec.programs.empty())) {
+    p.rank_locs.assign(built, SourceLoc{});
+    p.rank_loc_labels.assign(built, "");
+    for (int32_t r = 0; r < built; ++r) {
+      if (const auto it = spec.overrides.find(r); it != spec.overrides.end() && it->second.loc.valid()) {
+        p.rank_locs[r] = it->second.loc;
+        p.rank_loc_labels[r] = fmt::format("rank {}'s ranks_override entry", r);
+      } else if (const auto pr = spec.programs.find(r); pr != spec.programs.end() && !pr->second.empty() &&
+                                                        pr->second.front().loc.valid()) {
+        p.rank_locs[r] = pr->second.front().loc;
+        p.rank_loc_labels[r] = fmt::format("rank {}'s program", r);
+      }
+    }
+  }
   return out;
 }
 

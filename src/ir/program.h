@@ -312,6 +312,13 @@ struct Program {
   bool explicit_comms = false;  ///< built from a schedule with SEND/RECV actions
   std::optional<int64_t> memory_limit_bytes;  ///< per rank; none = no limit check
   std::vector<RankImage> rank_images;         ///< per rank (or empty): set only by a front-end that guarantees it
+  /// Per rank (or empty; an entry may be invalid): where the input writes what makes this rank's
+  /// program its own, as the front-end knows it: an FSDP spec's `ranks_override` entry, a pipeline
+  /// rank's action list. A finding that blames a rank (a collective it issues differently, a hang
+  /// it causes) is located there first, with the label rank_loc_label().
+  std::vector<SourceLoc> rank_locs;
+  /// "rank 3's ranks_override entry" / "rank 1's action list": what rank_locs[r] is, per rank.
+  std::vector<std::string> rank_loc_labels;
   /// Symmetry quotient (docs/facts/symmetry.md): per built rank, the class of job ranks it
   /// stands for; empty when every job rank is built (built rank r is job rank r). Set only by a
   /// front-end that builds one rank per class of ranks with identical programs; per-rank results

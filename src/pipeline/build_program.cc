@@ -35,6 +35,16 @@ class Builder {
     p.semantics = spec_.p2p.semantics;
     p.link = LinkModel{spec_.p2p.latency_s, spec_.p2p.bandwidth_bytes_per_s, spec_.p2p.message_bytes};
     p.static_bytes_per_rank.assign(world, 0);
+    // Each pipeline rank's own action list (a CSV's row), for findings that blame the rank.
+    if (!spec_.locs.rank_lists.empty()) {
+      p.rank_locs.assign(world, SourceLoc{});
+      p.rank_loc_labels.assign(world, "");
+      for (int32_t r = 0; r < spec_.ranks && r < static_cast<int32_t>(spec_.locs.rank_lists.size()); ++r)
+        for (int32_t d = 0; d < dp_; ++d) {
+          p.rank_locs[r * dp_ + d] = spec_.locs.rank_lists[r];
+          p.rank_loc_labels[r * dp_ + d] = fmt::format("rank {}'s action list", r);
+        }
+    }
     p.max_relative_error = spec_.max_relative_error;
     p.max_bias = spec_.max_bias;
     p.deterministic = spec_.deterministic;

@@ -362,6 +362,11 @@ void Loader::read_actions(const Entry& e, int32_t ranks, PipelineSpec& spec) {
                             pos->second.line));
       continue;
     }
+    // Where the rank's list is written (its key), for findings about the rank as a whole.
+    if (ranks > 0) {
+      if (spec.locs.rank_lists.size() < static_cast<size_t>(ranks)) spec.locs.rank_lists.resize(ranks);
+      spec.locs.rank_lists[*rank] = kl;
+    }
     // Without a valid rank count, parse into a scratch list so syntax errors still show.
     std::vector<Step> scratch;
     std::vector<SourceLoc> scratch_seconds;
