@@ -11,13 +11,13 @@
 # command makes). --runs: runs per command and core count (default 5). --pause: idle seconds
 # before each run (default 10): pages the previous run held are handed back and a run starts as a
 # user's first run does. --print prints the table and writes nothing. About
-# (pause + 2 s) x runs x 2 x 6 commands: 14 minutes with the defaults.
+# (pause + 2 s) x runs x 2 x 7 commands: 16 minutes with the defaults.
 #
 # Commands: verify of PyTorch's comms CSV of 1F1B at p = 64, m = 8192 (3.1 M ops, made by
 # `schedcheck gen`), Python reading the same file with list(csv.reader(f)) (the floor a CSV
-# reader is measured against), verify of Meta's Llama 3 405B layout on 16,384 GPUs and of the
-# torchtitan PP 2 example, synth-free small spec verify (the start-up cost), and `plan` of
-# Llama 3 70B on 512 H100.
+# reader is measured against), verify of Meta's Llama 3 405B layout on 16,384 GPUs, of
+# torchtitan's 405B FSDP config at 131,072 GPUs (the symmetry quotient) and of the torchtitan PP 2
+# example, a small spec (the start-up cost), and `plan` of Llama 3 70B on 512 H100.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec python3 - "$@" <<'PY'
@@ -79,6 +79,8 @@ with tempfile.TemporaryDirectory(prefix="user-runs-") as tmp:
          "import csv,sys; list(csv.reader(open(sys.argv[1], newline='')))", csv_path]),
         ("verify, Llama 3 405B layout, 16,384 GPUs", [binary, "verify",
          "specs/reference/published/llama3-paper-405b-h100x16384.toml"]),
+        ("verify, torchtitan Llama 3.1 405B FSDP x TP 8, 131,072 GPUs (one rank built)", [binary, "verify",
+         "specs/reference/torchtitan-llama3-405b-h100x128.toml", "--gpus", "131072", "--hardware", "h100-96gb"]),
         ("verify, torchtitan Llama 3 8B PP 2 example", [binary, "verify", "examples/torchtitan-llama3-8b-pp2.toml"]),
         ("verify, 4-rank 1F1B spec (start-up)", [binary, "verify", "examples/gpu-1f1b-p4-m8.yaml"]),
         ("plan, Llama 3 70B on 512 H100", [binary, "plan", "--model", "llama3-70b", "--hardware", "h100", "--gpus",
