@@ -61,3 +61,10 @@ TEST_CASE("changed_keys reads a launch script's flags after expansion, and nothi
   CHECK(changed_keys("s.csv", "0F0\n", "0F1\n").empty());
   CHECK(changed_keys("s.toml", "a = [", "a = 1").empty());  // a side that does not parse: the readers say so
 }
+
+TEST_CASE("changed_keys keeps a TOML value with multi-byte characters whole", "[config][diff]") {
+  const auto k = changed_keys("t.toml", "[job]\ndescription = \"Llama \u2013 8B\"\n", "[job]\ndescription = \"Llama \u2013 70B\"\n");
+  REQUIRE(k.size() == 1);
+  CHECK(k[0].old_value == "\"Llama \u2013 8B\"");
+  CHECK(k[0].new_value == "\"Llama \u2013 70B\"");
+}

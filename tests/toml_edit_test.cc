@@ -74,3 +74,13 @@ TEST_CASE("edit_toml_table creates the table at the end, keeps CRLF, and refuses
 TEST_CASE("toml_string_literal escapes quotes, backslashes and control characters", "[config][toml]") {
   CHECK(sc::config::toml_string_literal("a\"b\\c\n\x01") == "\"a\\\"b\\\\c\\n\\u0001\"");
 }
+
+TEST_CASE("edit_toml_table and changed_keys count toml++'s columns in code points, not bytes", "[config][toml]") {
+  // A value after multi-byte characters on its line: replaced and read back whole.
+  const std::string text = "[parallelism]\npipeline_parallel_schedule_csv = \"ordre-\u00e9t\u00e9 \u2013 v2.csv\"  # r\u00e9sum\u00e9\n";
+  std::string why;
+  auto out = edit_toml_table(text, "parallelism", {{"pipeline_parallel_schedule_csv", "\"s.csv\""}}, &why);
+  REQUIRE(out);
+  CHECK(*out == "[parallelism]\npipeline_parallel_schedule_csv = \"s.csv\"  # r\u00e9sum\u00e9\n");
+  CHECK(sc::config::toml_column_to_byte("a\u00e9b", 3) == 3);  // 'b': after a 2-byte character
+}

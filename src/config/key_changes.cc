@@ -8,6 +8,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "config/shell_args.h"
+#include "config/toml_edit.h"
 #include "support/nesting.h"
 #include "support/source.h"
 
@@ -51,9 +52,11 @@ void flatten_toml(const toml::table& t, const std::string& prefix, const std::ve
       const auto& src = v.source();
       std::string text;
       if (src.begin.line == src.end.line && src.begin.line >= 1 && src.begin.line <= lines.size() &&
-          src.end.column > src.begin.column && src.end.column - 1 <= lines[src.begin.line - 1].size())
-        text = lines[src.begin.line - 1].substr(src.begin.column - 1, src.end.column - src.begin.column);
-      else {
+          src.end.column > src.begin.column) {
+        const std::string& line = lines[src.begin.line - 1];
+        const size_t from = toml_column_to_byte(line, src.begin.column);
+        text = line.substr(from, toml_column_to_byte(line, src.end.column) - from);
+      } else {
         std::ostringstream s;
         v.visit([&s](auto&& node) { s << node; });
         text = s.str();

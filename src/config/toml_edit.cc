@@ -8,6 +8,15 @@
 
 namespace sc::config {
 
+size_t toml_column_to_byte(const std::string& line, size_t column) {
+  size_t at = 0;
+  for (size_t seen = 1; seen < column && at < line.size(); ++seen) {
+    ++at;  // past the lead byte, then past its continuation bytes (10xxxxxx)
+    while (at < line.size() && (static_cast<unsigned char>(line[at]) & 0xC0) == 0x80) ++at;
+  }
+  return std::min(at, line.size());
+}
+
 std::string toml_string_literal(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
@@ -90,11 +99,13 @@ std::optional<std::string> edit_toml_table(const std::string& text, const std::s
       return std::nullopt;
     }
     const std::string& line = lines[s.begin.line - 1];
+    const size_t value_begin = toml_column_to_byte(line, s.begin.column);
+    const size_t value_end = toml_column_to_byte(line, s.end.column);
     if (e.value) {
-      changes.push_back({static_cast<int64_t>(s.begin.line), 0, s.begin.column - 1, s.end.column - 1, *e.value});
+      changes.push_back({static_cast<int64_t>(s.begin.line), 0, value_begin, value_end, *e.value});
     } else {
       const size_t key_at = line.find_first_not_of(" \t");
-      const std::string rest = line.substr(std::min(line.size(), static_cast<size_t>(s.end.column - 1)));
+      const std::string rest = line.substr(value_end);
       const size_t after = rest.find_first_not_of(" \t");
       if (key_at == std::string::npos || line.compare(key_at, e.key.size(), e.key) != 0 ||
           (after != std::string::npos && rest[after] != '#')) {

@@ -4,6 +4,7 @@
 // that changed.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,10 @@ struct TomlKeyEdit {
 /// value to replace spans several lines, or a line to remove holds more than its key.
 std::optional<std::string> edit_toml_table(const std::string& text, const std::string& table,
                                            const std::vector<TomlKeyEdit>& edits, std::string* why);
+
+/// The byte offset in `line` (UTF-8) of toml++'s 1-based `column`, which counts code points;
+/// line.size() when the column is past the end.
+size_t toml_column_to_byte(const std::string& line, size_t column);
 
 /// `s` as a TOML basic string literal (quoted; `"`, `\` and control characters escaped).
 std::string toml_string_literal(const std::string& s);
