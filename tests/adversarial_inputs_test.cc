@@ -174,6 +174,13 @@ TEST_CASE("synth and compare order one training phase of a phases: spec, chosen 
     CHECK(row["schedule"]["microbatches"] == 4);
     CHECK(row["schedule"]["forward_only"] == false);
   }
+  // The phase gives the microbatch count: a sweep or override of it beside --phase is refused.
+  for (const char* cmd : {"synth", "compare"}) {
+    auto m = run_schedcheck(std::string(cmd) + " " + phases + " --phase train --microbatches 8");
+    INFO(m.out);
+    CHECK(m.exit_code == 1);
+    CHECK(has(m.out, "error: --microbatches and --phase: the phase gives the microbatch count"));
+  }
   // A spec without phases: --phase is refused; forward_only: true keeps its own refusal.
   auto n = run_schedcheck("compare examples/compare-p4-m8.yaml --phase train");
   INFO(n.out);

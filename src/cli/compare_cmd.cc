@@ -421,6 +421,11 @@ bool load_all(const CompareArgs& a, bool want_self, std::vector<PipelineSpec>& s
 }
 
 int run_compare(const CompareArgs& a) {
+  if (a.phase && !a.microbatches.empty()) {
+    std::cerr << "schedcheck: error: --microbatches and --phase: the phase gives the microbatch count (change it in "
+                 "the spec's phases:)\n";
+    return kExitUsage;
+  }
   std::vector<std::string> names = a.schedules.empty() ? schedule_names() : a.schedules;
   const std::vector<std::string> known = schedule_names();
   for (const auto& name : names)

@@ -340,6 +340,11 @@ int run_synth(const SynthArgs& a) {
                  "configs; a spec gives its costs and shape itself\n";
     return kExitUsage;
   }
+  if (a.phase && a.shape.microbatches) {
+    std::cerr << "schedcheck: error: --microbatches and --phase: the phase gives the microbatch count (change it in "
+                 "the spec's phases:)\n";
+    return kExitUsage;
+  }
   Diagnostics diags;
   auto spec = load_spec(a.file, std::nullopt, diags, /*schedule_optional=*/true, a.shape);
   int32_t first_id = 0;
