@@ -541,7 +541,7 @@ Command add_synth(CLI::App& parent) {
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--phase", a->phase,
                   "for a spec with phases: (a training step, then an evaluation), the training phase to order, by "
-                  "name or position from 1; the others run as written");
+                  "name or position from 1 (its microbatches alone are ordered, renumbered from 0)");
   cmd->add_option("--memory-limit", a->limit,
                   "bytes per rank, overriding memory.limit_bytes (e.g. 10, 24GiB); for a config, the memory the "
                   "synthesised orders may use (default: the fastest named schedule's peak; hbm: the GPU's)");
