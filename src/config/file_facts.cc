@@ -95,6 +95,18 @@ void read_directive(int32_t file, int32_t line, const std::string& body, int32_t
   }
 }
 
+/// Calls `fn(line_number, line)` for each line of `text` (1-based; without its '\n').
+template <typename Fn>
+void for_each_line(const std::string& text, Fn fn) {
+  int32_t line = 0;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    fn(++line, text.substr(start, end - start));
+    start = end + 1;
+  }
+}
+
 /// Each fact `into` does not state, taken from `from` with its location.
 void fill_unstated(FileFacts& into, const FileFacts& from) {
   if (!into.gpus_at.valid() && from.gpus_at.valid()) into.gpus = from.gpus, into.gpus_at = from.gpus_at;
@@ -135,27 +147,21 @@ FileFacts repository_facts(const std::string& config_path, Diagnostics& diags) {
       std::filesystem::relative(std::filesystem::absolute(config_path, ec), facts.parent_path(), ec).generic_string();
   if (ec || rel.empty()) return out;
   const int32_t file = register_source(facts.string(), text);
-  int32_t line = 0;
-  for (size_t start = 0; start < text.size();) {
-    size_t nl = text.find('\n', start);
-    if (nl == std::string::npos) nl = text.size();
-    const std::string l = text.substr(start, nl - start);
-    start = nl + 1;
-    ++line;
+  for_each_line(text, [&](int32_t line, const std::string& l) {
     const size_t first = l.find_first_not_of(" \t\r");
-    if (first == std::string::npos || l[first] == '#') continue;
+    if (first == std::string::npos || l[first] == '#') return;
     const size_t colon = l.find(": ", first);
     if (colon == std::string::npos) {
       diags.error(SourceLoc{file, line, static_cast<int32_t>(first) + 1},
                   "a facts line is GLOB: KEY=VALUE..., as configs/*.toml: gpus=64 hardware=a100-80gb");
-      continue;
+      return;
     }
     const std::string glob = l.substr(first, colon - first);
-    if (fnmatch(glob.c_str(), rel.c_str(), 0) != 0) continue;
+    if (fnmatch(glob.c_str(), rel.c_str(), 0) != 0) return;
     FileFacts here;
     read_directive(file, line, l.substr(colon + 1), static_cast<int32_t>(colon) + 2, here, diags);
     fill_unstated(out, here);
-  }
+  });
   return out;
 }
 
@@ -163,24 +169,18 @@ FileFacts repository_facts(const std::string& config_path, Diagnostics& diags) {
 
 FileFacts read_file_facts(int32_t file, const std::string& text, bool torchtitan, Diagnostics& diags) {
   FileFacts f;
-  int32_t line = 0;
   SourceLoc note_at;
   int32_t note_gpus = 0;
   std::string note_hw;
-  for (size_t start = 0; start < text.size();) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string l = text.substr(start, end - start);
-    start = end + 1;
-    ++line;
+  for_each_line(text, [&](int32_t line, const std::string& l) {
     const size_t hash = l.find_first_not_of(" \t");
-    if (hash == std::string::npos || l[hash] != '#') continue;
+    if (hash == std::string::npos || l[hash] != '#') return;
     const size_t word = l.find_first_not_of(" \t", hash + 1);
-    if (word == std::string::npos) continue;
+    if (word == std::string::npos) return;
     static const std::string kTag = "schedcheck:";
     if (l.compare(word, kTag.size(), kTag) == 0) {
       read_directive(file, line, l.substr(word + kTag.size()), static_cast<int32_t>(word + kTag.size()) + 1, f, diags);
-      continue;
+      return;
     }
     // torchtitan's presets: "# NOTE: this toml config is a preset for 64 A100 GPUs."
     static const std::regex note(R"(preset for (\d{1,7}) ([A-Za-z0-9-]+) GPUs)");
@@ -194,7 +194,7 @@ FileFacts read_file_facts(int32_t file, const std::string& text, bool torchtitan
                                            "state hardware= in a schedcheck: directive or pass --hardware",
                                            m[2].str()));
     }
-  }
+  });
   if (note_at.valid()) {
     auto take = [&](auto& fact, SourceLoc& at, const auto& noted, const char* key) {
       using T = std::decay_t<decltype(noted)>;
