@@ -12,7 +12,12 @@ predicted figures with the signed error.
                                                              fresh run differ by more than 0.5
                                                              percentage points of error on any run,
                                                              or a run is outside ±15 % throughput
-                                                             or ±10 % published memory
+                                                             or ±10 % published memory, unless
+                                                             runs.toml names it an open miss
+
+An open miss (`open_miss = "what the model lacks"` in runs.toml) is a run outside a band for a
+reason the model does not capture yet: the table marks it and lists the reason under it, and the
+check fails when such a run comes back into its bands (so the mark is removed with the fix).
 
 Metrics (runs.toml): tokens_per_s_per_gpu is the job's predicted tokens per second over its world
 size; tflops_per_gpu is the model FLOPs per step (the job's flops_per_step, 6 N per token plus
@@ -82,6 +87,7 @@ def measure(binary):
             "memory_published": run.get("memory_gib"), "memory_predicted": mem,
             "memory_error": error_pct(mem, run["memory_gib"]) if run.get("memory_gib") and mem is not None else None,
             "verdict": verdict, "fitted": run.get("fitted", False), "source": run["source"], "note": note,
+            "open_miss": run.get("open_miss"),
         })
     return rows
 
@@ -95,7 +101,7 @@ def table(rows):
         pred = "-" if r["predicted"] is None else f"{r['predicted']:,.1f}"
         mp = "-" if r["memory_published"] is None else f"{r['memory_published']:.1f} GiB"
         mm = "-" if r["memory_predicted"] is None else f"{r['memory_predicted']:.1f} GiB"
-        name = r["file"] + (" (fitted)" if r["fitted"] else "")
+        name = r["file"] + (" (fitted)" if r["fitted"] else "") + (" (open miss)" if r["open_miss"] else "")
         out.append(f"| `{name}` | {r['gpus']:,} | {r['layout']} | {r['published']:,} {unit[r['metric']]} | {pred} | "
                    f"{fmt_err(r['error'])} | {mp} | {mm} | {fmt_err(r['memory_error'])} | {r['verdict']} | "
                    f"{r['source']} |")
@@ -108,6 +114,13 @@ def table(rows):
     if mem:
         out.append(f"{sum(1 for e in mem if e <= 10.0)} of {len(mem)} published peaks within ±10 % memory "
                    f"(predicted: what the caching allocator reserves); largest |error| {max(mem):.1f} %.")
+    misses = [r for r in rows if r["open_miss"]]
+    if misses:
+        out.append("")
+        out.append("Open misses (outside a band for a reason the model does not capture yet):")
+        out.append("")
+        for r in misses:
+            out.append(f"- `{r['file']}`: {r['open_miss']}")
     return "\n".join(out) + "\n"
 
 
@@ -180,7 +193,7 @@ def parse_errors(text):
         if not line.startswith("| `"):
             continue
         cells = [c.strip() for c in line.strip("|").split("|")]
-        name = cells[0].strip("`").replace(" (fitted)", "")
+        name = cells[0].strip("`").replace(" (fitted)", "").replace(" (open miss)", "")
         num = lambda c: None if c == "-" else float(c.replace(" %", ""))
         got[name] = (num(cells[5]), num(cells[8]))
     return got
@@ -211,12 +224,17 @@ def main():
         # Every run within the band the model must reach: ±15 % throughput and, where the run
         # publishes its memory, ±10 % memory.
         for r in rows:
+            outside = []
             if r["error"] is None:
                 bad.append(f"{r['file']}: no prediction ({r['note'] or r['verdict']})")
             elif abs(r["error"]) > THROUGHPUT_BAND_PCT:
-                bad.append(f"{r['file']}: throughput error {fmt_err(r['error'])}, outside ±{THROUGHPUT_BAND_PCT:g} %")
+                outside.append(f"throughput error {fmt_err(r['error'])}, outside ±{THROUGHPUT_BAND_PCT:g} %")
             if r["memory_error"] is not None and abs(r["memory_error"]) > MEMORY_BAND_PCT:
-                bad.append(f"{r['file']}: memory error {fmt_err(r['memory_error'])}, outside ±{MEMORY_BAND_PCT:g} %")
+                outside.append(f"memory error {fmt_err(r['memory_error'])}, outside ±{MEMORY_BAND_PCT:g} %")
+            if outside and not r["open_miss"]:
+                bad.extend(f"{r['file']}: {o}" for o in outside)
+            if r["open_miss"] and r["error"] is not None and not outside:
+                bad.append(f"{r['file']}: within its bands now; remove its open_miss from runs.toml")
         # The bands the binary quotes were generated from the same table.
         header = open(BANDS_HEADER, encoding="utf-8").read() if os.path.exists(BANDS_HEADER) else ""
         committed_rows = [{"file": f, "error": e[0], "memory_error": e[1]} for f, e in committed.items()]

@@ -148,16 +148,22 @@ TEST_CASE("the Megatron-LM llama3 8B fp8 script reads as 8-way data parallel wit
   CHECK(j.loc("seq_len").line == position(text, "--seq-length").first);
   CHECK(j.loc("reduce_dtype").line == position(text, "--grad-reduce-in-bf16").first);
   // Quoted items of DTYPE_ARGS hold a flag and its value; each is located inside the quotes.
-  CHECK(has_unmodelled(j, "--fp8-format"));
+  // --fp8-format hybrid puts the linear layers in fp8 through TransformerEngine, experts too,
+  // with Megatron-LM's default delayed scaling; --fp8-param-gather all-gathers them in fp8.
+  CHECK(j.fp8_linear);
+  CHECK(j.fp8_experts);
+  CHECK(j.fp8_weights_gathered);
+  CHECK(j.fp8_recipe == "delayed");
+  auto [fp8_line, fp8_col] = position(text, "\"--fp8-format hybrid\"", "--fp8-format");
+  CHECK(j.loc("fp8").line == fp8_line);
+  CHECK(j.loc("fp8").col == fp8_col);
+  CHECK_FALSE(has_unmodelled(j, "--fp8-format"));
+  CHECK(has_unmodelled(j, "--fp8-amax-history-len"));
   CHECK(has_unmodelled(j, "--lr"));
   CHECK_FALSE(has_unmodelled(j, "--micro-batch-size"));
   CHECK_FALSE(has_unmodelled(j, "--nproc_per_node"));
   for (const auto& [k, l] : j.unmodelled)
-    if (k == "--fp8-format") {
-      auto [line, col] = position(text, "\"--fp8-format hybrid\"", "--fp8-format");
-      CHECK(l.line == line);
-      CHECK(l.col == col);
-    }
+    if (k == "--lr") CHECK(l.line == position(text, "--lr 0.00015").first);
 }
 
 TEST_CASE("a launch script's variables, defaults, arithmetic and arrays expand as bash does", "[config]") {

@@ -426,11 +426,12 @@ TEST_CASE("a config's prediction quotes the error band of the published runs of 
   CHECK(text.out.find(fmt::format("checked       the throughput predicted for {} published torchtitan runs lies "
                                   "{:+.1f} % to {:+.1f} % from the published figure (docs/fidelity.md)",
                                   tt->runs, tt->min_error_pct, tt->max_error_pct)) != std::string::npos);
-  // Four torchtitan runs publish their peak (docs/fidelity.md's table): their band is quoted too.
-  CHECK(tt->memory_runs == 4);
+  // Eight torchtitan runs publish their peak (docs/fidelity.md's table, open misses included):
+  // their band is quoted too.
+  CHECK(tt->memory_runs == 8);
   CHECK(tt->memory_min_error_pct <= tt->memory_max_error_pct);
-  CHECK(j["job"]["fidelity"]["memory_runs"] == 4);
-  CHECK(text.out.find(fmt::format("; the memory reserved, for the 4 that publish it, {:+.1f} % to {:+.1f} %",
+  CHECK(j["job"]["fidelity"]["memory_runs"] == 8);
+  CHECK(text.out.find(fmt::format("; the memory reserved, for the 8 that publish it, {:+.1f} % to {:+.1f} %",
                                   tt->memory_min_error_pct, tt->memory_max_error_pct)) != std::string::npos);
   const model::FidelityBand* mg = model::fidelity_band("megatron");
   REQUIRE(mg);

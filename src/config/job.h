@@ -88,6 +88,17 @@ struct TrainingJob {
   /// `compile.enable` (`training.compile` before 2025-04) with the model compiled; always for
   /// Megatron-LM, whose blocks use fused kernels (apex / TransformerEngine).
   bool fused_elementwise = false;
+  /// The blocks' linear layers in fp8 (model::CostInputs::fp8_linear): torchtitan's float8
+  /// converter (`float8.enable_float8_linear`, `model.converters = ["float8"]`), Megatron-LM
+  /// `--fp8-format` (TransformerEngine, experts included: fp8_experts). where["fp8"] locates it.
+  bool fp8_linear = false;
+  bool fp8_experts = false;
+  /// The weights are all-gathered in fp8 (model::CostInputs::fp8_weights_gathered): torchtitan
+  /// `enable_fsdp_float8_all_gather` with FSDP (dp_shard > 1), Megatron-LM `--fp8-param-gather`.
+  bool fp8_weights_gathered = false;
+  /// The scaling recipe as the config names it ("tensorwise", "rowwise", "delayed", ...): every
+  /// recipe is timed as tensorwise dynamic scaling; a note says so for the others.
+  std::string fp8_recipe = "tensorwise";
   /// Key/value groups fewer than the TP ranks are replicated, one whole group per rank, when
   /// the TP degree is a multiple of them (Megatron-LM: megatron/core/transformer/attention.py
   /// @d98e8a64). False: the TP degree must divide them (torchtitan splits wk and wv by rows).

@@ -242,6 +242,32 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   in.tp_comm_overlap = job.tp_comm_overlap && lay.tp > 1;
   in.tp_comm_overlap_backward = job.tp_comm_overlap_backward;
   in.fused_elementwise = job.fused_elementwise;
+  // fp8 linear layers: the GEMMs at the fp8 rate with their casts (docs/facts/cost-formulas.md#fp8-linear-layers).
+  // A GPU without fp8 tensor cores keeps the bf16 rate: torchtitan at its December 2024 commit
+  // warns and leaves the model in bf16 (torchtitan/float8.py @9dec370 `_is_sm89_or_later`).
+  const bool fsdp_job = job.sharding == Sharding::kFsdp;
+  if (job.fp8_linear && hw.fp8_flops <= 0) {
+    jc.notes.push_back(fmt::format("fp8 linear layers ({}) on {}, which has no fp8 tensor cores (they start at SM 8.9): "
+                                   "timed in bf16, as torchtitan leaves the model when it cannot convert it",
+                                   job.where.count("fp8") ? fmt::format("line {}", job.loc("fp8").line) : std::string("the config"),
+                                   hw.name));
+  } else if (job.fp8_linear) {
+    in.fp8_linear = true;
+    in.fp8_experts = job.fp8_experts;
+    in.fp8_weights_gathered = job.fp8_weights_gathered && fsdp_job && lay.dp_shard * lay.cp > 1;
+    jc.notes.push_back(fmt::format(
+        "fp8 linear layers: the blocks' GEMMs at {}'s fp8 rate ({:.0f} TFLOP/s dense) with the casts that feed them "
+        "{} ({}); the attention core{} and the output projection stay in bf16{}{}",
+        hw.name, hw.fp8_flops / 1e12, in.fused_elementwise ? "fused into one pass each" : "as separate kernels",
+        in.fp8_weights_gathered ? "the weights all-gathered in fp8" : "the weights cast every microbatch",
+        m.moe && !job.fp8_experts ? ", the routed experts" : "",
+        job.fp8_recipe == "tensorwise" || job.fp8_recipe == "delayed"
+            ? ""
+            : fmt::format("; the {} recipe is timed as tensorwise scaling", job.fp8_recipe),
+        in.fp8_weights_gathered && lay.pp > 1
+            ? "; under a pipeline the all-gather's bytes are counted in the param dtype (not modelled in fp8)"
+            : ""));
+  }
   jc.total_params = m.total_params();
   jc.active_params = m.active_params();
   // Products of values each within range can still leave int64 (2^31 sequences of 2^31 tokens):
@@ -484,6 +510,12 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
       FsdpUnit u;
       u.name = fmt::format("layers.{}", l);
       u.params_bytes = c.params * pbytes;
+      if (in.fp8_weights_gathered) {
+        // The linear weights travel and stay unsharded in fp8; the norms (and torchtitan's
+        // routed experts, which its float8 converter leaves in bf16) in the param dtype.
+        const int64_t kept = 2 * m.dim + (in.fp8_experts ? 0 : c.expert_params);
+        u.gathered_bytes = (c.params - kept) + kept * pbytes;
+      }
       u.forward_s = c.forward_s;
       u.backward_s = c.input_grad_s + c.weight_grad_s + c.recompute_s;
       u.activation_bytes = c.retained_bytes;

@@ -446,6 +446,18 @@ class MegatronReader {
     } else {
       j.reduce_dtype = "fp32";
     }
+    // fp8 through TransformerEngine: --fp8-format e4m3 or hybrid (e4m3 forward, e5m2 gradients)
+    // puts every linear layer of the blocks in fp8, the experts' grouped GEMMs included;
+    // --fp8-param-gather all-gathers the parameters in fp8 (arguments.py `_add_mixed_precision_args`
+    // and `_add_transformer_engine_args` @d98e8a64; docs/facts/cost-formulas.md#fp8-linear-layers).
+    if (auto f = choice(args_.get("--fp8-format"), {"e4m3", "hybrid"})) {
+      j.fp8_linear = true;
+      j.fp8_experts = true;
+      j.fp8_recipe = "delayed";
+      j.where["fp8"] = args_.get("--fp8-format")->loc;
+      if (auto r = choice(args_.get("--fp8-recipe"), {"tensorwise", "delayed", "mxfp8", "blockwise"})) j.fp8_recipe = *r;
+      j.fp8_weights_gathered = args_.has("--fp8-param-gather");
+    }
   }
 
   /// The store_true flags this reader models take no value: argparse refuses `--bf16 8`
@@ -459,7 +471,7 @@ class MegatronReader {
         "--swiglu", "--untie-embeddings-and-output-weights", "--recompute-activations", "--use-torch-fsdp2",
         "--use-megatron-fsdp", "--account-for-loss-in-pipeline-split", "--account-for-embedding-in-pipeline-split",
         "--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16", "--torch-fsdp2-no-reshard-after-forward",
-        "--no-overlap-p2p-communication"};
+        "--no-overlap-p2p-communication", "--fp8-param-gather"};
     for (const char* name : kSwitches)
       for (const ShellFlag* f : args_.all(name))
         if (!f->values.empty())

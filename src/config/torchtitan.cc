@@ -54,10 +54,15 @@ const std::map<std::string, std::set<std::string>>& modelled() {
       {"training",
        {"local_batch_size", "batch_size", "global_batch_size", "seq_len", "num_tokens_per_microbatch_per_dp_rank",
         "num_tokens_per_train_step", "max_context_length", "mixed_precision_param", "mixed_precision_reduce", "dtype",
-        "compile"}},
+        "compile", "enable_float8_linear", "enable_fp8_linear", "fp8_linear", "enable_fsdp_float8_all_gather",
+        "enable_fsdp_fp8_all_gather", "precompute_float8_dynamic_scale_for_fsdp"}},
       {"compile", {"enable", "components", "enable_async_tensor_parallel"}},
       {"activation_checkpoint", {"mode", "selective_ac_option"}},
-      {"model", {"name", "flavor"}},
+      {"model", {"name", "flavor", "converters"}},
+      // fp8 linear layers (read_float8; docs/facts/cost-formulas.md#fp8-linear-layers).
+      {"float8",
+       {"enable_float8_linear", "enable_fsdp_float8_all_gather", "precompute_float8_dynamic_scale_for_fsdp",
+        "recipe_name"}},
   };
   return m;
 }
@@ -100,6 +105,7 @@ class Reader {
     read_model();
     read_parallelism();
     read_training();
+    read_float8();
     read_checkpointing();
     if (diags_.error_count() == errors) validate(text);
     return diags_.error_count() == errors;
@@ -111,7 +117,7 @@ class Reader {
   }
 
   std::optional<Value> get(const std::string& section, const std::string& key) const {
-    const toml::table* t = root_[section].as_table();
+    const toml::table* t = root_.at_path(section).as_table();  // "quantize.linear.float8" too
     if (!t) return std::nullopt;
     const toml::node* n = t->get(key);
     if (!n) return std::nullopt;
@@ -167,6 +173,10 @@ class Reader {
         {{"parallelism", "context_parallel_degree"}, {"experimental", "context_parallel_degree"}},
         {{"parallelism", "pipeline_parallel_schedule"}, {"experimental", "pipeline_parallel_schedule"}},
         {{"parallelism", "pipeline_parallel_schedule_csv"}, {"experimental", "pipeline_parallel_schedule_csv"}},
+        {{"training", "enable_float8_linear"}, {"training", "enable_fp8_linear"}, {"training", "fp8_linear"},
+         {"float8", "enable_float8_linear"}},
+        {{"training", "enable_fsdp_float8_all_gather"}, {"training", "enable_fsdp_fp8_all_gather"},
+         {"float8", "enable_fsdp_float8_all_gather"}},
     };
     for (const auto& group : kGroups) {
       std::vector<Value> set;
@@ -218,6 +228,10 @@ class Reader {
     for (auto it = root_.begin(); it != root_.end(); ++it) {
       const std::string name(it->first.str());
       if (!is_torchtitan_key(name, it->second.is_table())) continue;  // reported by check_defined
+      if (name == "quantize" && it->second.is_table()) {
+        list_unmodelled_quantize(*it->second.as_table(), "quantize");
+        continue;
+      }
       auto m = modelled().find(name);
       if (m == modelled().end()) {
         job_.unmodelled.emplace_back("[" + name + "]", at(it->first.source().begin));
@@ -230,6 +244,76 @@ class Reader {
             job_.unmodelled.emplace_back(name + "." + key, at(k->first.source().begin));
         }
     }
+  }
+
+  /// [quantize]'s keys one by one: those of [quantize.linear.float8] that read_float8 models are
+  /// not listed.
+  void list_unmodelled_quantize(const toml::table& t, const std::string& prefix) {
+    static const std::set<std::string> kRead = {"quantize.linear.float8.enable_fsdp_float8_all_gather",
+                                                "quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp",
+                                                "quantize.linear.float8.recipe_name"};
+    for (auto k = t.begin(); k != t.end(); ++k) {
+      const std::string dotted = prefix + "." + std::string(k->first.str());
+      if (!is_torchtitan_key(dotted, k->second.is_table())) continue;  // reported by check_defined
+      if (const toml::table* sub = k->second.as_table(); sub && dotted != "quantize.linear.float8.filter_fqns")
+        list_unmodelled_quantize(*sub, dotted);
+      else if (!kRead.count(dotted))
+        job_.unmodelled.emplace_back(dotted, at(k->first.source().begin));
+    }
+  }
+
+  /// fp8 linear layers (TrainingJob::fp8_linear), in the names of each torchtitan era
+  /// (docs/facts/config-keys.md#torchtitan-config-eras): `training.enable_float8_linear` (and
+  /// `enable_fp8_linear`, `fp8_linear`) before 2024-08, `float8.enable_float8_linear` until the
+  /// model converters (2025-02), then `model.converters` naming "float8" (options in [float8]) or
+  /// "quantize.linear.float8" (options in [quantize.linear.float8]). FSDP2's float8 all-gather
+  /// is `enable_fsdp_float8_all_gather` beside them; torchtitan uses it only with dp_shard > 1
+  /// (torchtitan/float8.py @9dec370). torchao's recipes: "tensorwise" (the default), "rowwise",
+  /// "rowwise_with_gw_hp"; the float8 all-gather needs tensorwise scaling.
+  void read_float8() {
+    bool enabled = false;
+    for (const char* key : {"enable_float8_linear", "enable_fp8_linear", "fp8_linear"}) read_flag({"training"}, key, "fp8", &enabled);
+    read_flag({"float8"}, "enable_float8_linear", "fp8", &enabled);
+    std::string options = "float8";
+    if (auto conv = get("model", "converters")) {
+      const toml::array* a = conv->node->as_array();
+      if (!a) diags_.error(conv->loc, "model.converters must be an array of strings, e.g. [\"float8\"]");
+      if (a)
+        for (const toml::node& n : *a) {
+          auto v = n.value_exact<std::string>();
+          if (!v) {
+            diags_.error(conv->loc, "model.converters must be an array of strings, e.g. [\"float8\"]");
+            break;
+          }
+          if (*v == "float8" || *v == "quantize.linear.float8") {
+            enabled = true;
+            options = *v == "float8" ? "float8" : "quantize.linear.float8";
+            job_.where["fp8"] = conv->loc;
+          } else {
+            job_.unmodelled.emplace_back(fmt::format("model.converters \"{}\"", *v), conv->loc);
+          }
+        }
+    }
+    job_.fp8_linear = enabled;
+    if (!enabled) return;
+    bool gathered = false;
+    read_flag({"training"}, "enable_fsdp_float8_all_gather", "fp8_gather", &gathered);
+    read_flag({"training"}, "enable_fsdp_fp8_all_gather", "fp8_gather", &gathered);
+    read_flag({options.c_str()}, "enable_fsdp_float8_all_gather", "fp8_gather", &gathered);
+    if (auto r = string(get(options, "recipe_name"))) {
+      static const std::vector<std::string> kRecipes = {"tensorwise", "rowwise", "rowwise_with_gw_hp"};
+      if (std::find(kRecipes.begin(), kRecipes.end(), *r) == kRecipes.end()) {
+        const std::string near = closest_match(*r, kRecipes);
+        diags_.error(get(options, "recipe_name")->loc,
+                     fmt::format("{}.recipe_name = \"{}\" is not a torchao float8 recipe{}; the recipes are "
+                                 "\"tensorwise\", \"rowwise\" and \"rowwise_with_gw_hp\"",
+                                 options, *r, near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near)));
+      } else {
+        job_.fp8_recipe = *r;
+      }
+    }
+    // torchao's float8 all-gather works with tensorwise scaling only.
+    job_.fp8_weights_gathered = gathered && job_.fp8_recipe == "tensorwise";
   }
 
   void check_defined(const toml::table& t, const std::string& prefix) {

@@ -39,6 +39,12 @@ struct DType {
 struct FsdpUnit {
   std::string name;
   int64_t params_bytes = 0;       ///< unsharded parameters in the param dtype, bytes
+  /// Bytes the unit's all-gather moves and its unsharded parameters hold when they are not
+  /// params_bytes: the linear weights all-gathered in fp8 (FSDP2's float8 all-gather, one byte
+  /// each, the rest in the param dtype; docs/facts/cost-formulas.md#fp8-linear-layers). -1: params_bytes.
+  int64_t gathered_bytes = -1;
+  /// The bytes the all-gather moves and the unsharded copy holds.
+  int64_t gather_bytes() const { return gathered_bytes >= 0 ? gathered_bytes : params_bytes; }
   double forward_s = 0;           ///< forward compute of one microbatch, seconds
   double backward_s = 0;          ///< backward compute of one microbatch, seconds
   int64_t activation_bytes = 0;   ///< saved for backward, per microbatch, bytes

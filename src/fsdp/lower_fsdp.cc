@@ -367,7 +367,7 @@ class RankGen {
     if (fsdp2()) {
       // foreach_all_gather allocates the output on the all-gather copy-in stream
       // (torch/distributed/_composable/fsdp/_fsdp_collectives.py).
-      ag_buffer = b_.buffer(rank_, "ag-buffer", un.params_bytes, u, -1,
+      ag_buffer = b_.buffer(rank_, "ag-buffer", un.gather_bytes(), u, -1,
                             fmt::format("ag-buffer {} {}", unit_name(s), phase_tag()), kPoolAllGatherCopyIn);
       copy_in = add(Builder::marker(rank_, copy_in_, un.loc), FsdpOpKind::kCopyIn, s,
                     fmt::format("copy-in {} ({})", unit_name(s), phase_tag()));
@@ -379,14 +379,14 @@ class RankGen {
       ag_buffers_.push_back(AgBuffer{ag_buffer, s, kNoOp});
     }
     const int32_t param =
-        b_.buffer(rank_, "param", un.params_bytes, u, -1, fmt::format("param {} {}", unit_name(s), phase_tag()));
-    Op op = b_.collective(rank_, all_gather_, shard_comm_, CollectiveKind::kAllGather, un.params_bytes,
+        b_.buffer(rank_, "param", un.gather_bytes(), u, -1, fmt::format("param {} {}", unit_name(s), phase_tag()));
+    Op op = b_.collective(rank_, all_gather_, shard_comm_, CollectiveKind::kAllGather, un.gather_bytes(),
                           spec_.param_dtype, un.loc);
     // From a post-forward shard the all-gather runs over the k ranks of the post-forward group:
     // timed as a ring of k (on the spec's one link bandwidth).
     const int32_t from_post_forward = post_forward_[s];
     if (from_post_forward >= 0)
-      op.duration_s = collective_time_s(spec_, CollectiveKind::kAllGather, un.params_bytes, post_forward_group(spec_));
+      op.duration_s = collective_time_s(spec_, CollectiveKind::kAllGather, un.gather_bytes(), post_forward_group(spec_));
     OpId ag = add(op, FsdpOpKind::kAllGather, s, fmt::format("AG {} ({})", unit_name(s), phase_tag()));
     b_.dep(copy_in);
     if (!fsdp2()) b_.dep(optimizer_);  // reads the shards the previous optimizer step wrote
@@ -443,7 +443,7 @@ class RankGen {
   void reshard_to_post_forward(int32_t s, int k) {
     reshard(s);
     const FsdpUnit& un = unit(s);
-    post_forward_[s] = b_.buffer(rank_, "param-post-forward", un.params_bytes / k, slots_[s].unit, -1,
+    post_forward_[s] = b_.buffer(rank_, "param-post-forward", un.gather_bytes() / k, slots_[s].unit, -1,
                                  fmt::format("post-forward shard {} ({})", unit_name(s), phase_tag()));
     b_.alloc(post_forward_[s], false);
   }

@@ -105,9 +105,9 @@ class ExplicitRank {
 
   OpId all_gather(const FsdpProgramOp& op, int32_t u, int32_t stream, const FsdpOpInfo& info, const std::string& label) {
     const FsdpUnit& un = spec_.units[u];
-    const int32_t param = b_.buffer(rank_, "param", un.params_bytes, u, -1,
+    const int32_t param = b_.buffer(rank_, "param", un.gather_bytes(), u, -1,
                                     fmt::format("param {} #{}", un.name, gathers_[u]++));
-    Op c = b_.collective(rank_, stream, shard_comm_, CollectiveKind::kAllGather, un.params_bytes, spec_.param_dtype,
+    Op c = b_.collective(rank_, stream, shard_comm_, CollectiveKind::kAllGather, un.gather_bytes(), spec_.param_dtype,
                          op.loc);
     OpId id = b_.add(c, info, label);
     add_deps(op, label);

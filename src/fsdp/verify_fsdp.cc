@@ -79,8 +79,10 @@ FsdpFigures compute_figures(const FsdpSpec& spec, const Program& p, const std::v
   // Explicit programs have no optimizer step: the whole program is one step.
   const bool generated = spec.programs.empty();
   const int iters = generated ? std::max(spec.iterations, 1) : 1;
+  double gathered = 0;  // what the all-gathers move (the linear weights in fp8 under a float8 all-gather)
   for (const auto& u : spec.units) {
     f.params_bytes += static_cast<double>(u.params_bytes);
+    gathered += static_cast<double>(u.gather_bytes());
     f.largest_unit_params_bytes = std::max(f.largest_unit_params_bytes, u.params_bytes);
   }
   // Communication volume per rank and step.
@@ -130,7 +132,7 @@ FsdpFigures compute_figures(const FsdpSpec& spec, const Program& p, const std::v
   const double back_gather = k == 0 ? (n - 1) / n : k == 1 ? 0.0 : (k - 1.0) / k;
   if (generated)
     f.expected_comm_bytes_per_step =
-      spec.microbatches * (n > 1 ? ((n - 1) / n * (1 + ratio) + back_gather) * f.params_bytes : 0.0) +
+      spec.microbatches * (n > 1 ? (n - 1) / n * (gathered + ratio * f.params_bytes) + back_gather * gathered : 0.0) +
       spec.microbatches * (rep > 1 ? 2 * (rep - 1) / rep * f.params_bytes * ratio / n : 0.0);
   f.most_exposed_rank = static_cast<int32_t>(std::max_element(exposed.begin(), exposed.end()) - exposed.begin());
   f.exposed_comm_s = exposed[f.most_exposed_rank];

@@ -142,6 +142,7 @@ namespace {
 /// (k·n, or the local experts' k·n·experts, each read once).
 struct Gemm {
   double rows = 0, k = 0, n = 0, weights = 0;
+  bool fp8 = false;  ///< fp8 operands (CostInputs::fp8_linear)
   double flops() const { return 2 * rows * k * n; }
 };
 
@@ -154,7 +155,7 @@ std::vector<Gemm> layer_gemms(const CostInputs& in, int64_t layer) {
   const double h = static_cast<double>(m.dim);
   const double t = lay.tp;
   std::vector<Gemm> g;
-  auto dense = [&](double k, double n) { g.push_back({tokens, k, n, k * n}); };
+  auto dense = [&](double k, double n) { g.push_back({tokens, k, n, k * n, in.fp8_linear}); };
   if (m.mla) {
     // MLA's chain of low-rank projections, counted as one h-wide input to its parameters.
     const double p = static_cast<double>(attention_params(m)) / t;
@@ -181,8 +182,9 @@ std::vector<Gemm> layer_gemms(const CostInputs& in, int64_t layer) {
   const double local = static_cast<double>(moe.experts) / static_cast<double>(lay.ep);
   const double fe = static_cast<double>(moe.ffn) / etp;
   const double pairs = tokens * static_cast<double>(moe.top_k);
-  g.push_back({pairs, h, up * fe, local * h * up * fe});
-  g.push_back({pairs, fe, h, local * fe * h});
+  const bool fp8_experts = in.fp8_linear && in.fp8_experts;
+  g.push_back({pairs, h, up * fe, local * h * up * fe, fp8_experts});
+  g.push_back({pairs, fe, h, local * fe * h, fp8_experts});
   if (moe.shared > 0) {
     const double f = static_cast<double>(moe.shared * moe.ffn) / t;
     dense(h, up * f);
@@ -195,25 +197,67 @@ std::vector<Gemm> layer_gemms(const CostInputs& in, int64_t layer) {
 double gemm_memory_s(const CostInputs& in, const std::vector<Gemm>& gemms) {
   const double e = in.activation_element_bytes;
   double s = 0;
-  for (const Gemm& g : gemms) s += hbm_time_s(in.hardware.hbm_bw, e * (g.rows * g.k + g.weights + g.rows * g.n));
+  for (const Gemm& g : gemms) {
+    const double operand = g.fp8 ? 1.0 : e;
+    s += hbm_time_s(in.hardware.hbm_bw, operand * (g.rows * g.k + g.weights) + e * g.rows * g.n);
+  }
   return s;
 }
 
-/// layer_gemm_time_factor of the GEMMs `gemms`.
-double gemm_time_factor(const std::vector<Gemm>& gemms) {
+/// How much faster an fp8 GEMM runs than a bf16 one on `hw`: fp8_flops / peak_flops, 1 when the
+/// GPU has no fp8 rate.
+double fp8_speedup(const HardwareDesc& hw) {
+  return hw.fp8_flops > 0 && hw.peak_flops > 0 ? hw.fp8_flops / hw.peak_flops : 1.0;
+}
+
+/// layer_gemm_time_factor of the GEMMs `gemms`; fp8 GEMMs `speedup` times faster.
+double gemm_time_factor(const std::vector<Gemm>& gemms, double speedup) {
   double flops = 0, weighted = 0;
   for (const Gemm& g : gemms) {
     flops += g.flops();
-    weighted += g.flops() / gemm_size_efficiency(g.flops());
+    weighted += g.flops() / gemm_size_efficiency(g.flops()) / (g.fp8 ? speedup : 1.0);
   }
   return flops > 0 ? weighted / flops : 1.0;
+}
+
+/// HBM time of the fp8 casts of `gemms` (fp8_cast_bytes), per pass.
+struct CastTimes {
+  double forward_s = 0, input_grad_s = 0, weight_grad_s = 0;
+};
+CastTimes fp8_cast_times(const CostInputs& in, const std::vector<Gemm>& gemms) {
+  CastTimes t;
+  for (const Gemm& g : gemms) {
+    if (!g.fp8) continue;
+    const Fp8CastBytes b = fp8_cast_bytes(g.k, g.n, in.fused_elementwise, in.fp8_weights_gathered);
+    // One kernel per cast; each is timed at the efficiency of the bytes it streams.
+    auto time = [&](double per_token, double per_weight) {
+      return hbm_time_s(in.hardware.hbm_bw, g.rows * per_token) + hbm_time_s(in.hardware.hbm_bw, g.weights * per_weight);
+    };
+    t.forward_s += time(b.forward_per_token, b.forward_per_weight);
+    t.input_grad_s += time(b.input_grad_per_token, b.input_grad_per_weight);
+    t.weight_grad_s += time(b.weight_grad_per_token, 0);
+  }
+  return t;
 }
 
 }  // namespace
 
 double layer_gemm_memory_s(const CostInputs& in, int64_t layer) { return gemm_memory_s(in, layer_gemms(in, layer)); }
 
-double layer_gemm_time_factor(const CostInputs& in, int64_t layer) { return gemm_time_factor(layer_gemms(in, layer)); }
+double layer_gemm_time_factor(const CostInputs& in, int64_t layer) {
+  return gemm_time_factor(layer_gemms(in, layer), fp8_speedup(in.hardware));
+}
+
+Fp8CastBytes fp8_cast_bytes(double k, double n, bool fused, bool weights_gathered) {
+  const double cast = fused ? 3.0 : 5.0;  // (amax read,) read bf16, write fp8
+  Fp8CastBytes b;
+  b.forward_per_token = cast * k;
+  b.forward_per_weight = weights_gathered ? 0.0 : 5.0;  // a whole-tensor amax, then the cast
+  b.input_grad_per_token = cast * n + 2.0 * n;         // the output gradient, and its transpose
+  b.input_grad_per_weight = 2.0;                       // the fp8 weight transposed
+  b.weight_grad_per_token = 2.0 * k;                   // the fp8 input transposed
+  return b;
+}
 
 LayerCost layer_cost(const CostInputs& in, int64_t layer) {
   const ModelDesc& m = in.model;
@@ -257,8 +301,18 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
   }
   // TP overlap: the forward's and the input-gradient pass's collectives each pipeline with
   // that pass's linear GEMMs (the same FLOPs both ways), in tp chunks.
-  c.tp_exposed_s = in.tp_comm_overlap ? tp_exposed_s(c.tp_comm_s, lin / rate, lay.tp) : c.tp_comm_s;
-  c.tp_exposed_backward_s = in.tp_comm_overlap && in.tp_comm_overlap_backward ? c.tp_exposed_s : c.tp_comm_s;
+  const std::vector<Gemm> gemms = layer_gemms(in, layer);
+  // fp8 GEMMs are shorter, so they hide less: the overlap sees their time at the fp8 rate.
+  const double fp8_share = gemm_time_factor(gemms, fp8_speedup(in.hardware)) / gemm_time_factor(gemms, 1.0);
+  // With fp8 linear layers under sequence parallelism the forward's two all-gathers move the
+  // fp8 cast of the activations (torchao's Float8ColwiseParallel and PrepareFloat8ModuleInput,
+  // which torchtitan applies with float8: torchtitan/parallelisms/parallelize_llama.py @9dec370),
+  // half the bytes; the reduce-scatters and the backward's collectives stay bf16.
+  const double tp_forward_s = in.fp8_linear && lay.sequence_parallel && lay.tp > 1 ? 0.75 * c.tp_comm_s : c.tp_comm_s;
+  c.tp_exposed_s = in.tp_comm_overlap ? tp_exposed_s(tp_forward_s, lin / rate * fp8_share, lay.tp) : tp_forward_s;
+  c.tp_exposed_backward_s = in.tp_comm_overlap && in.tp_comm_overlap_backward
+                                ? tp_exposed_s(c.tp_comm_s, lin / rate * fp8_share, lay.tp)
+                                : c.tp_comm_s;
   const double comm = c.tp_exposed_s + c.cp_comm_s + c.ep_comm_s;
   const double comm_backward = c.tp_exposed_backward_s + c.cp_comm_s + c.ep_comm_s;
   const double attn_run = in.causal_attention ? attn / 2 : attn;
@@ -275,12 +329,13 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
   c.elementwise_s = hbm_time_s(in.hardware.hbm_bw, one_op, elementwise_bytes / one_op);
   // The linear GEMMs: each one's FLOPs at the efficiency of its size, plus the time its operands
   // take through HBM (calculon's no_overlap mode), the same traffic in each of the three passes.
-  const std::vector<Gemm> gemms = layer_gemms(in, layer);
   c.gemm_memory_s = gemm_memory_s(in, gemms);
-  const double lin_s = lin / rate * gemm_time_factor(gemms);
-  c.forward_s = lin_s + attn_run / rate + c.gemm_memory_s + comm + c.elementwise_s;
-  c.input_grad_s = lin_s + 2 * attn_run / rate + c.gemm_memory_s + comm_backward + 2 * c.elementwise_s;
-  c.weight_grad_s = lin_s + c.gemm_memory_s;
+  const double lin_s = lin / rate * gemm_time_factor(gemms, fp8_speedup(in.hardware));
+  const CastTimes casts = fp8_cast_times(in, gemms);
+  c.fp8_cast_s = casts.forward_s + casts.input_grad_s + casts.weight_grad_s;
+  c.forward_s = lin_s + attn_run / rate + c.gemm_memory_s + comm + c.elementwise_s + casts.forward_s;
+  c.input_grad_s = lin_s + 2 * attn_run / rate + c.gemm_memory_s + comm_backward + 2 * c.elementwise_s + casts.input_grad_s;
+  c.weight_grad_s = lin_s + c.gemm_memory_s + casts.weight_grad_s;
   const int64_t dense = m.layer_params(layer) - m.layer_expert_params(layer);
   c.expert_params = m.layer_expert_params(layer) / (static_cast<int64_t>(lay.ep) * lay.expert_tp());
   c.params = dense / lay.tp + static_cast<int64_t>(kv_replica_params) + c.expert_params;
@@ -321,7 +376,8 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
           const double recomputed_per_token = 2.0 * (h * kv + q * h + h * static_cast<double>(active_ffn(m, layer)));
           const double recomputed = tokens * recomputed_per_token / lay.tp;
           // Their operands' HBM time in proportion to their FLOPs.
-          c.recompute_s = lin > 0 ? (lin_s + c.gemm_memory_s) * recomputed / lin + c.elementwise_s : c.elementwise_s;
+          c.recompute_s = lin > 0 ? (lin_s + c.gemm_memory_s + casts.forward_s) * recomputed / lin + c.elementwise_s
+                                  : c.elementwise_s;
           break;
         }
         case SelectivePolicy::kCoreAttention:

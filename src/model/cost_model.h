@@ -99,6 +99,10 @@ struct HardwareDesc {
   /// HBM bandwidth, bytes/s, the vendor's figure (docs/facts/hardware.md#gpus): what the
   /// memory-bound elementwise ops of a block stream at (layer_cost); 0 when unknown (no term).
   double hbm_bw = 0;
+  /// Dense fp8 FLOP/s of the tensor cores (e4m3/e5m2 inputs, the vendor's figure without
+  /// sparsity; docs/facts/hardware.md#gpus); 0 when the GPU has none (A100: fp8 tensor cores
+  /// start at SM 8.9), and the fp8 GEMMs of a job run at peak_flops.
+  double fp8_flops = 0;
 };
 
 /// Achieved fractions of peak. Defaults: docs/facts/hardware.md#published-mfu "Suggested defaults" (dense bf16
@@ -195,6 +199,7 @@ struct LayerCost {
   double ep_comm_s = 0;         ///< EP all-to-all time in forward (dispatch + combine)
   double elementwise_s = 0;     ///< memory-bound elementwise ops of the forward (in forward_s; twice in input_grad_s)
   double gemm_memory_s = 0;     ///< HBM time of the linear GEMMs' operands, per pass (layer_gemm_memory_s; in each of the three)
+  double fp8_cast_s = 0;        ///< with fp8_linear: HBM time of the casts, all three passes (in each pass's time)
   int64_t params = 0;           ///< parameters held per rank (dense / tp, experts / (ep·tp))
   int64_t activation_bytes = 0; ///< saved for backward without recompute
   int64_t retained_bytes = 0;   ///< saved for backward with the chosen recompute (full: per block)
@@ -232,7 +237,37 @@ struct CostInputs {
   /// The block's elementwise ops run fused, one kernel per chain (torch.compile, Megatron-LM's
   /// fused kernels), instead of one kernel per op (PyTorch eager): see elementwise_elements_per_token.
   bool fused_elementwise = false;
+  /// The blocks' linear layers compute in fp8 (torchtitan's float8 converter, torchao's
+  /// Float8Linear with dynamic tensorwise scaling; Megatron-LM `--fp8-format`,
+  /// TransformerEngine): each linear's three GEMMs take fp8 operands at the fp8 rate
+  /// (HardwareDesc::fp8_flops) and write bf16, and the casts that feed them stream through HBM
+  /// (fp8_cast_bytes). The attention core, the output projection and the routed experts
+  /// (unless fp8_experts) stay in bf16 (docs/facts/cost-formulas.md#fp8-linear-layers).
+  bool fp8_linear = false;
+  /// With fp8_linear, the weights reach the forward already in fp8 (FSDP2's float8 all-gather,
+  /// torchtitan `enable_fsdp_float8_all_gather`; Megatron-LM `--fp8-param-gather`): no
+  /// per-microbatch weight cast in the forward.
+  bool fp8_weights_gathered = false;
+  /// With fp8_linear, the routed experts' GEMMs are in fp8 too (TransformerEngine's grouped
+  /// GEMM; torchtitan converts only nn.Linear, not its grouped experts).
+  bool fp8_experts = false;
 };
+
+/// HBM bytes the fp8 casts around one linear layer move, per token (`k` input and `n` output
+/// features on this rank) and per weight element, as torchao's tensorwise Float8Linear runs them
+/// (torchao/float8/float8_linear.py @eab345c: forward casts the input and the weight, backward
+/// casts the output gradient; the weight-gradient and input-gradient GEMMs take transposed fp8
+/// copies, since torch._scaled_mm wants its second operand column-major): a dynamic cast reads
+/// the bf16 tensor for its absolute maximum (2 bytes, fused into the producing kernel when
+/// compiled) and reads it again to write fp8 (3 bytes); a transpose of an fp8 tensor reads and
+/// writes 1 byte each (docs/facts/cost-formulas.md#fp8-linear-layers). Forward: (3 or 5)·k per
+/// token, plus 5 per weight element unless the weights arrive in fp8; input-gradient pass:
+/// (3 or 5)·n + 2·n per token and 2 per weight element; weight-gradient pass: 2·k per token.
+struct Fp8CastBytes {
+  double forward_per_token = 0, input_grad_per_token = 0, weight_grad_per_token = 0;
+  double forward_per_weight = 0, input_grad_per_weight = 0;
+};
+Fp8CastBytes fp8_cast_bytes(double k, double n, bool fused, bool weights_gathered);
 
 /// Fraction of nominal HBM bandwidth a kernel that streams `op_bytes` reaches: calculon's
 /// memory-efficiency table (`mem1.MB_efficiency` of systems/h100_80g_nvl8.json and
@@ -258,12 +293,15 @@ double gemm_bytes(double m, double k, double n, double element_bytes);
 /// (docs/facts/cost-formulas.md#memory-time-of-a-kernel). GFLOP = 10^9 FLOPs.
 double gemm_size_efficiency(double flops);
 
-/// The factor by which block `layer`'s linear FLOP time exceeds what the fitted efficiency
-/// alone gives: the FLOP-weighted mean of 1 / gemm_size_efficiency over its GEMMs (>= 1).
+/// The factor by which block `layer`'s linear FLOP time exceeds what the fitted efficiency at
+/// the bf16 rate alone gives: the FLOP-weighted mean of 1 / gemm_size_efficiency over its GEMMs,
+/// each fp8 GEMM's term divided by fp8_flops / peak_flops (with fp8_linear on a GPU that has
+/// an fp8 rate; the same achieved fraction of each peak, docs/facts/cost-formulas.md#fp8-linear-layers).
 double layer_gemm_time_factor(const CostInputs& in, int64_t layer);
 
 /// Memory time of the linear GEMMs of block `layer` for one of its three passes (forward,
-/// input gradient, weight gradient, which move the same operands): the sum over its weight
+/// input gradient, weight gradient, which move the same operands; an fp8 GEMM's operands in 1
+/// byte, its output in the activation width): the sum over its weight
 /// matrices of hbm_time_s(gemm_bytes(...)), per rank (the TP split of each matrix, the routed
 /// tokens of an MoE block's local experts). It is added to the GEMMs' FLOP time, which is
 /// calculon's `no_overlap` processing mode (calculon/system.py `get_processing_time`

@@ -22,7 +22,7 @@ struct FidelityBand {
 
 inline constexpr FidelityBand kFidelityBands[] = {
     {"megatron", 9, -12.4, 14.2, 0, 0.0, 0.0},
-    {"torchtitan", 13, -11.8, 10.1, 4, -5.8, 2.1},
+    {"torchtitan", 17, -11.8, 11.9, 8, -25.8, 2.1},
 };
 
 /// The band of `framework` ("torchtitan", "megatron", "deepspeed"), or null when no

@@ -71,7 +71,8 @@ std::vector<ModelDesc> models() {
 }
 
 std::vector<HardwareDesc> gpus() {
-  // docs/facts/hardware.md#gpus (bf16 dense peak, HBM, intra-node and scale-out per GPU, per direction).
+  // docs/facts/hardware.md#gpus (bf16 dense peak, HBM, intra-node and scale-out per GPU, per direction;
+  // the fp8 dense peak last, none on A100).
   // HBM: the vendor's figure read as GiB (HBM stacks come in binary sizes: H100's 80 GB is five
   // 16 GiB stacks).
   constexpr int64_t GiB = int64_t{1} << 30;
@@ -85,17 +86,17 @@ std::vector<HardwareDesc> gpus() {
       // H100 SXM (700 W): 0.621 reproduces Megatron-LM's 16B GPT on 192 H100 (TP 4, 489.1 TFLOP/s
       // per GPU, NVIDIA/Megatron-LM README @ f2e5db4), the weak-scaling table's largest run with
       // neither a pipeline nor a data-parallel group on one NIC per node (docs/fidelity.md).
-      {"h100", 989e12, 80 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H100 SXM", 0.621, 67e12, 3350e9},
+      {"h100", 989e12, 80 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H100 SXM", 0.621, 67e12, 3350e9, 1979e12},
       // Meta's Grand Teton H100 (96 GB HBM2e, 500 W), where torchtitan's H100 figures were measured;
       // torchtitan counts MFU against the SXM peak. 0.424 reproduces its Llama 3.1 8B on 8 GPUs
       // (5,762 TPS/GPU, benchmarks/llama3_h100_202412_torchtitan.md). HBM2e at 2.4 TB/s, as
       // torchtitan's benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md @ b5bcd76 states it.
-      {"h100-96gb", 989e12, 96 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H100 (Meta Grand Teton variant)", 0.424, 67e12, 2400e9},
+      {"h100-96gb", 989e12, 96 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H100 (Meta Grand Teton variant)", 0.424, 67e12, 2400e9, 1979e12},
       // H200: the H100 SXM's die and clocks with more and faster HBM; no published run of its own
       // is checked, so it takes the H100 SXM fit.
-      {"h200", 989e12, 141 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H200", 0.621, 67e12, 4800e9},
-      {"b200", 2250e12, 192 * GiB, 900e9, 50e9, 8, "docs/facts/hardware.md#gpus B200", 0.40, 0, 8000e9},
-      {"mi300x", 1300e12, 192 * GiB, 448e9, 50e9, 8, "docs/facts/hardware.md#gpus MI300X", 0.40, 163.4e12, 5300e9},
+      {"h200", 989e12, 141 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H200", 0.621, 67e12, 4800e9, 1979e12},
+      {"b200", 2250e12, 192 * GiB, 900e9, 50e9, 8, "docs/facts/hardware.md#gpus B200", 0.40, 0, 8000e9, 4500e12},
+      {"mi300x", 1300e12, 192 * GiB, 448e9, 50e9, 8, "docs/facts/hardware.md#gpus MI300X", 0.40, 163.4e12, 5300e9, 2614.9e12},
   };
 }
 
