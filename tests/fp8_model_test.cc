@@ -125,7 +125,7 @@ TEST_CASE("torchtitan's Float8 row of Table 1 is faster, by less than the GEMMs 
   for (const auto& n : b["job"]["notes"]) CHECK(n.get<std::string>().find("fp8") == std::string::npos);
 }
 
-TEST_CASE("torchtitan's float8 keys of each era and its recipes; A100 stays in bf16", "[config][fp8]") {
+TEST_CASE("torchtitan's float8 keys of each era and its recipes, and A100 stays in bf16", "[config][fp8]") {
   // model.converters with [float8] (2025) and with [quantize.linear.float8] read alike.
   const std::string conv = torchtitan_8b(
       "converters.toml", "\n[quantize.linear.float8]\nrecipe_name = \"tensorwise\"\n");

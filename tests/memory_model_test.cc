@@ -426,13 +426,14 @@ TEST_CASE("a config's prediction quotes the error band of the published runs of 
   CHECK(text.out.find(fmt::format("checked       the throughput predicted for {} published torchtitan runs lies "
                                   "{:+.1f} % to {:+.1f} % from the published figure (docs/fidelity.md)",
                                   tt->runs, tt->min_error_pct, tt->max_error_pct)) != std::string::npos);
-  // Eight torchtitan runs publish their peak (docs/fidelity.md's table, open misses included):
-  // their band is quoted too.
-  CHECK(tt->memory_runs == 8);
+  // The torchtitan runs that publish their peak (docs/fidelity.md's table, open misses
+  // included; Tables 1 to 4 of the December 2024 benchmark): their band is quoted too.
+  CHECK(tt->memory_runs >= 12);
   CHECK(tt->memory_min_error_pct <= tt->memory_max_error_pct);
-  CHECK(j["job"]["fidelity"]["memory_runs"] == 8);
-  CHECK(text.out.find(fmt::format("; the memory reserved, for the 8 that publish it, {:+.1f} % to {:+.1f} %",
-                                  tt->memory_min_error_pct, tt->memory_max_error_pct)) != std::string::npos);
+  CHECK(j["job"]["fidelity"]["memory_runs"] == tt->memory_runs);
+  CHECK(text.out.find(fmt::format("; the memory reserved, for the {} that publish it, {:+.1f} % to {:+.1f} %",
+                                  tt->memory_runs, tt->memory_min_error_pct, tt->memory_max_error_pct)) !=
+        std::string::npos);
   const model::FidelityBand* mg = model::fidelity_band("megatron");
   REQUIRE(mg);
   CHECK(mg->memory_runs == 0);  // no Megatron-LM run of the table publishes its memory

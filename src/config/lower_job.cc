@@ -242,6 +242,19 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   in.tp_comm_overlap = job.tp_comm_overlap && lay.tp > 1;
   in.tp_comm_overlap_backward = job.tp_comm_overlap_backward;
   in.fused_elementwise = job.fused_elementwise;
+  // The attention core's kernel (docs/facts/cost-formulas.md#attention-kernels): torchtitan and
+  // DeepSpeed's models call PyTorch SDPA, whose flash backend (FlashAttention-2) it picks on H100
+  // (pytorch/pytorch#142132, PyTorch of December 2024); Megatron-LM's TransformerEngine prefers
+  // cuDNN's fused attention on Hopper (transformer_engine/pytorch/attention.py,
+  // get_attention_backend: "give FusedAttention preference on Hopper+").
+  in.attention_kernel = job.framework == "megatron" ? model::AttentionKernel::kCudnn : model::AttentionKernel::kFlash2;
+  if (hw.sm == 90)
+    jc.notes.push_back(fmt::format("attention core at {}'s measured rate on Hopper (FlashAttention-3 paper figures, "
+                                   "scaled to {}'s GEMM efficiency), not the GEMMs'",
+                                   in.attention_kernel == model::AttentionKernel::kCudnn
+                                       ? "cuDNN fused attention (TransformerEngine)"
+                                       : "FlashAttention-2 (PyTorch SDPA)",
+                                   hw.name));
   // fp8 linear layers: the GEMMs at the fp8 rate with their casts (docs/facts/cost-formulas.md#fp8-linear-layers).
   // A GPU without fp8 tensor cores keeps the bf16 rate: torchtitan at its December 2024 commit
   // warns and leaves the model in bf16 (torchtitan/float8.py @9dec370 `_is_sm89_or_later`).

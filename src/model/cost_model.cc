@@ -248,6 +248,49 @@ double layer_gemm_time_factor(const CostInputs& in, int64_t layer) {
   return gemm_time_factor(layer_gemms(in, layer), fp8_speedup(in.hardware));
 }
 
+namespace {
+
+/// Sequence lengths of the FlashAttention-3 paper's figures and the H100 SXM5 TFLOP/s read off
+/// them (bf16, head dimension 128; arXiv 2407.08608 Figure 5: forward, causal and not; Figure 6:
+/// backward, not causal).
+constexpr double kAttnSeq[] = {512, 1024, 2048, 4096, 8192, 16384};
+struct AttnFigures {
+  double fwd_causal[6], fwd_full[6], bwd_full[6];
+};
+constexpr AttnFigures kFlash2H100 = {{191, 260, 298, 319, 333, 335}, {309, 350, 362, 368, 370, 370},
+                                     {214, 260, 291, 310, 318, 322}};
+constexpr AttnFigures kCudnnH100 = {{315, 410, 484, 518, 529, 539}, {497, 574, 617, 609, 600, 595},
+                                    {305, 408, 465, 499, 518, 516}};
+
+/// `table` at `seq` tokens: linear in log2(seq) between the figures, the end figures beyond them.
+double at_length(const double (&table)[6], double seq) {
+  if (seq <= kAttnSeq[0]) return table[0];
+  for (int i = 1; i < 6; ++i)
+    if (seq <= kAttnSeq[i]) {
+      const double t = std::log2(seq / kAttnSeq[i - 1]);  // the figures are a doubling apart
+      return table[i - 1] + t * (table[i] - table[i - 1]);
+    }
+  return table[5];
+}
+
+}  // namespace
+
+double attention_kernel_flops(const HardwareDesc& hw, double gemm_efficiency, AttentionKernel kernel, double seq,
+                              bool causal, bool backward) {
+  if (kernel == AttentionKernel::kGemmRate || hw.sm != 90 || seq <= 0) return 0;
+  const AttnFigures& f = kernel == AttentionKernel::kFlash2 ? kFlash2H100 : kCudnnH100;
+  double tflops = 0;
+  if (!backward) {
+    tflops = at_length(causal ? f.fwd_causal : f.fwd_full, seq);
+  } else {
+    tflops = at_length(f.bwd_full, seq);
+    if (causal) tflops *= at_length(f.fwd_causal, seq) / at_length(f.fwd_full, seq);
+  }
+  // The figures are the H100 SXM's; another Hopper preset runs them at its GEMMs' share of it.
+  static const double h100_efficiency = hardware_preset("h100")->efficiency;
+  return tflops * 1e12 * gemm_efficiency / h100_efficiency;
+}
+
 Fp8CastBytes fp8_cast_bytes(double k, double n, bool fused, bool weights_gathered) {
   const double cast = fused ? 3.0 : 5.0;  // (amax read,) read bf16, write fp8
   Fp8CastBytes b;
@@ -316,6 +359,26 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
   const double comm = c.tp_exposed_s + c.cp_comm_s + c.ep_comm_s;
   const double comm_backward = c.tp_exposed_backward_s + c.cp_comm_s + c.ep_comm_s;
   const double attn_run = in.causal_attention ? attn / 2 : attn;
+  // The attention core at its kernel's rate (attention_kernel_flops), or at the GEMMs' rate.
+  double attn_f_s = attn_run / rate, attn_b_s = 2 * attn_run / rate;
+  {
+    const double len = static_cast<double>(in.seq_len) / lay.cp;  // tokens of one call
+    const double eff = in.eff.compute;
+    auto r = [&](bool causal, bool backward) {
+      return attention_kernel_flops(in.hardware, eff, in.attention_kernel, len, causal, backward);
+    };
+    if (r(in.causal_attention, false) > 0 && r(false, false) > 0 && attn_run > 0) {
+      // Under CP one of the cp calls per pass is causal (the diagonal), the others unmasked.
+      const double causal_share = in.causal_attention ? 1.0 / lay.cp : 0.0;
+      attn_f_s = attn_run * (causal_share / r(true, false) + (1 - causal_share) / r(false, false));
+      attn_b_s = 2.5 * attn_run * (causal_share / r(true, true) + (1 - causal_share) / r(false, true));
+      if (!in.causal_attention) {
+        attn_f_s = attn_run / r(false, false);
+        attn_b_s = 2.5 * attn_run / r(false, true);
+      }
+    }
+  }
+  c.attention_s = attn_f_s;
   // Memory-bound elementwise ops at the HBM bandwidth, in the activation width; split over the
   // TP ranks (the h-wide ones by sequence parallelism, the others by the column split; without
   // SP the h-wide ones are replicated, which this leaves out). Their backward reads the saved
@@ -333,8 +396,8 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
   const double lin_s = lin / rate * gemm_time_factor(gemms, fp8_speedup(in.hardware));
   const CastTimes casts = fp8_cast_times(in, gemms);
   c.fp8_cast_s = casts.forward_s + casts.input_grad_s + casts.weight_grad_s;
-  c.forward_s = lin_s + attn_run / rate + c.gemm_memory_s + comm + c.elementwise_s + casts.forward_s;
-  c.input_grad_s = lin_s + 2 * attn_run / rate + c.gemm_memory_s + comm_backward + 2 * c.elementwise_s + casts.input_grad_s;
+  c.forward_s = lin_s + attn_f_s + c.gemm_memory_s + comm + c.elementwise_s + casts.forward_s;
+  c.input_grad_s = lin_s + attn_b_s + c.gemm_memory_s + comm_backward + 2 * c.elementwise_s + casts.input_grad_s;
   c.weight_grad_s = lin_s + c.gemm_memory_s + casts.weight_grad_s;
   const int64_t dense = m.layer_params(layer) - m.layer_expert_params(layer);
   c.expert_params = m.layer_expert_params(layer) / (static_cast<int64_t>(lay.ep) * lay.expert_tp());

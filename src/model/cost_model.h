@@ -103,7 +103,29 @@ struct HardwareDesc {
   /// sparsity; docs/facts/hardware.md#gpus); 0 when the GPU has none (A100: fp8 tensor cores
   /// start at SM 8.9), and the fp8 GEMMs of a job run at peak_flops.
   double fp8_flops = 0;
+  /// CUDA compute capability × 10 (80 A100, 90 H100/H200, 100 B200); 0 for other vendors. The
+  /// published attention-kernel figures (attention_kernel_flops) are Hopper's.
+  int32_t sm = 0;
 };
+
+/// The fused attention kernel that runs a block's attention core (docs/facts/cost-formulas.md#attention-kernels).
+enum class AttentionKernel {
+  kGemmRate,  ///< timed at the GEMMs' rate, its backward at twice the forward's FLOPs (no published kernel figures)
+  kFlash2,    ///< FlashAttention-2: PyTorch SDPA's flash backend, which SDPA picks on H100 (pytorch/pytorch#142132)
+  kCudnn,     ///< cuDNN fused attention: TransformerEngine's FusedAttention, preferred on Hopper
+};
+
+/// Achieved FLOP/s of one call of `kernel` on `hw` at `seq` query and key tokens, head dimension
+/// 128, forward or backward, causal or not, counted as FlashAttention's benchmarks count FLOPs:
+/// forward 4·seq²·heads·d, halved when causal; backward 2.5 × the forward's (five matmuls to the
+/// forward's two). From the FlashAttention-3 paper's H100 SXM5 figures (Shah et al. 2024,
+/// arXiv 2407.08608, Figures 5 and 6: bf16, head dimension 128, sequence 512 to 16K, the 16K
+/// figure beyond), scaled by the preset's GEMM efficiency `gemm_efficiency` over the H100 SXM
+/// preset's (the same GH100 die at its own clocks and power); the backward of a causal call by
+/// the forward's causal-to-full ratio at that length (the paper plots the backward without a
+/// mask). 0 when `kernel` is kGemmRate or the GPU is not Hopper (sm 90): no figures.
+double attention_kernel_flops(const HardwareDesc& hw, double gemm_efficiency, AttentionKernel kernel, double seq,
+                              bool causal, bool backward);
 
 /// Achieved fractions of peak. Defaults: docs/facts/hardware.md#published-mfu "Suggested defaults" (dense bf16
 /// 0.40; NVLink 0.6 and InfiniBand 0.9 of nominal, calculon's efficiency model).
@@ -200,6 +222,7 @@ struct LayerCost {
   double elementwise_s = 0;     ///< memory-bound elementwise ops of the forward (in forward_s; twice in input_grad_s)
   double gemm_memory_s = 0;     ///< HBM time of the linear GEMMs' operands, per pass (layer_gemm_memory_s; in each of the three)
   double fp8_cast_s = 0;        ///< with fp8_linear: HBM time of the casts, all three passes (in each pass's time)
+  double attention_s = 0;       ///< the attention core's forward time (in forward_s; its backward is in input_grad_s)
   int64_t params = 0;           ///< parameters held per rank (dense / tp, experts / (ep·tp))
   int64_t activation_bytes = 0; ///< saved for backward without recompute
   int64_t retained_bytes = 0;   ///< saved for backward with the chosen recompute (full: per block)
@@ -234,6 +257,12 @@ struct CostInputs {
   /// skips the key blocks above the diagonal, so it executes about half of the QK^T and AV
   /// FLOPs that the MFU convention counts (docs/facts/cost-formulas.md#flops).
   bool causal_attention = true;
+  /// The attention core's kernel (attention_kernel_flops): its forward at the kernel's rate,
+  /// its backward at 2.5× the forward's FLOPs at the kernel's backward rate. Under context
+  /// parallelism each rank runs cp calls of seq/cp tokens per pass, one causal and the rest
+  /// unmasked (the head-tail split of PyTorch's ring attention). kGemmRate, or a GPU without
+  /// figures, keeps the GEMMs' rate and twice the forward FLOPs backward.
+  AttentionKernel attention_kernel = AttentionKernel::kGemmRate;
   /// The block's elementwise ops run fused, one kernel per chain (torch.compile, Megatron-LM's
   /// fused kernels), instead of one kernel per op (PyTorch eager): see elementwise_elements_per_token.
   bool fused_elementwise = false;

@@ -79,24 +79,28 @@ std::vector<HardwareDesc> gpus() {
   return {
       // A100: 0.633 reproduces torchtitan's Llama 3 8B on 64 A100 (2,973 tokens/s/GPU,
       // docs/performance.md) with its per-op AC's recompute charged, the causal attention core
-      // at half its counted FLOPs, the eager elementwise ops and the GEMMs' operands at the HBM
-      // bandwidth (docs/fidelity.md). HBM: the vendor's bandwidth (docs/facts/hardware.md#gpus).
-      {"a100-80gb", 312e12, 80 * GiB, 300e9, 25e9, 8, "docs/facts/hardware.md#gpus A100 80GB SXM", 0.633, 19.5e12, 2039e9},
-      {"a100-40gb", 312e12, 40 * GiB, 300e9, 25e9, 8, "docs/facts/hardware.md#gpus A100 40GB SXM", 0.633, 19.5e12, 1555e9},
-      // H100 SXM (700 W): 0.621 reproduces Megatron-LM's 16B GPT on 192 H100 (TP 4, 489.1 TFLOP/s
+      // at half its counted FLOPs and the GEMMs' rate (no attention-kernel figures for sm 80 are
+      // entered), the eager elementwise ops and the GEMMs' operands at the HBM bandwidth
+      // (docs/fidelity.md). HBM: the vendor's bandwidth (docs/facts/hardware.md#gpus).
+      {"a100-80gb", 312e12, 80 * GiB, 300e9, 25e9, 8, "docs/facts/hardware.md#gpus A100 80GB SXM", 0.633, 19.5e12, 2039e9, 0, 80},
+      {"a100-40gb", 312e12, 40 * GiB, 300e9, 25e9, 8, "docs/facts/hardware.md#gpus A100 40GB SXM", 0.633, 19.5e12, 1555e9, 0, 80},
+      // H100 SXM (700 W): 0.639 reproduces Megatron-LM's 16B GPT on 192 H100 (TP 4, 489.1 TFLOP/s
       // per GPU, NVIDIA/Megatron-LM README @ f2e5db4), the weak-scaling table's largest run with
-      // neither a pipeline nor a data-parallel group on one NIC per node (docs/fidelity.md).
-      {"h100", 989e12, 80 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H100 SXM", 0.621, 67e12, 3350e9, 1979e12},
+      // neither a pipeline nor a data-parallel group on one NIC per node, with its attention core
+      // at cuDNN's measured rate (docs/fidelity.md, docs/facts/cost-formulas.md#attention-kernels).
+      // sm 90 for every Hopper preset: the attention-kernel figures apply.
+      {"h100", 989e12, 80 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H100 SXM", 0.639, 67e12, 3350e9, 1979e12, 90},
       // Meta's Grand Teton H100 (96 GB HBM2e, 500 W), where torchtitan's H100 figures were measured;
-      // torchtitan counts MFU against the SXM peak. 0.424 reproduces its Llama 3.1 8B on 8 GPUs
-      // (5,762 TPS/GPU, benchmarks/llama3_h100_202412_torchtitan.md). HBM2e at 2.4 TB/s, as
+      // torchtitan counts MFU against the SXM peak. 0.495 reproduces its Llama 3.1 8B on 8 GPUs
+      // (5,762 TPS/GPU, benchmarks/llama3_h100_202412_torchtitan.md) with its attention core at
+      // FlashAttention-2's measured rate, scaled by 0.495 / 0.639 (docs/facts/cost-formulas.md#attention-kernels). HBM2e at 2.4 TB/s, as
       // torchtitan's benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md @ b5bcd76 states it.
-      {"h100-96gb", 989e12, 96 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H100 (Meta Grand Teton variant)", 0.424, 67e12, 2400e9, 1979e12},
+      {"h100-96gb", 989e12, 96 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H100 (Meta Grand Teton variant)", 0.495, 67e12, 2400e9, 1979e12, 90},
       // H200: the H100 SXM's die and clocks with more and faster HBM; no published run of its own
       // is checked, so it takes the H100 SXM fit.
-      {"h200", 989e12, 141 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H200", 0.621, 67e12, 4800e9, 1979e12},
-      {"b200", 2250e12, 192 * GiB, 900e9, 50e9, 8, "docs/facts/hardware.md#gpus B200", 0.40, 0, 8000e9, 4500e12},
-      {"mi300x", 1300e12, 192 * GiB, 448e9, 50e9, 8, "docs/facts/hardware.md#gpus MI300X", 0.40, 163.4e12, 5300e9, 2614.9e12},
+      {"h200", 989e12, 141 * GiB, 450e9, 50e9, 8, "docs/facts/hardware.md#gpus H200", 0.639, 67e12, 4800e9, 1979e12, 90},
+      {"b200", 2250e12, 192 * GiB, 900e9, 50e9, 8, "docs/facts/hardware.md#gpus B200", 0.40, 0, 8000e9, 4500e12, 100},
+      {"mi300x", 1300e12, 192 * GiB, 448e9, 50e9, 8, "docs/facts/hardware.md#gpus MI300X", 0.40, 163.4e12, 5300e9, 2614.9e12, 0},
   };
 }
 

@@ -1,0 +1,102 @@
+// The attention core as its own kernel class: FlashAttention-2 and cuDNN rates on Hopper from the
+// FlashAttention-3 paper's H100 figures, the backward at 2.5x the forward's FLOPs, context
+// parallelism's causal and unmasked calls (docs/facts/cost-formulas.md#attention-kernels).
+#include <cmath>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "catch.h"
+#include "cli_util.h"
+#include "model/cost_model.h"
+#include "test_util.h"
+
+using namespace sc;
+using namespace sc::model;
+
+namespace {
+
+const HardwareDesc& h100() {
+  static const HardwareDesc hw = *hardware_preset("h100");
+  return hw;
+}
+
+/// Llama 3 8B on one H100 SXM at `seq` tokens, `cp`-way context parallel, FlashAttention-2.
+CostInputs llama8b(int64_t seq, int32_t cp) {
+  CostInputs in;
+  in.model = *model_preset("llama3-8b");
+  in.hardware = h100();
+  in.eff.compute = in.hardware.efficiency;
+  in.seq_len = seq;
+  in.layout.cp = cp;
+  in.attention_kernel = AttentionKernel::kFlash2;
+  return in;
+}
+
+}  // namespace
+
+TEST_CASE("attention kernel rates are the FlashAttention-3 paper's H100 figures", "[model][attention]") {
+  const double e = h100().efficiency;
+  // arXiv 2407.08608 Figure 5 (head dimension 128, H100 SXM5): FlashAttention-2 causal forward
+  // 335 TFLOP/s at 16K, flat beyond; cuDNN 539.
+  CHECK(attention_kernel_flops(h100(), e, AttentionKernel::kFlash2, 16384, true, false) == Approx(335e12));
+  CHECK(attention_kernel_flops(h100(), e, AttentionKernel::kFlash2, 262144, true, false) == Approx(335e12));
+  CHECK(attention_kernel_flops(h100(), e, AttentionKernel::kCudnn, 16384, true, false) == Approx(539e12));
+  CHECK(attention_kernel_flops(h100(), e, AttentionKernel::kFlash2, 8192, false, false) == Approx(370e12));
+  // Between 2K (298) and 4K (319): linear in log2 of the length.
+  CHECK(attention_kernel_flops(h100(), e, AttentionKernel::kFlash2, 3072, true, false) ==
+        Approx((298 + std::log2(1.5) * 21) * 1e12));
+  // Figure 6's backward is unmasked (322 at 16K); a causal backward takes the forward's ratio.
+  CHECK(attention_kernel_flops(h100(), e, AttentionKernel::kFlash2, 16384, false, true) == Approx(322e12));
+  CHECK(attention_kernel_flops(h100(), e, AttentionKernel::kFlash2, 16384, true, true) ==
+        Approx(322e12 * 335 / 370));
+  // Another Hopper preset at its own GEMM efficiency; no figures for A100 or for the GEMM rate.
+  const HardwareDesc gt = *hardware_preset("h100-96gb");
+  CHECK(attention_kernel_flops(gt, gt.efficiency, AttentionKernel::kFlash2, 16384, true, false) ==
+        Approx(335e12 * gt.efficiency / e));
+  const HardwareDesc a100 = *hardware_preset("a100-80gb");
+  CHECK(attention_kernel_flops(a100, a100.efficiency, AttentionKernel::kFlash2, 16384, true, false) == 0);
+  CHECK(attention_kernel_flops(h100(), e, AttentionKernel::kGemmRate, 16384, true, false) == 0);
+}
+
+TEST_CASE("the attention core's time: executed FLOPs at the kernel's rate, 2.5x backward, CP calls", "[model][attention]") {
+  // 8B at 32K on one GPU: the executed forward FLOPs (half of 2·heads·(d_qk + d_v)·seq per token
+  // with the causal mask) at the causal rate.
+  CostInputs in = llama8b(32768, 1);
+  const double executed = 32768.0 * in.model.layer_attention_flops_per_token(32768) / 2;
+  const LayerCost c = layer_cost(in, 0);
+  CHECK(c.attention_s == Approx(executed / 335e12));
+  // The GEMMs' rate, as before the kernel class: much faster at this length.
+  CostInputs gemm = in;
+  gemm.attention_kernel = AttentionKernel::kGemmRate;
+  const LayerCost g = layer_cost(gemm, 0);
+  const double rate = in.hardware.peak_flops * in.eff.compute;
+  CHECK(g.attention_s == Approx(executed / rate));
+  CHECK(c.attention_s > 1.5 * g.attention_s);
+  // Backward: 2.5 × the executed FLOPs at the causal backward rate, in place of 2 × at the GEMMs'.
+  const double backward = 2.5 * executed / (322e12 * 335 / 370);
+  CHECK(c.input_grad_s - g.input_grad_s == Approx(backward - 2 * executed / rate));
+  // CP 4 at 128K: each rank's 32K queries against all 128K keys, in calls of 32K tokens, one
+  // causal (the diagonal) and three unmasked.
+  CostInputs cp = llama8b(131072, 4);
+  const double local = 32768.0 * cp.model.layer_attention_flops_per_token(131072) / 2;
+  CHECK(layer_cost(cp, 0).attention_s == Approx(local * (0.25 / 335e12 + 0.75 / 370e12)));
+  CHECK(layer_cost(cp, 0).cp_comm_s > 0);
+}
+
+TEST_CASE("a config names the attention kernel its framework calls", "[config][attention]") {
+  const auto tt = test::run_schedcheck(
+      "verify '" + test::source_path("specs/reference/published/torchtitan-llama3-8b-h100x8-fsdp8-cp1-32k.toml") +
+      "' --gpus 8 --hardware h100-96gb");
+  INFO(tt.out);
+  CHECK(tt.out.find("attention core at FlashAttention-2 (PyTorch SDPA)'s measured rate on Hopper") != std::string::npos);
+  const auto mg = test::run_schedcheck(
+      "verify '" + test::source_path("specs/reference/published/megatron-gpt-16b-h100x192.sh") + "' --gpus 192 --hardware h100");
+  INFO(mg.out);
+  CHECK(mg.out.find("attention core at cuDNN fused attention (TransformerEngine)'s measured rate") != std::string::npos);
+  // On A100 no figures: no claim.
+  const auto a = test::run_schedcheck(
+      "verify '" + test::source_path("specs/reference/published/torchtitan-llama3-8b-a100x64-fsdp.toml") +
+      "' --gpus 64 --hardware a100-80gb");
+  CHECK(a.out.find("attention core at") == std::string::npos);
+}
