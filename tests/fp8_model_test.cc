@@ -3,6 +3,7 @@
 // turn them on (docs/facts/cost-formulas.md#fp8-linear-layers).
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -156,4 +157,69 @@ TEST_CASE("torchtitan's float8 keys of each era and its recipes, and A100 stays 
   for (const auto& n : a["job"]["notes"])
     why = why || n.get<std::string>().find("no fp8 tensor cores") != std::string::npos;
   CHECK(why);
+}
+
+TEST_CASE("float8 settings torchtitan or Megatron-LM refuse are errors at their line", "[config][fp8]") {
+  struct Case {
+    const char* name;
+    std::string extra;     ///< appended to the published 8B compile config
+    const char* message;   ///< expected in the error
+    const char* at;        ///< file:line:col suffix expected
+  };
+  const std::vector<Case> cases = {
+      // An unknown key of [quantize.linear.float8] (its name is also a converter's).
+      {"q-typo.toml", "\n[quantize.linear.float8]\nenable_fsdp_float8_all_gathr = true\n",
+       "did you mean 'enable_fsdp_float8_all_gather'?", ":34:1"},
+      // torchtitan/components/float8.py @069bae28 asserts against the pair.
+      {"recipe-gather.toml",
+       "\n[float8]\nenable_float8_linear = true\nrecipe_name = \"rowwise\"\nenable_fsdp_float8_all_gather = true\n",
+       "together with `float8_config.recipe_name` is not supported", ":35:1"},
+      // A non-boolean flag is refused even where it changes nothing in the model.
+      {"precompute.toml", "\n[float8]\nenable_float8_linear = true\nprecompute_float8_dynamic_scale_for_fsdp = 7\n",
+       "must be true or false", ":35:1"},
+      // The same option under the names of two torchtitan eras.
+      {"two-tables.toml",
+       "\n[float8]\nenable_fsdp_float8_all_gather = true\n[quantize.linear.float8]\nenable_fsdp_float8_all_gather = true\n",
+       "under the names of different torchtitan versions", ":36:1"},
+  };
+  for (const Case& c : cases) {
+    const auto r = test::run_schedcheck("verify '" + torchtitan_8b(c.name, c.extra) + "' --gpus 8 --hardware h100-96gb");
+    INFO(c.name << "\n" << r.out);
+    CHECK(r.exit_code == 2);
+    CHECK(r.out.find(c.message) != std::string::npos);
+    CHECK(r.out.find(std::string(c.name) + c.at) != std::string::npos);
+  }
+  // An unknown converter: torchtitan's registry raises a KeyError; the name nearest is offered.
+  std::string text = test::read_file(torchtitan_8b("conv.toml", ""));
+  text.insert(text.find("flavor = \"8B\"") + 13, "\nconverters = [\"float9\"]");
+  const auto conv = test::run_schedcheck("verify '" + test::write_temp("schedcheck-fp8-test", "conv9.toml", text) +
+                                         "' --gpus 8 --hardware h100-96gb");
+  CHECK(conv.exit_code == 2);
+  CHECK(conv.out.find("conv9.toml:10:1: error: model.converters names \"float9\", which torchtitan does not register "
+                      "(did you mean \"float8\"?)") != std::string::npos);
+  // Megatron-LM: --fp8-param-gather without the distributed optimizer or FSDP, fp8 on A100.
+  std::string script =
+      test::read_file(test::source_path("specs/reference/published/megatron-gpt-1.7b-h100x48.sh"));
+  REQUIRE(script.find("--bf16") != std::string::npos);
+  const std::string fp8 = script.substr(0, script.find("--bf16")) + "--fp8-format hybrid --fp8-param-gather " +
+                          script.substr(script.find("--bf16"));
+  const std::string with = test::write_temp("schedcheck-fp8-test", "mg-fp8.sh", fp8);
+  const auto a100 = test::run_schedcheck("verify '" + with + "' --gpus 48 --hardware a100-80gb");
+  CHECK(a100.exit_code == 2);
+  CHECK(a100.out.find("--fp8-format needs fp8 tensor cores") != std::string::npos);
+  std::string no_opt = fp8;
+  for (const std::string flag : {"\n    --use-distributed-optimizer", "\n    --overlap-param-gather"}) {
+    const size_t at = no_opt.find(flag + "\n");
+    REQUIRE(at != std::string::npos);
+    no_opt.erase(at, flag.size());
+  }
+  const auto nodo = test::run_schedcheck("verify '" + test::write_temp("schedcheck-fp8-test", "mg-nodo.sh", no_opt) +
+                                         "' --gpus 48 --hardware h100");
+  CHECK(nodo.exit_code == 2);
+  CHECK(nodo.out.find("--fp8-param-gather only supported with distributed optimizer or torch fsdp2") != std::string::npos);
+  const auto h100 = test::run_schedcheck("verify '" + with + "' --gpus 48 --hardware h100");
+  INFO(h100.out);
+  CHECK(h100.exit_code == 0);
+  CHECK(h100.out.find("--fp8-param-gather's fp8 all-gather of the distributed optimizer is not modelled") !=
+        std::string::npos);
 }

@@ -4,8 +4,10 @@
 // parallelism (docs/facts/activation-memory.md).
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -285,6 +287,46 @@ TEST_CASE("torchtitan fsdp_reshard_after_forward = always under PP gathers per f
   // "never" under PP is what "default" does.
   CHECK(never.prediction.peak_bytes == def.prediction.peak_bytes);
   CHECK(never.prediction.step_s == def.prediction.step_s);
+}
+
+TEST_CASE("torchtitan under PP holds each stage's unsharded gradients in fp32 from its first backward to its "
+          "reduce-scatter", "[config][memory]") {
+  // PyTorch's pipelining runtime skips FSDP2's gradient sync until a stage's last microbatch and
+  // FSDP2 accumulates the unsharded gradients in the reduce dtype
+  // (docs/facts/composed-runtime.md#unsharded-gradient-accumulation): 4 bytes per parameter
+  // (mixed_precision_reduce fp32) where the gathered bf16 parameters take 2.
+  const std::string text = "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 8\n"
+                           "seq_len = 8192\n[parallelism]\ndata_parallel_shard_degree = 4\npipeline_parallel_degree = 2\n"
+                           "pipeline_parallel_schedule = \"1F1B\"\n";
+  config::JobContext ctx;
+  ctx.hardware = "h100";
+  config::VerifiedJob v;
+  predicted_peak(test::write_temp("schedcheck-memory-test", "pp-grads.toml", text), ctx, &v);
+  const Program& p = v.result.program;
+  std::map<std::pair<int32_t, int32_t>, int64_t> param_bytes;  // (rank, stage) -> gathered bytes
+  for (const Buffer& b : p.buffers)
+    if (std::string_view(b.kind) == "param") param_bytes[{b.rank, b.stage}] = b.bytes;
+  int grads = 0;
+  for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id)
+    for (const MemEffect* e = p.mem_begin(id); e != p.mem_end(id); ++e) {
+      const Buffer& b = p.buffers[e->buffer];
+      if (std::string_view(b.kind) != "grad") continue;
+      const Op& o = p.ops[id];
+      if (e->bytes > 0) {
+        ++grads;
+        CHECK(b.bytes == 2 * param_bytes.at({b.rank, b.stage}));
+        // Allocated by the stage's first backward on the rank: microbatch 0 under 1F1B.
+        CHECK(o.kind == OpKind::kCompute);
+        CHECK(o.actions[0].kind == ActionKind::kB);
+        CHECK(o.actions[0].microbatch == 0);
+      } else {
+        CHECK(o.kind == OpKind::kCollective);
+        CHECK(o.collective == CollectiveKind::kReduceScatter);
+        CHECK(e->at_end);
+      }
+    }
+  CHECK(grads == static_cast<int>(param_bytes.size()));
+  CHECK(grads == 2 * 4);  // one stage on each of 2 pipeline ranks, 4 shard ranks each
 }
 
 TEST_CASE("DeepSpeed overlap_comm false is slower than true, and no half-precision section computes in fp32",

@@ -57,9 +57,17 @@ TEST_CASE("three shards run as separate processes merge to the single-process ra
   CHECK(without_seconds(m) == without_seconds(s));
   REQUIRE(m["points"].size() == 8);
   for (size_t i = 0; i < 8; ++i) CHECK(m["points"][i]["index"] == i);
-  // Each point's best holding layout, ranked by MFU, highest first.
+  // Each point's best holding layout, ranked by MFU, highest first; a point whose verified
+  // layouts all fail (70B on 64 GPUs with --verify-top 2) comes after them with its reason.
   REQUIRE(m["ranking"].size() == 8);
-  for (size_t i = 0; i + 1 < m["ranking"].size(); ++i)
+  size_t holding = 0;
+  while (holding < m["ranking"].size() && m["ranking"][holding].contains("mfu")) ++holding;
+  CHECK(holding >= 4);
+  for (size_t i = holding; i < m["ranking"].size(); ++i) {
+    CHECK(m["ranking"][i]["verdict"] == "no layout holds");
+    CHECK(m["ranking"][i]["reason"].get<std::string>().find("over the 80 GiB of HBM") != std::string::npos);
+  }
+  for (size_t i = 0; i + 1 < holding; ++i)
     CHECK(m["ranking"][i]["mfu"].get<double>() >= m["ranking"][i + 1]["mfu"].get<double>());
   // A ranking row is its point's first layout, with tokens/s per GPU from its step time.
   const json& top = m["ranking"][0];

@@ -172,8 +172,13 @@ std::string estimate(Candidate& c, const config::JobContext& ctx) {
   }
   const double inflight = std::min(m, p) * (v > 1 ? 1.0 + (p - 1.0) / (p * v) : 1.0);
   const int64_t a = *std::max_element(act.begin(), act.end()) / std::max(1, v);
-  c.est_bytes = jc.state_bytes_per_rank + static_cast<int64_t>(inflight * static_cast<double>(a)) +
-                (s.composition && s.composition->fsdp ? *std::max_element(params.begin(), params.end()) : 0);
+  // FSDP under a pipeline: the rank's stages' parameters unsharded, and with torchtitan's runtime
+  // their gradients accumulated unsharded in the reduce dtype (Composition::accumulate_unsharded_grads).
+  const int64_t gathered = s.composition && s.composition->fsdp ? *std::max_element(params.begin(), params.end()) : 0;
+  const int64_t grads = s.composition && s.composition->accumulate_unsharded_grads
+                            ? static_cast<int64_t>(static_cast<double>(gathered) / pdt * rdt)
+                            : 0;
+  c.est_bytes = jc.state_bytes_per_rank + static_cast<int64_t>(inflight * static_cast<double>(a)) + gathered + grads;
   return {};
 }
 

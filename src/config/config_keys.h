@@ -24,6 +24,8 @@ const std::vector<std::string>& megatron_flags();
 /// True when torchtitan defines `dotted` ("parallelism.pipeline_parallel_degree"), directly or
 /// under a "prefix.*" entry; for a table (`is_table`), also when it is a prefix of a defined key.
 bool is_torchtitan_key(const std::string& dotted, bool is_table = false);
+/// Whether some torchtitan key lies below the table `dotted` ("quantize.linear.float8" has its options).
+bool torchtitan_table_has_keys(const std::string& dotted);
 bool is_deepspeed_key(const std::string& name);
 bool is_megatron_flag(const std::string& flag);
 

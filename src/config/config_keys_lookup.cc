@@ -37,6 +37,13 @@ bool is_torchtitan_key(const std::string& dotted, bool is_table) {
   return false;
 }
 
+bool torchtitan_table_has_keys(const std::string& dotted) {
+  const auto& keys = torchtitan_set();
+  const std::string prefix = dotted + ".";
+  auto it = keys.lower_bound(prefix);
+  return it != keys.end() && it->compare(0, prefix.size(), prefix) == 0;
+}
+
 bool is_deepspeed_key(const std::string& name) { return deepspeed_set().count(name) > 0; }
 
 bool is_megatron_flag(const std::string& flag) { return megatron_set().count(flag) > 0; }

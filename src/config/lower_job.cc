@@ -259,6 +259,19 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   // A GPU without fp8 tensor cores keeps the bf16 rate: torchtitan at its December 2024 commit
   // warns and leaves the model in bf16 (torchtitan/float8.py @9dec370 `_is_sm89_or_later`).
   const bool fsdp_job = job.sharding == Sharding::kFsdp;
+  // TransformerEngine refuses fp8 where the GPU has no fp8 tensor cores, and mxfp8 before
+  // Blackwell (transformer_engine/pytorch/fp8.py, check_fp8_support and check_mxfp8_support).
+  if (job.fp8_linear && job.framework == "megatron" && hw.fp8_flops <= 0) {
+    diags.error(job.loc("fp8"), fmt::format("--fp8-format needs fp8 tensor cores (compute capability 8.9 or later), "
+                                            "which {} does not have: TransformerEngine refuses it at startup",
+                                            hw.name));
+    return false;
+  }
+  if (job.fp8_linear && job.framework == "megatron" && job.fp8_recipe == "mxfp8" && hw.sm > 0 && hw.sm < 100) {
+    diags.error(job.loc("fp8"), fmt::format("--fp8-recipe mxfp8 needs a Blackwell GPU (compute capability 10.0): "
+                                            "TransformerEngine refuses it on {}", hw.name));
+    return false;
+  }
   if (job.fp8_linear && hw.fp8_flops <= 0) {
     jc.notes.push_back(fmt::format("fp8 linear layers ({}) on {}, which has no fp8 tensor cores (they start at SM 8.9): "
                                    "timed in bf16, as torchtitan leaves the model when it cannot convert it",
@@ -267,18 +280,22 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   } else if (job.fp8_linear) {
     in.fp8_linear = true;
     in.fp8_experts = job.fp8_experts;
-    in.fp8_weights_gathered = job.fp8_weights_gathered && fsdp_job && lay.dp_shard * lay.cp > 1;
+    // torchtitan all-gathers in fp8 only when dp_shard > 1 (parallel_dims.dp_shard_enabled,
+    // torchtitan/float8.py @9dec370); Megatron-LM's --fp8-param-gather with FSDP likewise.
+    in.fp8_weights_gathered = job.fp8_weights_gathered && fsdp_job && lay.dp_shard > 1;
     jc.notes.push_back(fmt::format(
         "fp8 linear layers: the blocks' GEMMs at {}'s fp8 rate ({:.0f} TFLOP/s dense) with the casts that feed them "
-        "{} ({}); the attention core{} and the output projection stay in bf16{}{}",
+        "{} ({}); the attention core{} and the output projection stay in {}{}{}",
         hw.name, hw.fp8_flops / 1e12, in.fused_elementwise ? "fused into one pass each" : "as separate kernels",
         in.fp8_weights_gathered ? "the weights all-gathered in fp8" : "the weights cast every microbatch",
-        m.moe && !job.fp8_experts ? ", the routed experts" : "",
+        m.moe && !job.fp8_experts ? ", the routed experts" : "", job.param_dtype,
         job.fp8_recipe == "tensorwise" || job.fp8_recipe == "delayed"
             ? ""
             : fmt::format("; the {} recipe is timed as tensorwise scaling", job.fp8_recipe),
         in.fp8_weights_gathered && lay.pp > 1
             ? "; under a pipeline the all-gather's bytes are counted in the param dtype (not modelled in fp8)"
+        : job.fp8_weights_gathered && !fsdp_job
+            ? "; --fp8-param-gather's fp8 all-gather of the distributed optimizer is not modelled"
             : ""));
   }
   jc.total_params = m.total_params();
@@ -598,6 +615,9 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   p.named = req;
   p.placement = "loop";
   if (!job.schedule_actions.empty() && !use_schedule_actions(job, &p, diags)) return false;
+  // torchtitan's stages run under PyTorch's pipelining runtime, whose FSDP2 backward skips the
+  // gradient sync until each stage's last microbatch (Composition::accumulate_unsharded_grads).
+  const bool accumulate_grads = fsdp && job.framework == "torchtitan";
   for (const StageSum& s : sum) {
     p.costs.f_s.push_back(s.f);
     p.costs.i_s.push_back(s.i);
@@ -614,8 +634,17 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
     p.memory.retained_bytes.push_back(s.retained);
     // Resident besides what the program tracks (params_bytes, or its shard with FSDP).
     const double tracked = fsdp ? static_cast<double>(s.params * pbytes) / shard : static_cast<double>(s.params * pbytes);
+    // With unsharded accumulation the step's gradients live unsharded (the program's "grad"
+    // buffers); torchtitan's zero_grad(set_to_none) at the step's start leaves no sharded
+    // gradient until the reduce-scatter writes it, after the unsharded copy's peak, so the shard
+    // that state_bytes_per_param counts (4/N in fp32, 2/N with bf16 master weights) is left out.
+    const double grad_shard =
+        accumulate_grads ? (job.fp32_master ? 4.0 : 2.0) *
+                               (static_cast<double>(s.params - s.expert_params) / shard +
+                                static_cast<double>(s.expert_params) / expert_dp)
+                         : 0.0;
     p.memory.state_bytes.push_back(
-        std::max<int64_t>(0, static_cast<int64_t>(states(s) - tracked)));
+        std::max<int64_t>(0, static_cast<int64_t>(states(s) - tracked - grad_shard)));
   }
   p.memory.limit_bytes = hw.hbm_bytes;
   p.p2p.latency_s = jc.eff.latency_s;
@@ -627,6 +656,7 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   c.dp_shard = shard;
   c.fsdp = fsdp;
   c.reshard_after_forward = fsdp && job.reshard_after_forward;
+  c.accumulate_unsharded_grads = accumulate_grads;
   c.overlap_comm = job.overlap_comm;
   c.overlap_grad_reduce = job.overlap_grad_reduce;
   c.reduce_scatter_only = job.sharding == Sharding::kZero1 && job.overlap_param_gather;

@@ -458,6 +458,15 @@ class MegatronReader {
       if (auto r = choice(args_.get("--fp8-recipe"), {"tensorwise", "delayed", "mxfp8", "blockwise"})) j.fp8_recipe = *r;
       j.fp8_weights_gathered = args_.has("--fp8-param-gather");
     }
+    // arguments.py (newer Megatron-LM): "--fp4-format and --fp8-format cannot be used simultaneously".
+    if (const ShellFlag* f4 = args_.get("--fp4-format"); f4 && args_.has("--fp8-format"))
+      diags_.error(later(f4->loc, args_.get("--fp8-format")->loc),
+                   "--fp4-format and --fp8-format cannot be used simultaneously (Megatron-LM refuses the pair)");
+    // arguments.py: "--fp8-param-gather only supported with distributed optimizer or torch fsdp2".
+    if (const ShellFlag* g = args_.get("--fp8-param-gather");
+        g && !args_.has("--use-distributed-optimizer") && !args_.has("--use-torch-fsdp2") && !args_.has("--use-megatron-fsdp"))
+      diags_.error(g->loc, "--fp8-param-gather only supported with distributed optimizer or torch fsdp2 (Megatron-LM "
+                           "refuses it without --use-distributed-optimizer or --use-torch-fsdp2)");
   }
 
   /// The store_true flags this reader models take no value: argparse refuses `--bf16 8`

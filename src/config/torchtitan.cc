@@ -62,7 +62,7 @@ const std::map<std::string, std::set<std::string>>& modelled() {
       // fp8 linear layers (read_float8; docs/facts/cost-formulas.md#fp8-linear-layers).
       {"float8",
        {"enable_float8_linear", "enable_fsdp_float8_all_gather", "precompute_float8_dynamic_scale_for_fsdp",
-        "recipe_name"}},
+        "recipe_name", "emulate"}},
   };
   return m;
 }
@@ -176,7 +176,11 @@ class Reader {
         {{"training", "enable_float8_linear"}, {"training", "enable_fp8_linear"}, {"training", "fp8_linear"},
          {"float8", "enable_float8_linear"}},
         {{"training", "enable_fsdp_float8_all_gather"}, {"training", "enable_fsdp_fp8_all_gather"},
-         {"float8", "enable_fsdp_float8_all_gather"}},
+         {"float8", "enable_fsdp_float8_all_gather"}, {"quantize.linear.float8", "enable_fsdp_float8_all_gather"}},
+        {{"training", "precompute_float8_dynamic_scale_for_fsdp"}, {"float8", "precompute_float8_dynamic_scale_for_fsdp"},
+         {"quantize.linear.float8", "precompute_float8_dynamic_scale_for_fsdp"}},
+        {{"float8", "recipe_name"}, {"quantize.linear.float8", "recipe_name"}},
+        {{"float8", "emulate"}, {"quantize.linear.float8", "emulate"}},
     };
     for (const auto& group : kGroups) {
       std::vector<Value> set;
@@ -251,7 +255,7 @@ class Reader {
   void list_unmodelled_quantize(const toml::table& t, const std::string& prefix) {
     static const std::set<std::string> kRead = {"quantize.linear.float8.enable_fsdp_float8_all_gather",
                                                 "quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp",
-                                                "quantize.linear.float8.recipe_name"};
+                                                "quantize.linear.float8.recipe_name", "quantize.linear.float8.emulate"};
     for (auto k = t.begin(); k != t.end(); ++k) {
       const std::string dotted = prefix + "." + std::string(k->first.str());
       if (!is_torchtitan_key(dotted, k->second.is_table())) continue;  // reported by check_defined
@@ -273,11 +277,16 @@ class Reader {
   void read_float8() {
     bool enabled = false;
     for (const char* key : {"enable_float8_linear", "enable_fp8_linear", "fp8_linear"}) read_flag({"training"}, key, "fp8", &enabled);
+    const std::optional<Value> legacy_on = get("float8", "enable_float8_linear");
     read_flag({"float8"}, "enable_float8_linear", "fp8", &enabled);
-    std::string options = "float8";
     if (auto conv = get("model", "converters")) {
+      // The converters torchtitan registers (torchtitan/protocols/model_converter.py's registry):
+      // an unknown name is a KeyError at startup.
+      static const std::vector<std::string> kConverters = {"float8", "mx", "quantize.linear.float8", "quantize.linear.mx",
+                                                           "quantize.grouped_mm.float8", "quantize.grouped_mm.mx"};
       const toml::array* a = conv->node->as_array();
       if (!a) diags_.error(conv->loc, "model.converters must be an array of strings, e.g. [\"float8\"]");
+      std::set<std::string> listed;
       if (a)
         for (const toml::node& n : *a) {
           auto v = n.value_exact<std::string>();
@@ -285,36 +294,70 @@ class Reader {
             diags_.error(conv->loc, "model.converters must be an array of strings, e.g. [\"float8\"]");
             break;
           }
+          if (std::find(kConverters.begin(), kConverters.end(), *v) == kConverters.end()) {
+            const std::string near = closest_match(*v, kConverters);
+            diags_.error(conv->loc, fmt::format("model.converters names \"{}\", which torchtitan does not register{}; "
+                                                "its converters are {}",
+                                                v->substr(0, 64), near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near),
+                                                fmt::format("\"{}\"", fmt::join(kConverters, "\", \""))));
+            break;
+          }
           if (*v == "float8" || *v == "quantize.linear.float8") {
+            if (legacy_on) {
+              diags_.error(conv->loc, fmt::format("model.converters turns float8 on, and float8.enable_float8_linear "
+                                                  "(line {}) sets the same thing under an earlier torchtitan's name; keep "
+                                                  "one", legacy_on->loc.line));
+              break;
+            }
             enabled = true;
-            options = *v == "float8" ? "float8" : "quantize.linear.float8";
             job_.where["fp8"] = conv->loc;
-          } else {
+          } else if (listed.insert(*v).second) {
             job_.unmodelled.emplace_back(fmt::format("model.converters \"{}\"", *v), conv->loc);
           }
         }
     }
-    job_.fp8_linear = enabled;
-    if (!enabled) return;
-    bool gathered = false;
-    read_flag({"training"}, "enable_fsdp_float8_all_gather", "fp8_gather", &gathered);
-    read_flag({"training"}, "enable_fsdp_fp8_all_gather", "fp8_gather", &gathered);
-    read_flag({options.c_str()}, "enable_fsdp_float8_all_gather", "fp8_gather", &gathered);
-    if (auto r = string(get(options, "recipe_name"))) {
+    // The options: [float8] (and [training] before it) or [quantize.linear.float8]; two names of
+    // one option are an error (check_one_name_each), so at most one table states each.
+    bool gathered = false, precompute = false, emulate = false;
+    for (const char* key : {"enable_fsdp_float8_all_gather", "enable_fsdp_fp8_all_gather"})
+      read_flag({"training"}, key, "fp8_gather", &gathered);
+    read_flag({"training"}, "precompute_float8_dynamic_scale_for_fsdp", "fp8_precompute", &precompute);
+    std::optional<Value> recipe_at, gather_at;
+    for (const char* table : {"float8", "quantize.linear.float8"}) {
+      read_flag({table}, "enable_fsdp_float8_all_gather", "fp8_gather", &gathered, gather_at ? nullptr : &gather_at);
+      read_flag({table}, "precompute_float8_dynamic_scale_for_fsdp", "fp8_precompute", &precompute);
+      read_flag({table}, "emulate", "fp8_emulate", &emulate);
+      if (auto v = get(table, "recipe_name")) recipe_at = v;
+    }
+    if (auto r = string(recipe_at)) {
       static const std::vector<std::string> kRecipes = {"tensorwise", "rowwise", "rowwise_with_gw_hp"};
       if (std::find(kRecipes.begin(), kRecipes.end(), *r) == kRecipes.end()) {
         const std::string near = closest_match(*r, kRecipes);
-        diags_.error(get(options, "recipe_name")->loc,
-                     fmt::format("{}.recipe_name = \"{}\" is not a torchao float8 recipe{}; the recipes are "
+        diags_.error(recipe_at->loc,
+                     fmt::format("{} = \"{}\" is not a torchao float8 recipe{}; the recipes are "
                                  "\"tensorwise\", \"rowwise\" and \"rowwise_with_gw_hp\"",
-                                 options, *r, near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near)));
+                                 recipe_at->key, *r, near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near)));
+      } else if (enabled && gathered) {
+        // torchtitan/components/float8.py @069bae28 (where recipe_name came in) asserts it.
+        diags_.error(recipe_at->loc, fmt::format("torchtitan refuses {} together with enable_fsdp_float8_all_gather "
+                                                 "(line {}): \"using `float8_config.enable_fsdp_float8_all_gather` "
+                                                 "together with `float8_config.recipe_name` is not supported\"",
+                                                 recipe_at->key, gather_at ? gather_at->loc.line : recipe_at->loc.line));
       } else {
         job_.fp8_recipe = *r;
       }
     }
-    // torchao's float8 all-gather works with tensorwise scaling only.
-    job_.fp8_weights_gathered = gathered && job_.fp8_recipe == "tensorwise";
+    if (enabled && emulate) {
+      // torchao emulates the fp8 GEMMs in high precision: no fp8 rate (and slower than bf16,
+      // which is not modelled).
+      job_.unmodelled.emplace_back("float8.emulate (emulated fp8 GEMMs: timed as bf16)", job_.loc("fp8_emulate"));
+      enabled = false;
+    }
+    job_.fp8_linear = enabled;
+    // FSDP2's float8 all-gather needs tensorwise scaling; torchtitan applies it only when dp_shard > 1.
+    job_.fp8_weights_gathered = enabled && gathered && job_.fp8_recipe == "tensorwise";
   }
+
 
   void check_defined(const toml::table& t, const std::string& prefix) {
     for (auto it = t.begin(); it != t.end(); ++it) {
@@ -338,7 +381,10 @@ class Reader {
                                  near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near)));
         continue;
       }
-      if (table && !is_torchtitan_key(dotted)) check_defined(*it->second.as_table(), dotted + ".");
+      // A table's keys are checked too, also where its name is a key as well
+      // ("quantize.linear.float8" is both a converter name and the table of its options).
+      if (table && (!is_torchtitan_key(dotted) || torchtitan_table_has_keys(dotted)))
+        check_defined(*it->second.as_table(), dotted + ".");
     }
   }
 

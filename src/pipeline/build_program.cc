@@ -759,11 +759,16 @@ class Builder {
         } else {
           for (int part = 0; part < op.num_actions; ++part) add_memory(id, op.actions[part]);
         }
-        for (int part = 0; part < op.num_actions; ++part) use_params(id, op.actions[part]);
+        for (int part = 0; part < op.num_actions; ++part) {
+          use_params(id, op.actions[part]);
+          accumulate_grads(id, op.actions[part]);
+        }
       } else if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) {
         wire_p2p(id, op.actions[0]);
       } else if (op.kind == OpKind::kCollective && op.collective == CollectiveKind::kAllToAll) {
         wire_all_to_all(id);
+      } else if (op.kind == OpKind::kCollective && op.actions[0].kind == ActionKind::kReduceGrad) {
+        release_grads(id, op.actions[0]);
       } else if (op.kind == OpKind::kMarker && op.num_actions == 0) {
         if (auto it = pending_free_.find(id); it != pending_free_.end()) p.add_mem(id, it->second);
       } else if (op.kind == OpKind::kMarker || (op.kind == OpKind::kCollective && op.actions[0].kind == ActionKind::kUnshard &&
@@ -971,6 +976,42 @@ class Builder {
     }
   }
 
+  /// Composition::accumulate_unsharded_grads: the first backward (B, I or W) of an FSDP-managed
+  /// stage on this replica allocates the stage's unsharded gradients in the reduce dtype, at its
+  /// start (the backward's own transients are live beside the units' gradients it has already
+  /// produced); they live until the stage's REDUCE_GRAD (release_grads).
+  void accumulate_grads(OpId id, const Action& a) {
+    if (!comp_ || !comp_->fsdp || !comp_->accumulate_unsharded_grads) return;
+    if (a.kind != ActionKind::kB && a.kind != ActionKind::kI && a.kind != ActionKind::kW) return;
+    if (a.stage < 0 || a.stage >= spec_.stages || !fsdp_stage_[a.stage]) return;
+    const size_t s = static_cast<size_t>(a.stage);
+    const size_t slot = static_cast<size_t>(cur_) * spec_.stages + s;
+    if (live_grads_.empty()) live_grads_.assign(static_cast<size_t>(spec_.stages) * dp_, -1);
+    if (live_grads_[slot] >= 0) return;
+    const int64_t params = s < spec_.memory.params_bytes.size() ? spec_.memory.params_bytes[s] : 0;
+    const int64_t bytes =
+        static_cast<int64_t>(static_cast<double>(params) / comp_->param_dtype_bytes * comp_->reduce_dtype_bytes);
+    if (bytes <= 0) return;
+    Program& p = out_.program;
+    live_grads_[slot] = static_cast<int32_t>(p.buffers.size());
+    Buffer b{p.ops[id].rank, a.stage, -1, "grad", bytes};
+    b.name = p.add_name(fmt::format("unsharded grads stage {}", a.stage));
+    p.buffers.push_back(b);
+    p.add_mem(id, MemEffect{live_grads_[slot], bytes, false});
+  }
+
+  /// The stage's first reduction of REDUCE_GRAD frees the unsharded gradients when it ends (FSDP2
+  /// copies them into the reduce-scatter input, which lives until the collective completes).
+  void release_grads(OpId id, const Action& a) {
+    if (live_grads_.empty() || a.stage < 0 || a.stage >= spec_.stages) return;
+    const size_t slot = static_cast<size_t>(cur_) * spec_.stages + a.stage;
+    int32_t& live = live_grads_[slot];
+    if (live < 0) return;
+    Program& p = out_.program;
+    p.add_mem(id, MemEffect{live, -p.buffers[live].bytes, true});
+    live = -1;
+  }
+
   /// A compute action of an FSDP-managed stage reads its live unsharded parameters.
   void use_params(OpId id, const Action& a) {
     if (a.stage < 0 || a.stage >= spec_.stages || !fsdp_stage_[a.stage]) return;
@@ -1027,6 +1068,7 @@ class Builder {
   std::vector<uint8_t> fsdp_stage_;     ///< per stage: 1 when some rank UNSHARDs it
   std::vector<int32_t> live_params_;    ///< per (replica, stage): its live "param" buffer, or -1
   std::vector<OpId> live_gather_;       ///< per (replica, stage): its last UNSHARD op
+  std::vector<int32_t> live_grads_;     ///< per (replica, stage): its live unsharded "grad" buffer, or -1
   std::unordered_map<size_t, int> gathers_;  ///< per (replica, stage): UNSHARDs so far
   std::unordered_map<int32_t, OpId> last_backward_;  ///< per stage: its latest I/B/W op on the rank being created
   std::vector<OpId> pending_group_;     ///< a batched group being created

@@ -144,6 +144,16 @@ struct Composition {
   /// when the collectives queued on its communicator's NCCL stream at the time of the free have
   /// finished (the caching allocator's record_stream rule; pytorch#147168, torchtitan#735).
   bool record_stream = false;
+  /// Gradients accumulated unsharded across the step's microbatches (PyTorch's pipelining
+  /// runtime with FSDP2): each stage's backward runs with requires_gradient_sync(False) and
+  /// reshard_after_backward(False) until its last microbatch, whose post-backward reduce-scatters
+  /// once (PipelineStage.backward_maybe_with_nosync); FSDP2 upcasts each unsharded gradient to
+  /// the reduce dtype and sums into it (FSDPParam.to_accumulated_grad_if_needed,
+  /// accumulate_unsharded_grad_if_needed). So every stage holds params / param_dtype_bytes ×
+  /// reduce_dtype_bytes bytes from its first backward to its REDUCE_GRAD
+  /// (docs/facts/composed-runtime.md#unsharded-gradient-accumulation). False: the gradients of
+  /// each microbatch are reduced as they are produced (nothing unsharded is held).
+  bool accumulate_unsharded_grads = false;
   /// Expert parallelism (mesh.ep; 1 = none): EP groups of `ep` consecutive shard ranks of one
   /// pipeline rank and replica (torchtitan borrows EP from dp_shard).
   int32_t ep = 1;
