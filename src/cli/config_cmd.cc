@@ -62,14 +62,15 @@ std::string recompute_name(const TrainingJob& j) {
   return "";
 }
 
-/// How far predictions of `framework`'s configs lay from published runs (docs/fidelity.md), for
-/// the text beside a prediction.
+/// How far predictions of `framework`'s configs lay from published runs (docs/fidelity.md): the
+/// held-out band (leave-one-source-out), for the text beside a prediction.
 std::string fidelity_text(const std::string& framework) {
   const model::FidelityBand* b = model::fidelity_band(framework.c_str());
   if (!b)
     return fmt::format("no published {} run is checked yet: this prediction has no measured error band", framework);
-  std::string text = fmt::format("the throughput predicted for {} published {} runs lies {:+.1f} % to {:+.1f} % from "
-                                 "the published figure (docs/fidelity.md)",
+  std::string text = fmt::format("the throughput predicted for {} published {} runs, each with the parameters "
+                                 "fitted without its source, lies {:+.1f} % to {:+.1f} % from the published figure "
+                                 "(docs/fidelity.md)",
                                  b->runs, framework, b->min_error_pct, b->max_error_pct);
   if (b->memory_runs > 0)
     text += fmt::format("; the memory reserved, for the {} that publish it, {:+.1f} % to {:+.1f} %", b->memory_runs,
