@@ -100,3 +100,50 @@ TEST_CASE("a config names the attention kernel its framework calls", "[config][a
       "' --gpus 64 --hardware a100-80gb");
   CHECK(a.out.find("attention core at") == std::string::npos);
 }
+
+TEST_CASE("materialised attention: all the FLOPs at the GEMMs' rate, the scores through HBM, 5 bytes per score kept",
+          "[model][attention]") {
+  // Megatron-LM's 2021 GPT 1.7B block (h 2304, 24 heads, s 2048, 16 sequences) on A100.
+  CostInputs in;
+  in.model = *model_preset("llama3-8b");
+  in.model.dim = 2304;
+  in.model.heads = in.model.kv_heads = 24;
+  in.model.head_dim = 96;
+  in.model.ffn = 4 * 2304;
+  in.model.gated_mlp = false;
+  in.hardware = *hardware_preset("a100-80gb");
+  in.eff.compute = in.hardware.efficiency;
+  in.seq_len = 2048;
+  in.microbatch_sequences = 16;
+  in.attention_kernel = AttentionKernel::kMaterialized;
+  const LayerCost c = layer_cost(in, 0);
+  CostInputs flash = in;
+  flash.attention_kernel = AttentionKernel::kGemmRate;
+  const LayerCost f = layer_cost(flash, 0);
+  const double tokens = 16.0 * 2048;
+  const double attn = tokens * in.model.layer_attention_flops_per_token(2048);
+  const double rate = in.hardware.peak_flops * in.eff.compute;
+  const double scores = 16.0 * 24 * 2048 * 2048;
+  // No causal skipping: the whole matrix at the GEMMs' rate, plus 13 bytes per score forward.
+  CHECK(c.attention_s == Approx(attn / rate + hbm_time_s(in.hardware.hbm_bw, 2 * scores, 6.5)));
+  CHECK(f.attention_s == Approx(attn / 2 / rate));
+  CHECK(c.input_grad_s - f.input_grad_s ==
+        Approx(2 * attn / rate + hbm_time_s(in.hardware.hbm_bw, 2 * scores, 9.5) - attn / rate));
+  // The softmax output and dropout mask stay for the backward (Korthikanti et al. 2022's 5as/h).
+  CHECK(std::abs(static_cast<double>(c.activation_bytes - f.activation_bytes) - 5 * scores) <= 1);
+}
+
+TEST_CASE("Megatron-LM's --transformer-impl local without --use-flash-attn materialises the attention scores",
+          "[config][attention]") {
+  const std::string path = test::source_path("specs/reference/published/megatron-sc21-gpt-1.7b-a100x32.sh");
+  const auto r = test::run_schedcheck("verify '" + path + "' --hardware a100-80gb");
+  INFO(r.out);
+  CHECK(r.out.find("attention materialises its scores") != std::string::npos);
+  std::string text = test::read_file(path);
+  const size_t at = text.find("    --transformer-impl local\n");
+  REQUIRE(at != std::string::npos);
+  text.insert(at, "    --use-flash-attn\n");
+  const auto fa = test::run_schedcheck(
+      "verify '" + test::write_temp("schedcheck-attention-test", "flash.sh", text) + "' --hardware a100-80gb");
+  CHECK(fa.out.find("attention materialises its scores") == std::string::npos);
+}

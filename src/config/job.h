@@ -99,6 +99,10 @@ struct TrainingJob {
   /// The scaling recipe as the config names it ("tensorwise", "rowwise", "delayed", ...): every
   /// recipe is timed as tensorwise dynamic scaling; a note says so for the others.
   std::string fp8_recipe = "tensorwise";
+  /// The attention kernel the framework runs when the config names one (Megatron-LM
+  /// `--transformer-impl local` without `--use-flash-attn`: materialised); nullopt: the
+  /// framework's default (lower_job).
+  std::optional<model::AttentionKernel> attention_kernel;
   /// Key/value groups fewer than the TP ranks are replicated, one whole group per rank, when
   /// the TP degree is a multiple of them (Megatron-LM: megatron/core/transformer/attention.py
   /// @d98e8a64). False: the TP degree must divide them (torchtitan splits wk and wv by rows).

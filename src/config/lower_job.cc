@@ -248,7 +248,12 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   // cuDNN's fused attention on Hopper (transformer_engine/pytorch/attention.py,
   // get_attention_backend: "give FusedAttention preference on Hopper+").
   in.attention_kernel = job.framework == "megatron" ? model::AttentionKernel::kCudnn : model::AttentionKernel::kFlash2;
-  if (hw.sm == 90)
+  if (job.attention_kernel) in.attention_kernel = *job.attention_kernel;
+  if (in.attention_kernel == model::AttentionKernel::kMaterialized)
+    jc.notes.push_back("attention materialises its scores (Megatron-LM's local DotProductAttention without "
+                       "--use-flash-attn): the whole s×s matrix at the GEMMs' rate, its softmax and dropout through "
+                       "HBM, 5 bytes per score kept for the backward");
+  else if (hw.sm == 90)
     jc.notes.push_back(fmt::format("attention core at {}'s measured rate on Hopper (FlashAttention-3 paper figures, "
                                    "scaled to {}'s GEMM efficiency), not the GEMMs'",
                                    in.attention_kernel == model::AttentionKernel::kCudnn

@@ -273,6 +273,11 @@ class MegatronReader {
     // TransformerEngine's fused norms; docs/facts/cost-formulas.md#elementwise-ops).
     j.fused_elementwise = true;
     j.kv_groups_replicate = true;
+    // --transformer-impl local runs Megatron-LM's own DotProductAttention, which materialises the
+    // scores unless --use-flash-attn (arguments.py; megatron/core/models/gpt/gpt_layer_specs.py).
+    if (auto ti = choice(args_.get("--transformer-impl"), {"local", "transformer_engine", "inference_optimized"});
+        ti && *ti == "local" && !args_.has("--use-flash-attn"))
+      j.attention_kernel = model::AttentionKernel::kMaterialized;
     const ShellFlag* impl = args_.get("--cross-entropy-fusion-impl");
     const std::string impl_name = choice(impl, {"native", "te"}).value_or("native");
     // arguments.py @d98e8a64 L1697-1702: the TransformerEngine kernel is refused with the fusion.

@@ -378,6 +378,17 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
       }
     }
   }
+  double score_elements = 0;  // materialised attention: heads × s_q × s_kv scores on this rank
+  if (in.attention_kernel == AttentionKernel::kMaterialized && attn > 0) {
+    // The whole s×s matrix, masked after: the counted FLOPs run, at the batched GEMMs' rate,
+    // and the scores stream through HBM (kMaterializedBytes).
+    const double heads = m.mla ? static_cast<double>(m.heads) : static_cast<double>(m.heads);
+    score_elements = tokens * heads / lay.tp * static_cast<double>(in.seq_len);
+    const double e = in.activation_element_bytes / 2.0;  // the byte counts are for 16-bit scores
+    const double one = 2 * e * score_elements;           // one pass over the scores
+    attn_f_s = attn / rate + hbm_time_s(in.hardware.hbm_bw, one, kMaterializedBytes.forward / 2);
+    attn_b_s = 2 * attn / rate + hbm_time_s(in.hardware.hbm_bw, one, kMaterializedBytes.backward / 2);
+  }
   c.attention_s = attn_f_s;
   // Memory-bound elementwise ops at the HBM bandwidth, in the activation width; split over the
   // TP ranks (the h-wide ones by sequence parallelism, the others by the column split; without
@@ -410,7 +421,9 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
                                                                 : h * (10 + (8 + 4 * f_over_h) / lay.tp);
   // Table 2 counts 16-bit activations; fp32 compute stores every one of them at 4 bytes.
   const double width = in.activation_element_bytes / 2.0;
-  c.activation_bytes = static_cast<int64_t>(tokens * per_token * width);
+  // Materialised attention keeps its softmax output and dropout mask: 5 bytes per score
+  // (Korthikanti et al. 2022, Table 2's 5as/h term, which FlashAttention removes).
+  c.activation_bytes = static_cast<int64_t>(tokens * per_token * width + 5 * width * score_elements);
   const int64_t input = static_cast<int64_t>(tokens * h * 2 * width / (lay.sequence_parallel ? lay.tp : 1));
   c.input_bytes = input;
   switch (in.recompute) {

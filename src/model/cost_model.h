@@ -113,7 +113,27 @@ enum class AttentionKernel {
   kGemmRate,  ///< timed at the GEMMs' rate, its backward at twice the forward's FLOPs (no published kernel figures)
   kFlash2,    ///< FlashAttention-2: PyTorch SDPA's flash backend, which SDPA picks on H100 (pytorch/pytorch#142132)
   kCudnn,     ///< cuDNN fused attention: TransformerEngine's FusedAttention, preferred on Hopper
+  /// Unfused attention that materialises the scores (Megatron-LM's own DotProductAttention,
+  /// `--transformer-impl local` without `--use-flash-attn`, and every Megatron-LM before
+  /// FlashAttention): QK^T and AV as batched GEMMs over the whole s×s matrix, the causal mask
+  /// applied after (no FLOPs skipped), and the scores streamed through HBM by the softmax and
+  /// dropout kernels (kMaterializedBytes); their softmax output and dropout mask are kept for the
+  /// backward (5 bytes per score, Korthikanti et al. 2022's 5as/h).
+  kMaterialized,
 };
+
+/// HBM bytes per attention score (one element of the heads × s × s matrix, 16-bit) that the
+/// materialised attention's kernels move, forward and backward [derived op by op from
+/// megatron/core/transformer/dot_product_attention.py: baddbmm writes the scores (2), the fused
+/// scale-mask-softmax reads and writes them (4), dropout reads them and writes its output and
+/// mask (5), the AV bmm reads the probabilities (2); backward: the AV bmm's gradients read the
+/// probabilities and write their gradient (4), dropout's backward reads it and the mask and
+/// writes (5), softmax's reads its output and the gradient and writes (6), the QK^T gradients
+/// read the score gradient twice (4)]. docs/facts/cost-formulas.md#attention-kernels.
+struct MaterializedBytes {
+  double forward = 13, backward = 19;
+};
+inline constexpr MaterializedBytes kMaterializedBytes{};
 
 /// Achieved FLOP/s of one call of `kernel` on `hw` at `seq` query and key tokens, head dimension
 /// 128, forward or backward, causal or not, counted as FlashAttention's benchmarks count FLOPs:

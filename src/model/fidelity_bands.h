@@ -22,7 +22,7 @@ struct FidelityBand {
 };
 
 inline constexpr FidelityBand kFidelityBands[] = {
-    {"megatron", 9, -14.7, 6.7, 0, 0.0, 0.0},
+    {"megatron", 19, -14.7, 6.7, 0, 0.0, 0.0},
     {"torchtitan", 23, -16.3, 23.6, 14, -30.4, 2.1},
 };
 
