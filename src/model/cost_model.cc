@@ -372,18 +372,13 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
       const double causal_share = in.causal_attention ? 1.0 / lay.cp : 0.0;
       attn_f_s = attn_run * (causal_share / r(true, false) + (1 - causal_share) / r(false, false));
       attn_b_s = 2.5 * attn_run * (causal_share / r(true, true) + (1 - causal_share) / r(false, true));
-      if (!in.causal_attention) {
-        attn_f_s = attn_run / r(false, false);
-        attn_b_s = 2.5 * attn_run / r(false, true);
-      }
     }
   }
   double score_elements = 0;  // materialised attention: heads × s_q × s_kv scores on this rank
   if (in.attention_kernel == AttentionKernel::kMaterialized && attn > 0) {
     // The whole s×s matrix, masked after: the counted FLOPs run, at the batched GEMMs' rate,
     // and the scores stream through HBM (kMaterializedBytes).
-    const double heads = m.mla ? static_cast<double>(m.heads) : static_cast<double>(m.heads);
-    score_elements = tokens * heads / lay.tp * static_cast<double>(in.seq_len);
+    score_elements = tokens * static_cast<double>(m.heads) / lay.tp * static_cast<double>(in.seq_len);
     const double e = in.activation_element_bytes / 2.0;  // the byte counts are for 16-bit scores
     const double one = 2 * e * score_elements;           // one pass over the scores
     attn_f_s = attn / rate + hbm_time_s(in.hardware.hbm_bw, one, kMaterializedBytes.forward / 2);
