@@ -23,25 +23,20 @@ const std::set<std::string>& megatron_set() {
 
 }  // namespace
 
+bool torchtitan_table_has_keys(const std::string& dotted) {
+  const auto& keys = torchtitan_set();
+  const std::string prefix = dotted + ".";
+  auto it = keys.lower_bound(prefix);
+  return it != keys.end() && it->compare(0, prefix.size(), prefix) == 0;
+}
+
 bool is_torchtitan_key(const std::string& dotted, bool is_table) {
   const auto& keys = torchtitan_set();
   if (keys.count(dotted)) return true;
   // "a.b.*" admits everything below a.b.
   for (size_t dot = dotted.find('.'); dot != std::string::npos; dot = dotted.find('.', dot + 1))
     if (keys.count(dotted.substr(0, dot) + ".*")) return true;
-  if (is_table) {
-    const std::string prefix = dotted + ".";
-    auto it = keys.lower_bound(prefix);
-    return it != keys.end() && it->compare(0, prefix.size(), prefix) == 0;
-  }
-  return false;
-}
-
-bool torchtitan_table_has_keys(const std::string& dotted) {
-  const auto& keys = torchtitan_set();
-  const std::string prefix = dotted + ".";
-  auto it = keys.lower_bound(prefix);
-  return it != keys.end() && it->compare(0, prefix.size(), prefix) == 0;
+  return is_table && torchtitan_table_has_keys(dotted);
 }
 
 bool is_deepspeed_key(const std::string& name) { return deepspeed_set().count(name) > 0; }

@@ -259,7 +259,7 @@ class Reader {
     for (auto k = t.begin(); k != t.end(); ++k) {
       const std::string dotted = prefix + "." + std::string(k->first.str());
       if (!is_torchtitan_key(dotted, k->second.is_table())) continue;  // reported by check_defined
-      if (const toml::table* sub = k->second.as_table(); sub && dotted != "quantize.linear.float8.filter_fqns")
+      if (const toml::table* sub = k->second.as_table())
         list_unmodelled_quantize(*sub, dotted);
       else if (!kRead.count(dotted))
         job_.unmodelled.emplace_back(dotted, at(k->first.source().begin));
@@ -285,15 +285,12 @@ class Reader {
       static const std::vector<std::string> kConverters = {"float8", "mx", "quantize.linear.float8", "quantize.linear.mx",
                                                            "quantize.grouped_mm.float8", "quantize.grouped_mm.mx"};
       const toml::array* a = conv->node->as_array();
-      if (!a) diags_.error(conv->loc, "model.converters must be an array of strings, e.g. [\"float8\"]");
+      const bool strings = a && (a->empty() || a->is_homogeneous(toml::node_type::string));
+      if (!strings) diags_.error(conv->loc, "model.converters must be an array of strings, e.g. [\"float8\"]");
       std::set<std::string> listed;
-      if (a)
+      if (strings)
         for (const toml::node& n : *a) {
-          auto v = n.value_exact<std::string>();
-          if (!v) {
-            diags_.error(conv->loc, "model.converters must be an array of strings, e.g. [\"float8\"]");
-            break;
-          }
+          const std::optional<std::string> v = n.value_exact<std::string>();
           if (std::find(kConverters.begin(), kConverters.end(), *v) == kConverters.end()) {
             const std::string near = closest_match(*v, kConverters);
             diags_.error(conv->loc, fmt::format("model.converters names \"{}\", which torchtitan does not register{}; "
@@ -318,6 +315,8 @@ class Reader {
     }
     // The options: [float8] (and [training] before it) or [quantize.linear.float8]; two names of
     // one option are an error (check_one_name_each), so at most one table states each.
+    // precompute_float8_dynamic_scale_for_fsdp (one all-reduce of the amaxes per step) is read
+    // for its type only: its time is not modelled.
     bool gathered = false, precompute = false, emulate = false;
     for (const char* key : {"enable_fsdp_float8_all_gather", "enable_fsdp_fp8_all_gather"})
       read_flag({"training"}, key, "fp8_gather", &gathered);
@@ -357,7 +356,6 @@ class Reader {
     // FSDP2's float8 all-gather needs tensorwise scaling; torchtitan applies it only when dp_shard > 1.
     job_.fp8_weights_gathered = enabled && gathered && job_.fp8_recipe == "tensorwise";
   }
-
 
   void check_defined(const toml::table& t, const std::string& prefix) {
     for (auto it = t.begin(); it != t.end(); ++it) {

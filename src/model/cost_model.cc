@@ -367,7 +367,7 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
     auto r = [&](bool causal, bool backward) {
       return attention_kernel_flops(in.hardware, eff, in.attention_kernel, len, causal, backward);
     };
-    if (r(in.causal_attention, false) > 0 && r(false, false) > 0 && attn_run > 0) {
+    if (r(false, false) > 0 && attn_run > 0) {  // the kernel has figures for this GPU
       // Under CP one of the cp calls per pass is causal (the diagonal), the others unmasked.
       const double causal_share = in.causal_attention ? 1.0 / lay.cp : 0.0;
       attn_f_s = attn_run * (causal_share / r(true, false) + (1 - causal_share) / r(false, false));
