@@ -165,6 +165,71 @@ TEST_CASE("a boundary with two tensors sent and two received holds", "[check][ch
   CHECK(verify(named, {}).findings.empty());
 }
 
+TEST_CASE("a skip connection from stage 0 to stage 2 and its gradient back hold, each on its own channel",
+          "[check][channel]") {
+  PipelineSpec s = spec_of(3, 3, 1,
+                           {"0F0 0SEND_F0 0SEND_F0>2 0RECV_B0<2 0RECV_B0 0B0", "1RECV_F0 1F0 1SEND_F0 1RECV_B0 1B0 1SEND_B0",
+                            "2RECV_F0<0 2RECV_F0 2F0 2B0 2SEND_B0>0 2SEND_B0"});
+  VerifyResult r = verify(s, VerifyOptions{Semantics{Semantics::kRendezvous, 0}});
+  INFO((r.findings.empty() ? std::string() : r.findings[0].message));
+  CHECK(r.findings.empty());
+  CHECK(r.exit_code == 0);
+  const Program& p = r.program;
+  // 2F0 waits for both receives, 0B0 for both gradient receives.
+  auto op_of = [&](const std::string& label) {
+    for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id)
+      if (p.label(id) == label) return id;
+    return kNoOp;
+  };
+  auto waits_for = [&](OpId consumer, OpId producer) {
+    for (const Dep* d = p.deps_begin(consumer); d != p.deps_end(consumer); ++d)
+      if (d->src == producer) return true;
+    return false;
+  };
+  REQUIRE(op_of("2F0") != kNoOp);
+  CHECK(waits_for(op_of("2F0"), op_of("2RECV_F0<0")));
+  CHECK(waits_for(op_of("2F0"), op_of("2RECV_F0")));
+  CHECK(waits_for(op_of("0B0"), op_of("0RECV_B0<2")));
+  CHECK(waits_for(op_of("0B0"), op_of("0RECV_B0")));
+  CHECK(p.ops[op_of("0SEND_F0>2")].peer() == 2);
+  CHECK(p.ops[op_of("2SEND_B0>0")].peer() == 0);
+}
+
+TEST_CASE("a skip connection's receive listed after the compute it feeds is a causality finding, an unreceived one a "
+          "channel finding",
+          "[check][channel]") {
+  PipelineSpec late = spec_of(3, 3, 1,
+                              {"0F0 0SEND_F0 0SEND_F0>2 0RECV_B0 0B0", "1RECV_F0 1F0 1SEND_F0 1RECV_B0 1B0 1SEND_B0",
+                               "2RECV_F0 2F0 2RECV_F0<0 2B0 2SEND_B0"});
+  VerifyResult r = verify(late, {});
+  auto c = of_kind(r, FindingKind::kCausality);
+  REQUIRE(c.size() == 1);
+  CHECK(c[0]->message == "2F0 on rank 2 runs before 2RECV_F0<0 delivers its skip-connection input");
+  CHECK(c[0]->ops == std::vector<std::string>{"2F0", "2RECV_F0<0"});
+
+  PipelineSpec lost = spec_of(3, 3, 1,
+                              {"0F0 0SEND_F0 0SEND_F0>2 0RECV_B0 0B0", "1RECV_F0 1F0 1SEND_F0 1RECV_B0 1B0 1SEND_B0",
+                               "2RECV_F0 2F0 2B0 2SEND_B0"});
+  r = verify(lost, VerifyOptions{Semantics{Semantics::kEager, 0}});
+  auto ch = of_kind(r, FindingKind::kChannel);
+  REQUIRE(ch.size() == 1);
+  CHECK(ch[0]->message == "channel rank 0 -> rank 2: 1 sends but 0 receives; 1 unmatched send(s) are never received");
+  REQUIRE(ch[0]->details.size() == 1);
+  CHECK(has(ch[0]->details[0], "activations of microbatch 0 from stage 0 to stage 2"));
+}
+
+TEST_CASE("a skip connection out of range or written twice is a structure finding", "[check][structure]") {
+  PipelineSpec s = spec_of(3, 3, 1,
+                           {"0F0 0SEND_F0 0SEND_F0>5 0SEND_F0>2 0SEND_F0>2 0RECV_B0 0B0",
+                            "1RECV_F0 1F0 1SEND_F0 1RECV_B0 1B0 1SEND_B0", "2RECV_F0<0 2RECV_F0 2F0 2B0 2SEND_B0"});
+  VerifyResult r = verify(s, {});
+  auto st = of_kind(r, FindingKind::kStructure);
+  REQUIRE(st.size() == 2);
+  CHECK(st[0]->message == "ids out of range: 0SEND_F0>5");
+  CHECK(st[1]->message == "actions given more than once: 0SEND_F0>2");
+  CHECK(r.exit_code != 0);
+}
+
 TEST_CASE("named tensors received in another order are a channel mismatch", "[check][channel]") {
   PipelineSpec s = spec_of(2, 2, 1, {"0F0 0SEND_F0[act,mask] 0RECV_B0 0B0", "1RECV_F0[mask,act] 1F0 1B0 1SEND_B0"});
   VerifyResult r = verify(s, {});

@@ -128,6 +128,50 @@ TEST_CASE("pytorch PR #126419: 1F1B coalescing on one side only deadlocks, coale
   check_engines_agree(good);
 }
 
+TEST_CASE("pytorch/PiPPy#969: a skip connection with each stage's sends and receives batched across peers deadlocks, "
+          "one batch per peer holds",
+          "[semantics][deadlock]") {
+  VerifyResult bad = run("examples/pippy-skip-connection-hang.yaml", "rendezvous");
+  REQUIRE(bad.exit_code == 11);
+  REQUIRE_FALSE(bad.findings.empty());
+  const Finding& f = bad.findings[0];
+  INFO(f.message);
+  CHECK(f.kind == FindingKind::kDeadlock);
+  CHECK(f.message.find("wait-for cycle") != std::string::npos);
+  // Stage 2's group of receives (the culprit: from stages 0 and 1 at once) waits for 1SEND_F0,
+  // which rank 1 posts after its forward, whose receive completes only with rank 0's group,
+  // joined through 0SEND_F0>2 to stage 2's group.
+  CHECK(f.ranks == std::vector<int32_t>{1, 2});
+  CHECK(f.ops == std::vector<std::string>{"1RECV_F0", "2RECV_F0"});
+  CHECK(has_detail(f, "rank 2 (comm stream) is stuck at 2RECV_F0 ("));
+  CHECK(has_detail(f, "waits for 1SEND_F0 on rank 1 to send"));
+  CHECK(has_detail(f, "rank 1 (comm stream) is stuck at 1RECV_F0 ("));
+  CHECK(has_detail(f, "completes only together with 2RECV_F0 on rank 2 (NCCL completes a batch group as one"));
+  CHECK(has_detail(f, "also stuck: rank 0 (comm stream) at 0SEND_F0 ("));
+  check_engines_agree(bad);
+  // Each member on its own (NCCL with a channel per peer) lets the pipeline run.
+  VerifyResult loose = run("examples/pippy-skip-connection-hang.yaml", "rendezvous:independent");
+  CHECK(loose.exit_code == 0);
+  check_engines_agree(loose);
+
+  VerifyResult good = run("examples/pippy-skip-connection-fixed.yaml", "rendezvous");
+  INFO((good.findings.empty() ? std::string() : good.findings[0].message));
+  CHECK(good.exit_code == 0);
+  CHECK(good.findings.empty());
+  check_engines_agree(good);
+  // The skip messages travel on their own channel, rank 0 -> rank 2, one per microbatch.
+  bool found = false;
+  for (const Channel& ch : good.program.channels)
+    if (ch.src == 0 && ch.dst == 2) {
+      found = true;
+      CHECK(ch.sends.size() == 2);
+      CHECK(ch.recvs.size() == 2);
+      CHECK(good.program.label(ch.sends[1]) == "0SEND_F1>2");
+      CHECK(good.program.label(ch.recvs[1]) == "2RECV_F1<0");
+    }
+  CHECK(found);
+}
+
 TEST_CASE("a group on one channel completes member by member, a group on two as one", "[semantics]") {
   // Rank 0 groups two sends to rank 1; rank 1 receives them one call at a time. NCCL moves one
   // peer's sends in order, so the first send never waits behind the second: this holds under

@@ -436,6 +436,57 @@ TEST_CASE("a SEND or RECV carries a count or a list of named tensors and a malfo
         "t.yaml:6:31: error: rank 0: '1RECV_B0x0': a tensor count is 1 to 64, got 0");
 }
 
+TEST_CASE("a SEND or RECV names a stage other than its neighbour after '>' or '<' (a skip connection)", "[spec]") {
+  Diagnostics d;
+  auto spec = parse("schedcheck: 1\nranks: 3\n"
+                        "stages: 3\nschedule:\n  actions:\n"
+                        "    0: \"0F0 (0SEND_F0;0SEND_F0x2>2)BATCH 0RECV_B0<2 0RECV_B0 0B0\"\n"
+                        "    1: \"1RECV_F0 1F0 1SEND_F0>2 1RECV_B0 1B0 1SEND_B0<0\"\n"
+                        "    2: \"2RECV_F0 2RECV_F0x2<0 2F0 2B0 2SEND_B0>0 2SEND_B0>1\"\n",
+                    d);
+  // 1SEND_F0>2 and 2SEND_B0>1 name the neighbour: the plain action. 1SEND_B0<0 is an error.
+  REQUIRE_FALSE(spec);
+  CHECK(first_line(d, "") ==
+        "t.yaml:7:54: error: rank 1: '1SEND_B0<0': a send names the stage it sends to after '>', as in 1SEND_B0>0");
+  Diagnostics ok;
+  spec = parse("schedcheck: 1\nranks: 3\n"
+                   "stages: 3\nschedule:\n  actions:\n"
+                   "    0: \"0F0 (0SEND_F0;0SEND_F0x2>2)BATCH 0RECV_B0<2 0RECV_B0 0B0\"\n"
+                   "    1: \"1RECV_F0 1F0 1SEND_F0>2 1RECV_B0 1B0 1SEND_B0\"\n"
+                   "    2: \"2RECV_F0 2RECV_F0x2<0 2F0 2B0 2SEND_B0>0 2SEND_B0>1\"\n",
+               ok);
+  INFO(first_line(ok, ""));
+  REQUIRE(spec);
+  const std::vector<Step>& r0 = spec->actions[0];
+  REQUIRE(r0.size() == 6);  // the BATCH group is two steps
+  CHECK(r0[1].peer_stage == -1);
+  CHECK(r0[2].peer_stage == 2);
+  CHECK(r0[2].tensors == 2);
+  CHECK(r0[3].peer_stage == 2);
+  CHECK(message_peer_stage(r0[3]) == 2);
+  CHECK(message_peer_stage(r0[4]) == 1);
+  CHECK(spec->actions[1][2].peer_stage == -1);  // 1SEND_F0>2 names its neighbour
+  CHECK(spec->actions[2][5].peer_stage == -1);  // so does 2SEND_B0>1
+  // Formatting writes the other stage back only where it is not the neighbour.
+  CHECK(format_steps(r0, " ") == "0F0 (0SEND_F0;0SEND_F0x2>2)BATCH 0RECV_B0<2 0RECV_B0 0B0");
+  CHECK(format_steps(spec->actions[1], " ") == "1RECV_F0 1F0 1SEND_F0 1RECV_B0 1B0 1SEND_B0");
+  CHECK(format_steps(spec->actions[2], " ") == "2RECV_F0 2RECV_F0x2<0 2F0 2B0 2SEND_B0>0 2SEND_B0");
+  // Malformed forms, each located.
+  const std::string head = std::string(kHead) + "stages: 3\nschedule:\n  actions:\n    0: 0F0 ";
+  CHECK(error_of(head + "0SEND_F0>0\n") ==
+        "t.yaml:6:20: error: rank 0: '0SEND_F0>0': SEND_F sends to a stage later than 0 (activations flow from "
+        "earlier stages to later ones)");
+  CHECK(error_of(head + "0RECV_B0<0\n") ==
+        "t.yaml:6:20: error: rank 0: '0RECV_B0<0': RECV_B receives from a stage later than 0 (gradients flow from "
+        "later stages to earlier ones)");
+  CHECK(error_of(head + "0SEND_F0>\n") == "t.yaml:6:20: error: rank 0: '0SEND_F0>': a stage id follows '>'");
+  CHECK(error_of(head + "0SEND_F0>99999999999\n") ==
+        "t.yaml:6:20: error: rank 0: '0SEND_F0>99999999999': stage id after '>' is too large");
+  CHECK(error_of(head + "0F0>2\n") ==
+        "t.yaml:6:15: error: rank 0: '0F0>2': only SEND and RECV actions name another stage ('>' or '<'), not F");
+  CHECK(error_of(head + "0SEND_F0>2x2\n") == "t.yaml:6:22: error: rank 0: '0SEND_F0>2x2': unexpected 'x2' after the action");
+}
+
 TEST_CASE("all errors are collected before the loader gives up", "[spec]") {
   Diagnostics d;
   auto spec = parse("schedcheck: 1\nranks: 2\nmicrobatches: 1\nstages: 2\n"

@@ -30,11 +30,12 @@ Message message_of(const Program& p, OpId id) {
   const Action& a = p.ops[id].actions[0];
   Message m;
   m.microbatch = a.microbatch;
+  const int32_t peer = p.ops[id].peer_stage();  // the neighbour, or the stage a skip names
   switch (a.kind) {
-    case ActionKind::kSendF: m = {true, a.stage, a.stage + 1, a.microbatch, {}}; break;
-    case ActionKind::kRecvF: m = {true, a.stage - 1, a.stage, a.microbatch, {}}; break;
-    case ActionKind::kSendB: m = {false, a.stage, a.stage - 1, a.microbatch, {}}; break;
-    case ActionKind::kRecvB: m = {false, a.stage + 1, a.stage, a.microbatch, {}}; break;
+    case ActionKind::kSendF: m = {true, a.stage, peer, a.microbatch, {}}; break;
+    case ActionKind::kRecvF: m = {true, peer, a.stage, a.microbatch, {}}; break;
+    case ActionKind::kSendB: m = {false, a.stage, peer, a.microbatch, {}}; break;
+    case ActionKind::kRecvB: m = {false, peer, a.stage, a.microbatch, {}}; break;
     default: break;
   }
   m.tensor = p.tensor_of(id);
@@ -104,8 +105,8 @@ std::vector<Finding> check_channels(const Program& p) {
       for (size_t k = n; k < extra.size() && c.ops.size() < 8; ++k) {
         c.ops.push_back(p.label(extra[k]));
         c.locations.push_back(p.ops[extra[k]].loc);
-        // Which message is left over, where one action carries several tensors.
-        if (p.tensor_of(extra[k]).count > 1 || p.tensor_of(extra[k]).name >= 0)
+        // Which message is left over, where one action carries several tensors or skips stages.
+        if (p.tensor_of(extra[k]).count > 1 || p.tensor_of(extra[k]).name >= 0 || p.ops[extra[k]].skips())
           c.details.push_back(fmt::format("message {}: {} ({}) carries {} and has no matching {}", k, p.label(extra[k]),
                                           format_loc(p.ops[extra[k]].loc), describe(p, message_of(p, extra[k])),
                                           more_recvs ? "send" : "receive"));

@@ -209,15 +209,47 @@ void Program::set_tensor(OpId id, BoundaryTensor t) {
   tensors[id] = t;
 }
 
+namespace {
+// The kind of the action at a P2P message's other end (SEND_F <-> RECV_F, SEND_B <-> RECV_B).
+ActionKind partner_kind(ActionKind k) {
+  switch (k) {
+    case ActionKind::kSendF: return ActionKind::kRecvF;
+    case ActionKind::kRecvF: return ActionKind::kSendF;
+    case ActionKind::kSendB: return ActionKind::kRecvB;
+    default: return ActionKind::kSendB;
+  }
+}
+}  // namespace
+
+bool Op::skips() const {
+  return num_actions == 1 && sc::is_p2p(actions[0].kind) && actions[1].kind == partner_kind(actions[0].kind) &&
+         actions[1].microbatch == actions[0].microbatch;
+}
+
+int32_t Op::peer_stage() const {
+  if (num_actions != 1 || !sc::is_p2p(actions[0].kind)) return -1;
+  if (skips()) return actions[1].stage;
+  const ActionKind k = actions[0].kind;
+  return k == ActionKind::kSendF || k == ActionKind::kRecvB ? actions[0].stage + 1 : actions[0].stage - 1;
+}
+
+void Op::set_skip_stage(int32_t stage) {
+  actions[1] = Action{partner_kind(actions[0].kind), stage, actions[0].microbatch};
+}
+
 std::string Program::label(OpId id) const {
   const Op& o = ops[id];
   if (o.name() >= 0 && o.name() < static_cast<int32_t>(names.size())) return names[o.name()];
+  // A skipping P2P names its other stage as the spec writes it: "0SEND_F0>2", "2RECV_F0<0".
+  const std::string peer =
+      o.skips() ? fmt::format("{}{}", o.kind == OpKind::kSend ? '>' : '<', o.actions[1].stage) : std::string();
   if (o.is_p2p() && id < static_cast<OpId>(tensors.size()) && (tensors[id].count > 1 || tensors[id].name >= 0)) {
     const BoundaryTensor& t = tensors[id];
     if (t.name >= 0 && t.name < static_cast<int32_t>(names.size()))
-      return fmt::format("{}[{}]", format_action(o.actions[0]), names[t.name]);
-    return fmt::format("{}[{}]", format_action(o.actions[0]), t.index);
+      return fmt::format("{}[{}]{}", format_action(o.actions[0]), names[t.name], peer);
+    return fmt::format("{}[{}]{}", format_action(o.actions[0]), t.index, peer);
   }
+  if (o.is_p2p()) return format_action(o.actions[0]) + peer;
   if (o.num_actions == 2)
     return fmt::format("({};{})OVERLAP_F_B", format_action(o.actions[0]), format_action(o.actions[1]));
   if (o.num_actions == 1) return format_action(o.actions[0]);

@@ -158,6 +158,17 @@ struct Op {
   SourceLoc loc;
 
   bool is_p2p() const { return kind == OpKind::kSend || kind == OpKind::kRecv; }
+  /// P2P only (an op whose one action is a SEND/RECV, read before its kind is set): the stage at
+  /// the other end of the message, its action's neighbour (SEND_F and RECV_B: stage + 1; RECV_F
+  /// and SEND_B: stage - 1) unless the op skips stages (a spec's `0SEND_F0>2`, set_skip_stage);
+  /// -1 for any other op.
+  int32_t peer_stage() const;
+  /// P2P only: records that the message goes to (a send) or comes from (a receive) `stage`
+  /// rather than the neighbour. It is held as the partner action on that stage in actions[1],
+  /// which a P2P op does not otherwise use (num_actions stays 1), so an op costs no more bytes.
+  void set_skip_stage(int32_t stage);
+  /// True when set_skip_stage named a stage other than the neighbour.
+  bool skips() const;
   // P2P only.
   int32_t peer() const { return is_p2p() ? slot_[0] : -1; }     ///< the other rank
   int32_t channel() const { return is_p2p() ? slot_[1] : -1; }  ///< Program::channels index

@@ -89,6 +89,7 @@ class Builder {
     reserve_huge(p.ops, total * dp_ + world);
     // Each replica's maps hold every pipeline rank's actions and buffers of that replica.
     index_.assign(dp_, ActionKeyMap<Placed>(spec_.stages, spec_.microbatches, total + 16));
+    skip_recvs_.assign(dp_, {});
     buffers_.assign(dp_, ActionKeyMap<int32_t>(spec_.stages, spec_.microbatches, total + 16));
     // Pass 1: create ops (so lookups see every action, including later ones), rank by rank.
     for (int32_t g = 0; g < world; ++g) {
@@ -145,6 +146,7 @@ class Builder {
       op.actions[1] = *st.second;
       op.num_actions = 2;
     }
+    if (st.peer_stage >= 0 && is_p2p(k)) op.set_skip_stage(st.peer_stage);  // a skip connection
     if (comp_ && (k == ActionKind::kReduceGrad || (k == ActionKind::kUnshard && comp_->fsdp))) {
       lower_collective_marker(op, prank);
       return;
@@ -165,7 +167,7 @@ class Builder {
       if (st.is_batched()) {
         init_pipeline_group_before(op);
       } else {
-        init_pair_before(op, p2p_peer(st.first).rank);
+        init_pair_before(op, p2p_peer(op).rank);
       }
     }
     if (is_compute(k)) {
@@ -196,7 +198,10 @@ class Builder {
       if (p.ops[pending_init_].stream != op.stream) defer_dep(id, pending_init_);
       pending_init_ = kNoOp;
     }
-    for (int part = 0; part < op.num_actions; ++part) {
+    // A skipping receive is found by the compute it feeds through skip_recvs_ (its key is its
+    // neighbour's); a skipping send by nothing.
+    if (op.skips() && op.kind == OpKind::kRecv) skip_recvs_[cur_][key_of(op.actions[0])].push_back(placed(id));
+    for (int part = 0; part < op.num_actions && !op.skips(); ++part) {
       const Action& a = op.actions[part];
       index_[cur_].try_emplace(key_of(a.kind, a.stage, a.microbatch), placed(id));
       if (a.kind == ActionKind::kB || a.kind == ActionKind::kW || a.kind == ActionKind::kI)
@@ -224,20 +229,26 @@ class Builder {
     return it->second;
   }
 
-  /// The peer of a P2P action: forward data flows s -> s+1, gradients s -> s-1, only within a
-  /// pipeline. `rank` is the peer stage's global rank, -1 when the stage ends (`to_next`) or
-  /// starts its pipeline.
+  /// The peer of a P2P op: forward data flows to a later stage, gradients to an earlier one,
+  /// the neighbour s + 1 or s - 1 unless the op skips to another stage (Op::peer_stage), only
+  /// within a pipeline. `rank` is the peer stage's global rank, -1 when there is none (the stage
+  /// ends (`to_next`) or starts its pipeline, or the stage a skip names is out of range or in
+  /// another pipeline: the structure pass reports those).
   struct Peer {
     bool to_next = false;
     int32_t rank = -1;
   };
-  Peer p2p_peer(const Action& a) const {
-    const bool forward = a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvF;
-    const bool send = is_send(a.kind);
-    const int32_t peer_stage = forward ? (send ? a.stage + 1 : a.stage - 1) : (send ? a.stage - 1 : a.stage + 1);
+  Peer p2p_peer(const Op& op) const {
+    const Action& a = op.actions[0];
+    const int32_t peer_stage = op.peer_stage();
     Peer peer;
     peer.to_next = peer_stage > a.stage;
-    if (!(peer.to_next ? spec_.is_last_stage(a.stage) : spec_.is_first_stage(a.stage))) peer.rank = rank_of_stage(peer_stage);
+    if (op.skips()) {
+      if (peer_stage >= 0 && peer_stage < spec_.stages && spec_.same_pipeline(a.stage, peer_stage))
+        peer.rank = rank_of_stage(peer_stage);
+    } else if (!(peer.to_next ? spec_.is_last_stage(a.stage) : spec_.is_first_stage(a.stage))) {
+      peer.rank = rank_of_stage(peer_stage);
+    }
     return peer;
   }
 
@@ -859,6 +870,29 @@ class Builder {
         for (int32_t t = 0; t < n; ++t) p.add_dep(id, Dep{recv + t, DepKind::kLocal});
       }
     }
+    if (!skip_recvs_[cur_].empty()) wire_skip_inputs(id, a);
+  }
+
+  /// The skip connections into compute action `a` of op `id`: an F waits for every skipping
+  /// RECV_F of its (stage, microbatch) on its rank (`2RECV_F0<0`), an I or B for every skipping
+  /// RECV_B; one listed after the compute is a causality finding.
+  void wire_skip_inputs(OpId id, const Action& a) {
+    Program& p = out_.program;
+    const Op& op = p.ops[id];
+    if (a.kind != ActionKind::kF && a.kind != ActionKind::kI && a.kind != ActionKind::kB) return;
+    const ActionKind rk = a.kind == ActionKind::kF ? ActionKind::kRecvF : ActionKind::kRecvB;
+    const auto it = skip_recvs_[cur_].find(key_of(Action{rk, a.stage, a.microbatch}));
+    if (it == skip_recvs_[cur_].end()) return;
+    for (const Placed& recv : it->second) {
+      if (recv.rank != op.rank) continue;  // on another rank: a placement finding
+      if (recv.step > op.step) {
+        causality(id, fmt::format("{} on rank {} runs before {} delivers its skip-connection input", format_action(a),
+                                  op.rank, p.label(recv.id)), {op.rank}, recv.id);
+        continue;
+      }
+      const int32_t n = p.tensor_of(recv.id).count;
+      for (int32_t t = 0; t < n; ++t) p.add_dep(id, Dep{recv.id + t, DepKind::kLocal});
+    }
   }
 
   void wire_p2p(OpId id, const Action& a) {
@@ -866,7 +900,8 @@ class Builder {
     Op& op = p.ops[id];
     const bool forward = a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvF;
     const bool send = is_send(a.kind);
-    const auto [to_next, peer] = p2p_peer(a);
+    const auto [to_next, peer] = p2p_peer(op);
+    if (peer < 0 && op.skips()) return;  // out of range or in another pipeline: a structure finding
     if (peer < 0) {
       causality(id, fmt::format("{} on rank {} has no peer: stage {} {} no {} stage", format_action(a), op.rank,
                                 a.stage, to_next ? "is the last of its pipeline, with" : "is the first of its pipeline, with",
@@ -1064,6 +1099,8 @@ class Builder {
   std::unordered_map<OpId, OpId> a2a_pair_;          ///< MoE: second all-to-all of a pair -> the first
   std::unordered_map<OpId, int32_t> a2a_buffer_;     ///< MoE: first all-to-all of a pair -> its receive buffer
   std::vector<ActionKeyMap<Placed>> index_;     ///< per replica: action -> op
+  /// Per replica: the skipping receives (`2RECV_F0<0`) of each (RECV kind, stage, microbatch).
+  std::vector<std::unordered_map<ActionKey, std::vector<Placed>, ActionKeyHash>> skip_recvs_;
   std::vector<ActionKeyMap<int32_t>> buffers_;  ///< per replica: (kind slot, stage, mb) -> buffer
   std::vector<uint8_t> fsdp_stage_;     ///< per stage: 1 when some rank UNSHARDs it
   std::vector<int32_t> live_params_;    ///< per (replica, stage): its live "param" buffer, or -1

@@ -12,7 +12,8 @@ namespace sc {
 /// gets exactly one F and exactly one backward (a B, or an I and a W); no action twice; ids in
 /// range; no microbatch with both B and I/W; W after I; every action on the rank its stage lives
 /// on (a declared placement, or the one read off the lists, contradicted); P2P actions at most
-/// once per (kind, stage, microbatch); a collective (ALL_REDUCE@g, ...) over a group the spec
+/// once per (kind, stage, microbatch) and, for a skip connection (`0SEND_F0>2`), per other
+/// stage, which must be in range and in the same pipeline; a collective (ALL_REDUCE@g, ...) over a group the spec
 /// declares (or `world`) that holds its rank. Findings group up to `max_examples` examples each.
 std::vector<Finding> check_structure(const PipelineSpec& spec, size_t max_examples = 8);
 

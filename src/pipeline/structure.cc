@@ -1,7 +1,9 @@
 // Structure pass: counts and orders of actions per (stage, microbatch), ids, placement.
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -85,7 +87,12 @@ std::vector<Finding> check_structure(const PipelineSpec& spec, size_t max_exampl
     }
   };
 
-  auto visit = [&](const Action& a, int32_t rank, const SourceLoc& loc) {
+  Group skip_elsewhere("SEND/RECV actions naming a stage of another pipeline (a skip connection stays within its pipeline)",
+                       max_examples);
+  // Skipping SEND/RECVs (`0SEND_F0>2`), once per (kind, stage, microbatch, other stage): rare,
+  // so a set, beside the neighbour's table.
+  std::set<std::tuple<int, int32_t, int32_t, int32_t>> skips;
+  auto visit = [&](const Action& a, int32_t rank, const SourceLoc& loc, int32_t peer = -1) {
     // The action as written, made only for a finding (most actions have none).
     auto label = [&] { return format_action(a); };
     if (a.stage < 0 || a.stage >= S || (takes_microbatch(a.kind) && (a.microbatch < 0 || a.microbatch >= M))) {
@@ -102,6 +109,19 @@ std::vector<Finding> check_structure(const PipelineSpec& spec, size_t max_exampl
     if (spec.forward_only_microbatch(a.microbatch) && (a.kind == ActionKind::kI || a.kind == ActionKind::kW || a.kind == ActionKind::kB ||
                               a.kind == ActionKind::kSendB || a.kind == ActionKind::kRecvB)) {
       backward_in_forward_only.add(label(), rank, loc);
+      return;
+    }
+    if (is_p2p(a.kind) && peer >= 0) {
+      Step st{a, std::nullopt, loc};
+      st.peer_stage = peer;
+      if (peer >= S) {
+        range.add(format_step(st), rank, loc);
+        range.detail(fmt::format("{} at {}: stages are 0..{}", format_step(st), format_loc(loc), S - 1));
+      } else if (!spec.same_pipeline(a.stage, peer)) {
+        skip_elsewhere.add(format_step(st), rank, loc);
+      } else if (!skips.emplace(static_cast<int>(a.kind), a.stage, a.microbatch, peer).second) {
+        dup.add(format_step(st), rank, loc);
+      }
       return;
     }
     if (is_p2p(a.kind)) {  // in range here: a table, not a hash set
@@ -129,7 +149,7 @@ std::vector<Finding> check_structure(const PipelineSpec& spec, size_t max_exampl
         visit_collective(st, r);
         continue;
       }
-      visit(st.first, r, st.loc);
+      visit(st.first, r, st.loc, st.peer_stage);
       if (st.second) visit(*st.second, r, st.loc);
     }
 
@@ -164,6 +184,7 @@ std::vector<Finding> check_structure(const PipelineSpec& spec, size_t max_exampl
   outside.flush(out);
   backward_in_forward_only.flush(out);
   placement.flush(out);
+  skip_elsewhere.flush(out);
   dup.flush(out);
   both.flush(out);
   w_first.flush(out);

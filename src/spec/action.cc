@@ -102,6 +102,37 @@ std::string parse_tensors(std::string_view s, size_t& pos, Step& step) {
   return "";
 }
 
+// Reads the other stage of a skipping SEND/RECV at `pos` of `s` (at '>' after a SEND, '<' after
+// a RECV) into step.peer_stage (-1 when it names the neighbour); on success moves `pos` to the
+// end of the id and returns "", else returns the error and leaves `pos` where it starts.
+std::string parse_peer(std::string_view s, size_t& pos, Step& step) {
+  const Action& a = step.first;
+  const bool send = is_send(a.kind);
+  const char mark = send ? '>' : '<';
+  if (!is_p2p(a.kind))
+    return fmt::format("'{}': only SEND and RECV actions name another stage ('>' or '<'), not {}", s,
+                       kind_token(a.kind));
+  // Activations flow to later stages, gradients to earlier ones.
+  const bool later = a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvB;
+  if (s[pos] != mark)
+    return fmt::format("'{}': a {} names the stage it {} after '{}', as in {}{}{}{}{}", s, send ? "send" : "receive",
+                       send ? "sends to" : "receives from", mark, a.stage, kind_token(a.kind), a.microbatch, mark,
+                       later ? a.stage + 2 : std::max(a.stage - 2, 0));
+  size_t id_pos = pos + 1;
+  const int64_t peer = read_id(s, id_pos);
+  if (peer == -1) return fmt::format("'{}': a stage id follows '{}'", s, mark);
+  if (peer == -2 || peer >= kMaxSpecStages) return fmt::format("'{}': stage id after '{}' is too large", s, mark);
+  if (later ? peer <= a.stage : peer >= a.stage)
+    return fmt::format("'{}': {} {} a stage {} than {} ({} flow {})", s, kind_token(a.kind),
+                       send ? "sends to" : "receives from", later ? "later" : "earlier", a.stage,
+                       a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvF ? "activations" : "gradients",
+                       a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvF ? "from earlier stages to later ones"
+                                                                                    : "from later stages to earlier ones");
+  step.peer_stage = peer == (later ? a.stage + 1 : a.stage - 1) ? -1 : static_cast<int32_t>(peer);
+  pos = id_pos;
+  return "";
+}
+
 bool is_group_char(char c) { return is_name_char(c) || c == '-'; }
 
 // Parses a collective `<KIND>@<group>` occupying all of `s` (s starts with a letter); `base` is
@@ -222,6 +253,9 @@ ParsedStep parse_simple(std::string_view s, size_t base, const SourceLoc& loc) {
     return fail(fmt::format("'{}': a tensor count follows 'x', as in {}{}{}x2", s, stage, word, a.microbatch),
                 base + pos + 1);
   }
+  if (pos < s.size() && (s[pos] == '>' || s[pos] == '<')) {
+    if (std::string err = parse_peer(s, pos, step); !err.empty()) return fail(std::move(err), base + pos);
+  }
   if (pos != s.size())
     return fail(fmt::format("'{}': unexpected '{}' after the action", s, s.substr(pos)), base + pos);
   ParsedStep out;
@@ -293,13 +327,25 @@ std::optional<int64_t> collective_bytes(const Step& s) {
   return s.tensor_names < static_cast<int32_t>(sizes.size()) ? std::optional<int64_t>(sizes[s.tensor_names]) : std::nullopt;
 }
 
+int32_t message_peer_stage(const Step& s) {
+  const Action& a = s.first;
+  if (!is_p2p(a.kind)) return -1;
+  if (s.peer_stage >= 0) return s.peer_stage;
+  return a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvB ? a.stage + 1 : a.stage - 1;
+}
+
+std::string format_peer(const Step& s) {
+  if (s.peer_stage < 0 || !is_p2p(s.first.kind)) return {};
+  return fmt::format("{}{}", is_send(s.first.kind) ? '>' : '<', s.peer_stage);
+}
+
 std::string format_step(const Step& s) {
   if (is_collective(s.first.kind)) {
     const std::optional<int64_t> size = collective_bytes(s);
     return fmt::format("{}@{}{}", kind_token(s.first.kind), group_name(s.group),
                        size ? ":" + compact_bytes(*size) : std::string());
   }
-  if (!s.second) return format_action(s.first) + format_tensors(s);
+  if (!s.second) return format_action(s.first) + format_tensors(s) + format_peer(s);
   return fmt::format("({};{})OVERLAP_F_B", format_action(s.first), format_action(*s.second));
 }
 
@@ -321,7 +367,7 @@ ParsedStep parse_batch(std::string_view t, size_t lead, const SourceLoc& at) {
                               format_action(p.step->first)),
                   lead + 1 + pos);
     for (const Step& s : out.batch)
-      if (s.first == p.step->first)
+      if (s.first == p.step->first && s.peer_stage == p.step->peer_stage)
         return fail(fmt::format("'{}': {} appears twice in one BATCH group", t, format_action(s.first)), lead + 1 + pos);
     Step s = *p.step;
     s.loc = at;
@@ -350,7 +396,7 @@ std::string format_steps(const std::vector<Step>& row, std::string_view sep) {
     }
     out += '(';
     for (;; ++i) {
-      out += format_action(row[i].first) + format_tensors(row[i]);
+      out += format_action(row[i].first) + format_tensors(row[i]) + format_peer(row[i]);
       if (!row[i].batched_with_next || i + 1 == row.size()) break;
       out += ';';
     }

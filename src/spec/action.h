@@ -28,6 +28,14 @@ namespace sc {
 /// `tensor_names` = -1) or named tensors (`0SEND_F1[act,mask]`, `tensors` = 2, `tensor_names` the
 /// tensor_name_list() index of {"act", "mask"}). Every other step carries one (`tensors` = 1).
 ///
+/// A SEND/RECV goes to, or comes from, the neighbouring stage of its direction (SEND_F to
+/// stage + 1, RECV_F from stage - 1, SEND_B to stage - 1, RECV_B from stage + 1) unless it names
+/// another stage of the same direction after its tensors: `0SEND_F0>2` sends microbatch 0's
+/// activations of stage 0 to stage 2, `2RECV_F0<0` receives them there (a skip connection, as a
+/// model whose stage 0 output feeds stage 2 has; its gradient goes back as `2SEND_B0>0` and
+/// `0RECV_B0<2`). `peer_stage` holds that stage, or -1 for the neighbour; an action naming its
+/// neighbour is stored as -1, so the two spellings are one action.
+///
 /// A collective (`ALL_REDUCE@world`: `first.kind` is_collective, its stage and microbatch -1)
 /// names its group of pipeline ranks in `group`.
 struct Step {
@@ -42,6 +50,7 @@ struct Step {
   /// `ALL_TO_ALL@ep:3MiB` (collective_bytes), or -1 for its group's size.
   int32_t tensor_names = -1;
   int32_t group = -1;              ///< a collective's group (intern_group_name index); -1 for every other step
+  int32_t peer_stage = -1;         ///< SEND/RECV: the stage at the other end when it skips stages, else -1
   bool is_overlap() const { return second.has_value(); }
   bool is_batched() const { return in_batch || batched_with_next; }
 };
@@ -67,6 +76,13 @@ int32_t intern_collective_bytes(int64_t bytes);
 /// The size a collective step states for its rank (`ALL_TO_ALL@ep:3MiB`: 3 MiB), or nullopt
 /// when it states none (its group's `bytes` apply) or `s` is not a collective.
 std::optional<int64_t> collective_bytes(const Step& s);
+/// The stage at the other end of a SEND/RECV step: its peer_stage, or the neighbour of its
+/// direction (stage + 1 for SEND_F and RECV_B, stage - 1 for RECV_F and SEND_B); -1 for any other
+/// step.
+int32_t message_peer_stage(const Step& s);
+/// The suffix naming a skipping SEND/RECV's other stage: ">2" for a send, "<0" for a receive, ""
+/// when it is the neighbour.
+std::string format_peer(const Step& s);
 /// Formats a step: the action, or "(0F7;7B3)OVERLAP_F_B" (a batch member alone, without its group).
 std::string format_step(const Step& s);
 /// Formats a rank's list, joining batched steps back into "(0SEND_F0;1RECV_B0)BATCH"; steps are

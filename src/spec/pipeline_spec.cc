@@ -33,6 +33,13 @@ bool PipelineSpec::is_last_stage(int32_t s) const {
   return s == stages - 1 || std::binary_search(pipeline_starts.begin(), pipeline_starts.end(), s + 1);
 }
 
+bool PipelineSpec::same_pipeline(int32_t a, int32_t b) const {
+  if (a > b) std::swap(a, b);
+  // The first pipeline start above a must lie above b.
+  auto it = std::upper_bound(pipeline_starts.begin(), pipeline_starts.end(), a);
+  return it == pipeline_starts.end() || *it > b;
+}
+
 void apply_unit_defaults(PipelineSpec& spec) {
   size_t n = static_cast<size_t>(spec.stages);
   spec.costs.f_s.assign(n, 1.0);

@@ -267,6 +267,9 @@ struct PipelineSpec {
   bool is_first_stage(int32_t s) const;
   /// True when stage s has no successor (it ends a pipeline).
   bool is_last_stage(int32_t s) const;
+  /// True when stages a and b, each in [0, stages), belong to the same pipeline (no pipeline
+  /// start lies in (min, max]): where a skip connection (`0SEND_F0>2`) may go.
+  bool same_pipeline(int32_t a, int32_t b) const;
 
   /// True when any action is a SEND or RECV (the schedule has explicit communication).
   bool has_comms() const;
