@@ -84,6 +84,37 @@ TEST_CASE("the attention core's time: executed FLOPs at the kernel's rate, 2.5x 
   CHECK(layer_cost(cp, 0).cp_comm_s > 0);
 }
 
+TEST_CASE("PyTorch's ring attention moves the repeated keys and values and passes their fp32 gradients round the ring",
+          "[model][attention]") {
+  // Llama 3 8B (32 query heads, 8 key/value heads, head dim 128) at CP 4, 128K tokens: each
+  // rank holds 32K tokens. The grouped-query exchange (Megatron-LM's) all-gathers 2·8·128 values
+  // a token in bf16; torchtitan repeats the heads before SDPA (model.py @9dec370, repeat_kv), so
+  // PyTorch's ring attention gathers 2·32·128, 4x the bytes.
+  CostInputs gqa = llama8b(131072, 4);
+  gqa.eff.latency_s = 0;
+  const double bw = group_bandwidth(gqa.hardware, gqa.eff, 1, 4);
+  const LayerCost g = layer_cost(gqa, 0);
+  CHECK(g.cp_comm_s == Approx(0.75 * 131072.0 * 2 * 8 * 128 * 2 / bw));
+  CHECK(g.cp_grad_comm_s == 0);
+  CostInputs tt = gqa;
+  tt.cp_kv_heads_repeated = true;
+  tt.cp_grad_ring_fp32 = true;
+  const LayerCost t = layer_cost(tt, 0);
+  CHECK(t.cp_comm_s == Approx(4 * g.cp_comm_s));
+  // The backward's ring: cp - 1 sends of the local 32K tokens' key and value gradients in fp32
+  // (_templated_ring_attention_backward, convert_to_f32), twice the all-gather's bytes.
+  CHECK(t.cp_grad_comm_s == Approx(3 * 32768.0 * 2 * 32 * 128 * 4 / bw));
+  CHECK(t.cp_grad_comm_s == Approx(2 * t.cp_comm_s));
+  // The forward waits for the all-gather; the input-gradient pass for its own and the ring.
+  CHECK(t.forward_s - g.forward_s == Approx(t.cp_comm_s - g.cp_comm_s));
+  CHECK(t.input_grad_s - g.input_grad_s == Approx(t.cp_comm_s - g.cp_comm_s + t.cp_grad_comm_s));
+  // Without CP nothing moves.
+  CostInputs one = llama8b(32768, 1);
+  one.cp_kv_heads_repeated = one.cp_grad_ring_fp32 = true;
+  CHECK(layer_cost(one, 0).cp_comm_s == 0);
+  CHECK(layer_cost(one, 0).cp_grad_comm_s == 0);
+}
+
 TEST_CASE("a config names the attention kernel its framework calls", "[config][attention]") {
   const auto tt = test::run_schedcheck(
       "verify '" + test::source_path("specs/reference/published/torchtitan-llama3-8b-h100x8-fsdp8-cp1-32k.toml") +

@@ -329,6 +329,72 @@ TEST_CASE("torchtitan under PP holds each stage's unsharded gradients in fp32 fr
   CHECK(grads == 2 * 4);  // one stage on each of 2 pipeline ranks, 4 shard ranks each
 }
 
+TEST_CASE("torchtitan under PP keeps every microbatch's receive buffers, input gradients and last-stage logits",
+          "[config][memory]") {
+  // PyTorch's pipelining runtime (docs/facts/composed-runtime.md#what-the-pipelining-runtime-keeps):
+  // each stage allocates a receive buffer per microbatch and direction when it is set up; a
+  // non-first stage's input gradients stay in those buffers' .grad, and the last stage's logits
+  // in output_chunks, until the step ends.
+  const std::string text = "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 8\n"
+                           "seq_len = 8192\n[parallelism]\ndata_parallel_shard_degree = 4\npipeline_parallel_degree = 2\n"
+                           "pipeline_parallel_schedule = \"1F1B\"\npipeline_parallel_microbatch_size = 2\n";
+  config::JobContext ctx;
+  ctx.hardware = "h100";
+  config::VerifiedJob v;
+  predicted_peak(test::write_temp("schedcheck-memory-test", "pp-kept.toml", text), ctx, &v);
+  const PipelineSpec& spec = v.lowered.pipeline;
+  REQUIRE(spec.microbatches == 4);
+  const int64_t tokens = 2 * 8192;
+  const int64_t boundary = tokens * 4096 * 2;  // the stage boundary's bf16 activation
+  REQUIRE(spec.p2p.message_bytes == boundary);
+  const int64_t logits = tokens * 128256 * 2;  // bf16 logits, no TP
+  // No key dates this config before torchtitan stopped returning the pipeline's outputs
+  // (e5ef99aa, 2025-10-22): the logits are not kept. training.batch_size, the name
+  // local_batch_size replaced in 2025-06, dates it: they are.
+  CHECK(spec.memory.kept_output_bytes == std::vector<int64_t>{0, 0});
+  config::VerifiedJob dated;
+  std::string old_text = text;
+  old_text.replace(old_text.find("local_batch_size"), 16, "batch_size");
+  predicted_peak(test::write_temp("schedcheck-memory-test", "pp-kept-old.toml", old_text), ctx, &dated);
+  CHECK(dated.lowered.pipeline.memory.kept_output_bytes == std::vector<int64_t>{0, logits});
+  CHECK(dated.prediction.peak_bytes > v.prediction.peak_bytes);
+  CHECK(spec.memory.kept_input_grad_bytes == std::vector<int64_t>{0, boundary});
+  const Program& p = dated.result.program;
+  int kept = 0, freed = 0;
+  for (OpId id = 0; id < static_cast<OpId>(p.ops.size()); ++id)
+    for (const MemEffect* e = p.mem_begin(id); e != p.mem_end(id); ++e) {
+      const Buffer& b = p.buffers[e->buffer];
+      const std::string_view kind(b.kind);
+      if (kind != "output" && kind != "input-grad") continue;
+      const Op& o = p.ops[id];
+      CHECK(b.stage == 1);
+      if (e->bytes > 0) {
+        ++kept;
+        CHECK(e->at_end);
+        CHECK(o.actions[0].kind == (kind == "output" ? ActionKind::kF : ActionKind::kB));
+        CHECK(e->bytes == (kind == "output" ? logits : boundary));
+      } else {
+        ++freed;
+        CHECK(p.label(id) == "optimizer step");
+        CHECK_FALSE(e->at_end);
+      }
+    }
+  CHECK(kept == 2 * 4 * 4);  // 4 shard ranks of the last stage, 4 microbatches, two kinds
+  CHECK(freed == kept);
+  // The receive buffers are resident, one per microbatch: forward ones on stage 1, backward ones
+  // on stage 0. Twice the microbatches of the same size hold 4 more of each.
+  config::TrainingJob twice_job;
+  Diagnostics d;
+  std::string twice = text;
+  twice.replace(twice.find("local_batch_size = 8"), 20, "local_batch_size = 16");
+  REQUIRE(config::read_torchtitan(test::write_temp("schedcheck-memory-test", "pp-kept-16.toml", twice), ctx, &twice_job, d));
+  config::LoweredJob lowered;
+  REQUIRE(config::lower_job(twice_job, ctx, &lowered, d));
+  REQUIRE(lowered.pipeline.microbatches == 8);
+  CHECK(lowered.pipeline.memory.state_bytes[0] - spec.memory.state_bytes[0] == 4 * boundary);
+  CHECK(lowered.pipeline.memory.state_bytes[1] - spec.memory.state_bytes[1] == 4 * boundary);
+}
+
 TEST_CASE("DeepSpeed overlap_comm false is slower than true, and no half-precision section computes in fp32",
           "[config][memory]") {
   // overlap_comm: true puts ZeRO's collectives on their own streams; false on the compute stream

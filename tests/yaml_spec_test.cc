@@ -474,10 +474,10 @@ TEST_CASE("a SEND or RECV names a stage other than its neighbour after '>' or '<
   // Malformed forms, each located.
   const std::string head = std::string(kHead) + "stages: 3\nschedule:\n  actions:\n    0: 0F0 ";
   CHECK(error_of(head + "0SEND_F0>0\n") ==
-        "t.yaml:6:20: error: rank 0: '0SEND_F0>0': SEND_F sends to a stage later than 0 (activations flow from "
+        "t.yaml:6:20: error: rank 0: '0SEND_F0>0': SEND_F must send to a stage later than 0 (activations flow from "
         "earlier stages to later ones)");
   CHECK(error_of(head + "0RECV_B0<0\n") ==
-        "t.yaml:6:20: error: rank 0: '0RECV_B0<0': RECV_B receives from a stage later than 0 (gradients flow from "
+        "t.yaml:6:20: error: rank 0: '0RECV_B0<0': RECV_B must receive from a stage later than 0 (gradients flow from "
         "later stages to earlier ones)");
   CHECK(error_of(head + "0SEND_F0>\n") == "t.yaml:6:20: error: rank 0: '0SEND_F0>': a stage id follows '>'");
   CHECK(error_of(head + "0SEND_F0>99999999999\n") ==

@@ -450,7 +450,9 @@ class Executor {
     if (op.kind == OpKind::kSend) {
       if (op.match() == kNoOp)
         return {kNoOp, op.peer() >= 0 ? fmt::format("waits for a receive rank {} never posts", op.peer())
-                                    : std::string("waits for a receive no rank posts (its stage has no next or previous stage)")};
+                                    : op.skips() ? fmt::format("waits for a receive no rank posts (stage {} is out of range or "
+                                                               "in another pipeline)", op.peer_stage())
+                                                 : std::string("waits for a receive no rank posts (its stage has no next or previous stage)")};
       if (p_.semantics.kind == Semantics::kBuffered) {
         const Channel& ch = p_.channels[op.channel()];
         OpId oldest = static_cast<int64_t>(ch.recvs.size()) > received_[op.channel()] ? ch.recvs[received_[op.channel()]] : kNoOp;

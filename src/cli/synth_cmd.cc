@@ -352,6 +352,17 @@ int run_synth(const SynthArgs& a) {
   if (first_id > 0)
     std::cerr << fmt::format("schedcheck: note: phase {}: microbatch ids below count from 0 at the phase's first id, "
                              "{}\n", *a.phase, first_id);
+  // synth orders compute with a message to the neighbouring stage only: a skip connection in
+  // the given schedule (`0SEND_F0>2`) is not in its model, and is said so rather than dropped.
+  const Step* skip = nullptr;
+  for (const auto& row : spec->actions)
+    for (const Step& st : row)
+      if (st.peer_stage >= 0 && !skip) skip = &st;
+  if (skip)
+    std::cerr << fmt::format("schedcheck: note: {} at {} is a skip connection; synth models messages between "
+                             "neighbouring stages only, so the schedules it finds leave it (and its latency) out: "
+                             "add it back and check the result with verify\n",
+                             format_step(*skip), format_loc(skip->loc));
   // The outputs are checked before the search (which may take minutes): never the spec or a
   // file it references, never both the same file.
   if (std::string problem = check_output_paths({{"--output", a.output}, {"--csv", a.csv}}, {a.file}); !problem.empty()) {

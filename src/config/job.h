@@ -88,6 +88,12 @@ struct TrainingJob {
   /// `compile.enable` (`training.compile` before 2025-04) with the model compiled; always for
   /// Megatron-LM, whose blocks use fused kernels (apex / TransformerEngine).
   bool fused_elementwise = false;
+  /// PyTorch's pipelining runtime keeps the last stage's output (the logits) of every microbatch
+  /// until the schedule's step() ends: torchtitan before commit e5ef99aa (2025-10-22, "Update PP
+  /// to release memory earlier", which passes return_outputs=False). Set by the torchtitan reader
+  /// when one of the config's keys is a name torchtitan replaced before then (the config is that
+  /// old); where["pp_outputs"] locates the key.
+  bool pp_keeps_outputs = false;
   /// The blocks' linear layers in fp8 (model::CostInputs::fp8_linear): torchtitan's float8
   /// converter (`float8.enable_float8_linear`, `model.converters = ["float8"]`), Megatron-LM
   /// `--fp8-format` (TransformerEngine, experts included: fp8_experts). where["fp8"] locates it.

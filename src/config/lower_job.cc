@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "config/preset_names.h"
+#include "support/units.h"
 
 namespace sc::config {
 namespace {
@@ -242,6 +243,10 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   in.tp_comm_overlap = job.tp_comm_overlap && lay.tp > 1;
   in.tp_comm_overlap_backward = job.tp_comm_overlap_backward;
   in.fused_elementwise = job.fused_elementwise;
+  // torchtitan's context parallelism is PyTorch's ring attention around SDPA, whose key/value
+  // inputs the model has already repeated to the query heads; its backward passes the fp32
+  // key/value gradients round the ring (CostInputs::cp_kv_heads_repeated, cp_grad_ring_fp32).
+  in.cp_kv_heads_repeated = in.cp_grad_ring_fp32 = job.framework == "torchtitan";
   // The attention core's kernel (docs/facts/cost-formulas.md#attention-kernels): torchtitan and
   // DeepSpeed's models call PyTorch SDPA, whose flash backend (FlashAttention-2) it picks on H100
   // (pytorch/pytorch#142132, PyTorch of December 2024); Megatron-LM's TransformerEngine prefers
@@ -387,6 +392,7 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
         jc.tp_comm_per_layer_s = c.tp_comm_s;
         jc.tp_exposed_per_layer_s = c.tp_exposed_s;
         jc.cp_comm_per_layer_s = c.cp_comm_s;
+        jc.cp_grad_comm_per_layer_s = c.cp_grad_comm_s;
       }
       jc.ep_comm_per_layer_s = std::max(jc.ep_comm_per_layer_s, c.ep_comm_s);
     }
@@ -428,8 +434,13 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
                                    "published gains are the forward's)"));
   if (lay.cp > 1)
     jc.notes.push_back(fmt::format("context parallelism: each rank computes 1/{} of the tokens; the key/value "
-                                   "all-gather ({:.3f} ms per layer) is added to F and I", lay.cp,
-                                   jc.cp_comm_per_layer_s * 1e3));
+                                   "all-gather ({:.3f} ms per layer{}) is added to F and I{}", lay.cp,
+                                   jc.cp_comm_per_layer_s * 1e3,
+                                   in.cp_kv_heads_repeated ? ", the keys and values repeated to the query heads" : "",
+                                   in.cp_grad_ring_fp32 ? fmt::format(", and I passes the fp32 key/value gradients "
+                                                                      "round the ring ({:.3f} ms per layer)",
+                                                                      jc.cp_grad_comm_per_layer_s * 1e3)
+                                                        : std::string()));
   if (lay.ep > 1)
     jc.notes.push_back(fmt::format("expert parallelism {}: dispatch and combine all-to-alls ({:.3f} ms per MoE layer "
                                    "and direction) are added to F and I, with tokens spread evenly over experts",
@@ -656,6 +667,45 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
   p.p2p.bandwidth_bytes_per_s = jc.pp_bandwidth;
   p.p2p.message_bytes = static_cast<int64_t>(tokens * static_cast<double>(m.dim) * 2 /
                                              (lay.sequence_parallel ? lay.tp : 1));
+  // PyTorch's pipelining runtime (torchtitan's stages) allocates every microbatch's receive
+  // buffers when the stage is set up and keeps them: a forward one on each stage but the first,
+  // a backward one on each but the last, each the stage boundary's tensor
+  // (PipelineStage._prepare_forward_infra and _prepare_backward_infra, torch/distributed/
+  // pipelining/stage.py; docs/facts/composed-runtime.md#what-the-pipelining-runtime-keeps).
+  // A non-first stage's first block reads its input from that buffer, so the block's kept input
+  // is the buffer already, not an activation of its own. Its input gradients accumulate in the
+  // buffers' .grad until the next step, and the last stage of torchtitan before 2025-10 keeps
+  // every microbatch's logits (output_chunks) until step() ends (TrainingJob::pp_keeps_outputs):
+  // MemorySpec::kept_input_grad_bytes, kept_output_bytes.
+  if (job.framework == "torchtitan") {
+    const int64_t msg = p.p2p.message_bytes;
+    const int64_t logits_kept =
+        static_cast<int64_t>(tokens * static_cast<double>(m.vocab) / lay.tp * in.activation_element_bytes);
+    const int64_t mbs = p.microbatches;
+    p.memory.kept_output_bytes.assign(stages, 0);
+    p.memory.kept_input_grad_bytes.assign(stages, 0);
+    for (int32_t st = 0; st < stages; ++st) {
+      const bool first = st == 0, last = st == stages - 1;
+      p.memory.state_bytes[st] += mbs * msg * ((first ? 0 : 1) + (last ? 0 : 1));
+      if (!first) {
+        p.memory.retained_bytes[st] = std::max<int64_t>(0, p.memory.retained_bytes[st] - msg);
+        p.memory.activation_bytes[st] = std::max<int64_t>(1, p.memory.activation_bytes[st] - msg);
+        p.memory.kept_input_grad_bytes[st] = msg;
+      }
+      if (last && job.pp_keeps_outputs)
+        p.memory.kept_output_bytes[st] = logits_kept;
+    }
+    if (job.pp_keeps_outputs)
+      jc.notes.push_back(fmt::format("the last stage keeps every microbatch's logits ({} each) until the step ends, as "
+                                     "torchtitan did before 2025-10-22 (e5ef99aa), which {} dates this config to",
+                                     format_bytes(logits_kept), job.loc("pp_outputs").line > 0
+                                         ? fmt::format("line {}", job.loc("pp_outputs").line) : std::string("a key")));
+    else
+      jc.notes.push_back(fmt::format("torchtitan before 2025-10-22 (e5ef99aa) also kept the last stage's logits of "
+                                     "every microbatch ({} each) until the step ended; no key dates this config that "
+                                     "early, so they are not counted",
+                                     format_bytes(logits_kept)));
+  }
   Composition c;
   c.dp_replicate = replicate;
   c.dp_shard = shard;

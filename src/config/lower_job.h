@@ -26,6 +26,7 @@ struct JobCosts {
   int64_t tokens_per_gpu_microbatch = 0;  ///< tokens one rank computes per microbatch (b·s/cp)
   /// Per-layer communication folded into the compute times (not separate ops): TP, CP and EP.
   double tp_comm_per_layer_s = 0, cp_comm_per_layer_s = 0, ep_comm_per_layer_s = 0;
+  double cp_grad_comm_per_layer_s = 0;  ///< CP: the key/value gradients' ring in I (LayerCost::cp_grad_comm_s)
   double tp_exposed_per_layer_s = 0;
   double estimated_ops = 0;  ///< the size check's estimate of the program's ops (all modelled ranks)  ///< of tp_comm_per_layer_s, what F and I wait for (all without overlap)
   /// Link tiers chosen from the mesh: the FSDP / data-parallel group, pipeline neighbours, TP.

@@ -107,6 +107,7 @@ class Reader {
     read_training();
     read_float8();
     read_checkpointing();
+    date_pipeline_outputs();
     if (diags_.error_count() == errors) validate(text);
     return diags_.error_count() == errors;
   }
@@ -147,6 +148,23 @@ class Reader {
       return true;
     }
     return false;
+  }
+
+  /// TrainingJob::pp_keeps_outputs: a key torchtitan renamed or removed before its pipeline step
+  /// stopped returning outputs (e5ef99aa, 2025-10-22) dates the config before it
+  /// (docs/facts/config-keys.md#torchtitan-config-eras): `training.batch_size` (until 2025-06),
+  /// `pipeline_parallel_microbatches` (until 2025-04), `parallelism.data_parallel_degree` (2024),
+  /// `training.compile` (until 2025-04), the 2024 [experimental] pipeline keys.
+  void date_pipeline_outputs() {
+    for (const auto& [section, key] : std::initializer_list<std::pair<const char*, const char*>>{
+             {"training", "batch_size"}, {"parallelism", "pipeline_parallel_microbatches"},
+             {"experimental", "pipeline_parallel_microbatches"}, {"parallelism", "data_parallel_degree"},
+             {"training", "compile"}, {"experimental", "pipeline_parallel_degree"}})
+      if (auto v = get(section, key)) {
+        job_.pp_keeps_outputs = true;
+        job_.where["pp_outputs"] = v->loc;
+        return;
+      }
   }
 
   /// `parallelism.key`, or `experimental.key` where the pipeline and context parallel keys lived

@@ -327,13 +327,18 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
     c.tp_comm_s = lay.sequence_parallel ? 4 * ring_time_s(bytes, lay.tp, bw, lat, false)
                                         : 2 * ring_time_s(bytes, lay.tp, bw, lat, true);
   }
-  // CP: all-gather of this rank's keys and values over the CP group (ring attention's volume).
+  // CP: all-gather of this rank's keys and values over the CP group (ring attention's volume),
+  // at the width the attention kernel is called with (CostInputs::cp_kv_heads_repeated); with
+  // PyTorch's ring backward, the fp32 key/value gradients passed round the ring as well.
   if (lay.cp > 1) {
+    const double kv_heads = in.cp_kv_heads_repeated && !m.mla ? static_cast<double>(m.heads)
+                                                              : static_cast<double>(m.kv_heads);
     const double kv_width = m.mla ? static_cast<double>(m.mla->kv_lora_rank + m.mla->qk_rope_head_dim)
-                                  : 2.0 * static_cast<double>(m.kv_heads * m.head_dim) / lay.tp;
+                                  : 2.0 * kv_heads * static_cast<double>(m.head_dim) / lay.tp;
     const double bytes = tokens * lay.cp * kv_width * 2;
     const double bw = group_bandwidth(in.hardware, in.eff, lay.tp, lay.cp);
     c.cp_comm_s = ring_time_s(bytes, lay.cp, bw, lat, false);
+    if (in.cp_grad_ring_fp32) c.cp_grad_comm_s = ring_time_s(2 * bytes, lay.cp, bw, lat, false);
   }
   // EP: dispatch and combine all-to-alls of the routed tokens (docs/facts/cost-formulas.md#communication-volume-and-time, AllToAll row):
   // (ep-1)/ep of tokens·top_k·h·2 bytes leave each rank, twice per direction.
@@ -357,7 +362,7 @@ LayerCost layer_cost(const CostInputs& in, int64_t layer) {
                                 ? tp_exposed_s(c.tp_comm_s, lin / rate * fp8_share, lay.tp)
                                 : c.tp_comm_s;
   const double comm = c.tp_exposed_s + c.cp_comm_s + c.ep_comm_s;
-  const double comm_backward = c.tp_exposed_backward_s + c.cp_comm_s + c.ep_comm_s;
+  const double comm_backward = c.tp_exposed_backward_s + c.cp_comm_s + c.cp_grad_comm_s + c.ep_comm_s;
   const double attn_run = in.causal_attention ? attn / 2 : attn;
   // The attention core at its kernel's rate (attention_kernel_flops), or at the GEMMs' rate.
   double attn_f_s = attn_run / rate, attn_b_s = 2 * attn_run / rate;

@@ -238,6 +238,9 @@ struct LayerCost {
   double tp_exposed_s = 0;      ///< of tp_comm_s, what the forward waits for (all of it without overlap)
   double tp_exposed_backward_s = 0;  ///< of tp_comm_s, what the input-gradient pass waits for
   double cp_comm_s = 0;         ///< CP key/value all-gather time in forward
+  /// CP: what the input-gradient pass moves besides its own key/value all-gather: the key and
+  /// value gradients passed round the ring (CostInputs::cp_grad_ring_fp32); 0 otherwise.
+  double cp_grad_comm_s = 0;
   double ep_comm_s = 0;         ///< EP all-to-all time in forward (dispatch + combine)
   double elementwise_s = 0;     ///< memory-bound elementwise ops of the forward (in forward_s; twice in input_grad_s)
   double gemm_memory_s = 0;     ///< HBM time of the linear GEMMs' operands, per pass (layer_gemm_memory_s; in each of the three)
@@ -286,6 +289,19 @@ struct CostInputs {
   /// The block's elementwise ops run fused, one kernel per chain (torch.compile, Megatron-LM's
   /// fused kernels), instead of one kernel per op (PyTorch eager): see elementwise_elements_per_token.
   bool fused_elementwise = false;
+  /// Context parallelism exchanges the keys and values at the query heads' width: the model
+  /// repeats each key/value head n_heads/n_kv_heads times before calling SDPA, and PyTorch's
+  /// ring attention gathers SDPA's inputs (torchtitan/models/llama/model.py @9dec370,
+  /// Attention.forward: `keys = repeat_kv(xk, self.n_rep)` before F.scaled_dot_product_attention).
+  /// False: the grouped-query width, 2·kv_heads·head_dim (Megatron-LM's CP through TransformerEngine).
+  bool cp_kv_heads_repeated = false;
+  /// Context parallelism's backward passes the key and value gradients round the CP ring in
+  /// fp32, one send of the local chunk's accumulated gradients per step (PyTorch's
+  /// `_templated_ring_attention_backward`: grad_key and grad_value accumulated in float32,
+  /// `_cp_options.convert_to_f32` true by default, rotated by an all-to-all rotater whatever the
+  /// forward's rotate method; torch/distributed/tensor/experimental/_attention.py, PyTorch 2.6):
+  /// (cp − 1) · tokens · width · 4 bytes per rank, with the width of cp_kv_heads_repeated.
+  bool cp_grad_ring_fp32 = false;
   /// The blocks' linear layers compute in fp8 (torchtitan's float8 converter, torchao's
   /// Float8Linear with dynamic tensorwise scaling; Megatron-LM `--fp8-format`,
   /// TransformerEngine): each linear's three GEMMs take fp8 operands at the fp8 rate

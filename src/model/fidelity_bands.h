@@ -23,7 +23,7 @@ struct FidelityBand {
 
 inline constexpr FidelityBand kFidelityBands[] = {
     {"megatron", 19, -14.7, 6.7, 0, 0.0, 0.0},
-    {"torchtitan", 27, -16.3, 24.0, 18, -30.4, 2.1},
+    {"torchtitan", 27, -16.3, 20.0, 18, -27.7, 2.1},
 };
 
 /// The band of `framework` ("torchtitan", "megatron", "deepspeed"), or null when no

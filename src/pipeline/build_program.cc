@@ -634,6 +634,7 @@ class Builder {
     op.set_name(p.add_name("optimizer step"));
     OpId last_reduce = rs.ops.empty() ? kNoOp : rs.ops.back();
     OpId id = p.add_op(op);
+    optimizer_ops_.insert(id);
     if (last_reduce != kNoOp && reduce_stream_[g] != compute_stream_[g]) defer_dep(id, last_reduce);
   }
 
@@ -773,7 +774,9 @@ class Builder {
         for (int part = 0; part < op.num_actions; ++part) {
           use_params(id, op.actions[part]);
           accumulate_grads(id, op.actions[part]);
+          keep_until_step_end(id, op.actions[part]);
         }
+        if (optimizer_ops_.count(id)) release_step_end(id);
       } else if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) {
         wire_p2p(id, op.actions[0]);
       } else if (op.kind == OpKind::kCollective && op.collective == CollectiveKind::kAllToAll) {
@@ -903,7 +906,7 @@ class Builder {
     const auto [to_next, peer] = p2p_peer(op);
     if (peer < 0 && op.skips()) return;  // out of range or in another pipeline: a structure finding
     if (peer < 0) {
-      causality(id, fmt::format("{} on rank {} has no peer: stage {} {} no {} stage", format_action(a), op.rank,
+      causality(id, fmt::format("{} on rank {} has no peer: stage {} {} no {} stage", p.label(id), op.rank,
                                 a.stage, to_next ? "is the last of its pipeline, with" : "is the first of its pipeline, with",
                                 to_next ? "next" : "previous"), {op.rank});
       return;
@@ -925,11 +928,11 @@ class Builder {
       const OpId src = so.id;
       if (src == kNoOp || so.rank != op.rank) {
         causality(id, fmt::format("{} on rank {} sends data that rank {} never computes (no {})",
-                                  format_action(a), op.rank, op.rank,
+                                  p.label(id), op.rank, op.rank,
                                   format_action(forward ? need : Action{ActionKind::kI, a.stage, a.microbatch})),
                   {op.rank});
       } else if (so.step > op.step) {
-        causality(id, fmt::format("{} on rank {} sends before {} computes the data", format_action(a),
+        causality(id, fmt::format("{} on rank {} sends before {} computes the data", p.label(id),
                                   op.rank, p.label(src)), {op.rank}, src);
       } else if (so.stream != op.stream) {
         p.add_dep(id, Dep{src, DepKind::kLocal});
@@ -980,6 +983,34 @@ class Builder {
         break;
       default: break;
     }
+  }
+
+  /// What the pipelining runtime holds from compute action `a` of op `id` until the step's end
+  /// (MemorySpec::kept_output_bytes after an F, kept_input_grad_bytes after an I or B),
+  /// allocated at the op's end and freed by release_step_end.
+  void keep_until_step_end(OpId id, const Action& a) {
+    const MemorySpec& m = spec_.memory;
+    const size_t s = static_cast<size_t>(a.stage);
+    const bool fwd = a.kind == ActionKind::kF;
+    if (!fwd && a.kind != ActionKind::kI && a.kind != ActionKind::kB) return;
+    if (fwd && spec_.forward_only_microbatch(a.microbatch)) return;
+    const std::vector<int64_t>& v = fwd ? m.kept_output_bytes : m.kept_input_grad_bytes;
+    const int64_t bytes = s < v.size() ? v[s] : 0;
+    if (bytes <= 0) return;
+    Program& p = out_.program;
+    const int32_t rank = p.ops[id].rank;
+    const int32_t buf = buffer(rank, fwd ? "output" : "input-grad", a, bytes);
+    p.add_mem(id, MemEffect{buf, bytes, true});
+    kept_[rank].emplace_back(buf, bytes);
+  }
+
+  /// Frees, at the start of optimizer op `id`, what keep_until_step_end kept on its rank.
+  void release_step_end(OpId id) {
+    Program& p = out_.program;
+    auto it = kept_.find(p.ops[id].rank);
+    if (it == kept_.end()) return;
+    for (const auto& [buf, bytes] : it->second) p.add_mem(id, MemEffect{buf, -bytes, false});
+    kept_.erase(it);
   }
 
   /// UNSHARD allocates a new instance of the stage's unsharded parameters (params_bytes, at
@@ -1064,11 +1095,12 @@ class Builder {
   }
 
   /// The buffer of (kind, stage, microbatch) on this replica; kind is one of the static strings
-  /// "act", "act-tmp", "recomputed", "wgrad".
+  /// "act", "act-tmp", "recomputed", "wgrad", "output", "input-grad".
   int32_t buffer(int32_t rank, const char* kind, const Action& a, int64_t bytes) {
     const std::string_view kv = kind;
     const ActionKind slot = kv == "act" ? ActionKind::kF : kv == "act-tmp" ? ActionKind::kI
-                            : kv == "recomputed" ? ActionKind::kB : ActionKind::kW;
+                            : kv == "recomputed" ? ActionKind::kB : kv == "output" ? ActionKind::kSendF
+                            : kv == "input-grad" ? ActionKind::kSendB : ActionKind::kW;
     const ActionKey k = key_of(slot, a.stage, a.microbatch);
     const auto next = static_cast<int32_t>(out_.program.buffers.size());
     if (!buffers_[cur_].try_emplace(k, next)) return *buffers_[cur_].find(k);
@@ -1099,6 +1131,9 @@ class Builder {
   std::unordered_map<OpId, OpId> a2a_pair_;          ///< MoE: second all-to-all of a pair -> the first
   std::unordered_map<OpId, int32_t> a2a_buffer_;     ///< MoE: first all-to-all of a pair -> its receive buffer
   std::vector<ActionKeyMap<Placed>> index_;     ///< per replica: action -> op
+  std::unordered_set<OpId> optimizer_ops_;       ///< each rank's optimizer step (the step's end)
+  /// Per rank: buffers held until the step's end (keep_until_step_end), with their bytes.
+  std::unordered_map<int32_t, std::vector<std::pair<int32_t, int64_t>>> kept_;
   /// Per replica: the skipping receives (`2RECV_F0<0`) of each (RECV kind, stage, microbatch).
   std::vector<std::unordered_map<ActionKey, std::vector<Placed>, ActionKeyHash>> skip_recvs_;
   std::vector<ActionKeyMap<int32_t>> buffers_;  ///< per replica: (kind slot, stage, mb) -> buffer

@@ -94,7 +94,11 @@ std::vector<Finding> check_structure(const PipelineSpec& spec, size_t max_exampl
   std::set<std::tuple<int, int32_t, int32_t, int32_t>> skips;
   auto visit = [&](const Action& a, int32_t rank, const SourceLoc& loc, int32_t peer = -1) {
     // The action as written, made only for a finding (most actions have none).
-    auto label = [&] { return format_action(a); };
+    auto label = [&] {  // as written: a skip connection with its other stage (`0SEND_F0>2`)
+      Step st{a, std::nullopt, loc};
+      st.peer_stage = peer;
+      return format_step(st);
+    };
     if (a.stage < 0 || a.stage >= S || (takes_microbatch(a.kind) && (a.microbatch < 0 || a.microbatch >= M))) {
       range.add(label(), rank, loc);
       range.detail(fmt::format("{} at {}: stages are 0..{}, microbatches 0..{}", label(), format_loc(loc), S - 1, M - 1));
@@ -112,15 +116,13 @@ std::vector<Finding> check_structure(const PipelineSpec& spec, size_t max_exampl
       return;
     }
     if (is_p2p(a.kind) && peer >= 0) {
-      Step st{a, std::nullopt, loc};
-      st.peer_stage = peer;
       if (peer >= S) {
-        range.add(format_step(st), rank, loc);
-        range.detail(fmt::format("{} at {}: stages are 0..{}", format_step(st), format_loc(loc), S - 1));
+        range.add(label(), rank, loc);
+        range.detail(fmt::format("{} at {}: stages are 0..{}", label(), format_loc(loc), S - 1));
       } else if (!spec.same_pipeline(a.stage, peer)) {
-        skip_elsewhere.add(format_step(st), rank, loc);
+        skip_elsewhere.add(label(), rank, loc);
       } else if (!skips.emplace(static_cast<int>(a.kind), a.stage, a.microbatch, peer).second) {
-        dup.add(format_step(st), rank, loc);
+        dup.add(label(), rank, loc);
       }
       return;
     }

@@ -123,8 +123,8 @@ std::string parse_peer(std::string_view s, size_t& pos, Step& step) {
   if (peer == -1) return fmt::format("'{}': a stage id follows '{}'", s, mark);
   if (peer == -2 || peer >= kMaxSpecStages) return fmt::format("'{}': stage id after '{}' is too large", s, mark);
   if (later ? peer <= a.stage : peer >= a.stage)
-    return fmt::format("'{}': {} {} a stage {} than {} ({} flow {})", s, kind_token(a.kind),
-                       send ? "sends to" : "receives from", later ? "later" : "earlier", a.stage,
+    return fmt::format("'{}': {} must {} a stage {} than {} ({} flow {})", s, kind_token(a.kind),
+                       send ? "send to" : "receive from", later ? "later" : "earlier", a.stage,
                        a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvF ? "activations" : "gradients",
                        a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvF ? "from earlier stages to later ones"
                                                                                     : "from later stages to earlier ones");
@@ -368,7 +368,7 @@ ParsedStep parse_batch(std::string_view t, size_t lead, const SourceLoc& at) {
                   lead + 1 + pos);
     for (const Step& s : out.batch)
       if (s.first == p.step->first && s.peer_stage == p.step->peer_stage)
-        return fail(fmt::format("'{}': {} appears twice in one BATCH group", t, format_action(s.first)), lead + 1 + pos);
+        return fail(fmt::format("'{}': {} appears twice in one BATCH group", t, format_step(s)), lead + 1 + pos);
     Step s = *p.step;
     s.loc = at;
     if (at.col > 0) s.loc.col += static_cast<int32_t>(1 + pos);

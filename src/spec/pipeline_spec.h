@@ -70,6 +70,15 @@ struct MemorySpec {
   /// model states a framework keeps besides the parameters above (sharded fp32 master weights,
   /// gradients and optimizer moments; docs/facts/cost-formulas.md#bytes-per-parameter, #per-rank-memory-with-sharding). Empty = none.
   std::vector<int64_t> state_bytes;
+  /// Per stage, held by PyTorch's pipelining runtime until the step's end (a composed spec's
+  /// optimizer step, which follows the schedule's step()); empty = none. kept_output_bytes: each
+  /// microbatch's forward output, from the end of its F (the last stage's output: the runtime
+  /// appends it to output_chunks and merges them when step() ends; PipelineStage.forward_one_chunk,
+  /// torch/distributed/pipelining/stage.py). kept_input_grad_bytes: each microbatch's input
+  /// gradient, from the end of its I or B (stage_backward accumulates it into the receive
+  /// buffer's .grad, which only the next step's clear_runtime_states drops).
+  std::vector<int64_t> kept_output_bytes;
+  std::vector<int64_t> kept_input_grad_bytes;
 };
 
 /// A pipeline composed with data parallelism on a device mesh (a composed spec: `mesh:` and
