@@ -48,6 +48,38 @@ std::vector<PipelineSpec> lowered_bases() {
       out.push_back(s);
     }
   }
+  // A skip connection from stage 0 to stage 2 beside 1F1B's messages at p = 3 (`0SEND_F0>2`,
+  // `2RECV_F0<0`, the gradient back as `2SEND_B0>0`, `0RECV_B0<2`): each skip send right after
+  // the neighbour's, each skip receive right before the compute it feeds.
+  if (auto g = generate(GenOptions{"1f1b", 3, 3, std::nullopt, std::nullopt, false})) {
+    PipelineSpec base = to_pipeline_spec(*g);
+    std::string why;
+    if (auto lowered = lower_comms(base.actions, base.stage_to_rank, LowerPolicy::kPyTorch, &why, base.pipeline_starts)) {
+      PipelineSpec s = base;
+      s.name = "1f1b-p3-m3-skip";
+      for (auto& row : *lowered) {
+        std::vector<Step> with;
+        for (const Step& st : row) {
+          const Action& a = st.first;
+          auto skip = [&](ActionKind k, int32_t stage, int32_t peer) {
+            Step x = st;
+            x.first = Action{k, stage, a.microbatch};
+            x.second.reset();
+            x.peer_stage = peer;
+            return x;
+          };
+          if (a.kind == ActionKind::kF && a.stage == 2) with.push_back(skip(ActionKind::kRecvF, 2, 0));
+          if (a.kind == ActionKind::kB && a.stage == 0) with.push_back(skip(ActionKind::kRecvB, 0, 2));
+          with.push_back(st);
+          if (a.kind == ActionKind::kSendF && a.stage == 0) with.push_back(skip(ActionKind::kSendF, 0, 2));
+          if (a.kind == ActionKind::kB && a.stage == 2) with.push_back(skip(ActionKind::kSendB, 2, 0));
+        }
+        row = std::move(with);
+      }
+      s.actions = *lowered;
+      out.push_back(s);
+    }
+  }
   return out;
 }
 
@@ -86,7 +118,8 @@ void group_pair(PipelineSpec& s, std::mt19937& rng) {
   std::vector<size_t> starts;
   for (size_t i = 0; i + 1 < row.size(); ++i)
     if (is_p2p(row[i].first.kind) && is_p2p(row[i + 1].first.kind) && !row[i].is_batched() && !row[i + 1].is_batched() &&
-        !row[i].is_overlap() && !row[i + 1].is_overlap() && !(row[i].first == row[i + 1].first))
+        !row[i].is_overlap() && !row[i + 1].is_overlap() &&
+        !(row[i].first == row[i + 1].first && row[i].peer_stage == row[i + 1].peer_stage))
       starts.push_back(i);
   if (starts.empty()) return;
   size_t i = starts[std::uniform_int_distribution<size_t>(0, starts.size() - 1)(rng)];
