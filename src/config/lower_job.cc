@@ -434,8 +434,9 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
                                    "published gains are the forward's)"));
   if (lay.cp > 1)
     jc.notes.push_back(fmt::format("context parallelism: each rank computes 1/{} of the tokens; the key/value "
-                                   "all-gather ({:.3f} ms per layer{}) is added to F and I{}", lay.cp,
-                                   jc.cp_comm_per_layer_s * 1e3,
+                                   "all-gather over {} ({:.3f} ms per layer{}) is added to the forward and the "
+                                   "input-gradient pass{}", lay.cp,
+                                   tier_name(model::link_tier(hw, lay.tp, lay.cp)), jc.cp_comm_per_layer_s * 1e3,
                                    in.cp_kv_heads_repeated ? ", the keys and values repeated to the query heads" : "",
                                    in.cp_grad_ring_fp32 ? fmt::format(", and I passes the fp32 key/value gradients "
                                                                       "round the ring ({:.3f} ms per layer)",
@@ -695,6 +696,11 @@ bool lower_job(const TrainingJob& job, const JobContext& ctx, LoweredJob* out, D
       if (last && job.pp_keeps_outputs)
         p.memory.kept_output_bytes[st] = logits_kept;
     }
+    jc.notes.push_back(fmt::format("PyTorch's pipelining runtime keeps every microbatch's receive buffers ({} each, "
+                                   "{} per stage and direction) and, until the step ends, the input gradients of "
+                                   "every stage but the first (docs/facts/composed-runtime.md#what-the-pipelining-"
+                                   "runtime-keeps)",
+                                   format_bytes(msg), mbs));
     if (job.pp_keeps_outputs)
       jc.notes.push_back(fmt::format("the last stage keeps every microbatch's logits ({} each) until the step ends, as "
                                      "torchtitan did before 2025-10-22 (e5ef99aa), which {} dates this config to",

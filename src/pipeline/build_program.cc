@@ -889,8 +889,9 @@ class Builder {
     for (const Placed& recv : it->second) {
       if (recv.rank != op.rank) continue;  // on another rank: a placement finding
       if (recv.step > op.step) {
-        causality(id, fmt::format("{} on rank {} runs before {} delivers its skip-connection input", format_action(a),
-                                  op.rank, p.label(recv.id)), {op.rank}, recv.id);
+        causality(id, fmt::format("{} on rank {} runs before {} delivers its skip-connection {}", format_action(a),
+                                  op.rank, p.label(recv.id), a.kind == ActionKind::kF ? "input" : "gradient"),
+                  {op.rank}, recv.id);
         continue;
       }
       const int32_t n = p.tensor_of(recv.id).count;
