@@ -146,7 +146,10 @@ TEST_CASE("pytorch/PiPPy#969: a skip connection with each stage's sends and rece
   CHECK(has_detail(f, "rank 2 (comm stream) is stuck at 2RECV_F0 ("));
   CHECK(has_detail(f, "waits for 1SEND_F0 on rank 1 to send"));
   CHECK(has_detail(f, "rank 1 (comm stream) is stuck at 1RECV_F0 ("));
-  CHECK(has_detail(f, "completes only together with 2RECV_F0 on rank 2 (NCCL completes a batch group as one"));
+  // The link: rank 0's group, whose skip send meets stage 2's group, with its line.
+  CHECK(has_detail(f, "completes only together with 2RECV_F0 on rank 2, joined through rank 0's batch group "
+                      "0SEND_F0, 0SEND_F0>2 ("));
+  CHECK(has_detail(f, "pippy-skip-connection-hang.yaml:26:14) (NCCL completes a batch group as one"));
   CHECK(has_detail(f, "also stuck: rank 0 (comm stream) at 0SEND_F0 ("));
   check_engines_agree(bad);
   // Each member on its own (NCCL with a channel per peer) lets the pipeline run.

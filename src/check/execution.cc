@@ -251,6 +251,24 @@ class Executor {
     return {};
   }
 
+  // ", joined through rank 0's batch group 0SEND_F0, 0SEND_F0>2 (f.yaml:26:10)": the batch groups
+  // of other ranks that link `id`'s unit to `blocker`'s, in the order component() met them (its
+  // `path`); "" when they meet directly.
+  std::string joined_through(OpId id, OpId blocker, const std::vector<OpId>& path) const {
+    std::string out;
+    std::vector<int64_t> listed{unit_key(id), unit_key(blocker)};
+    for (OpId o : path) {
+      const int64_t key = unit_key(o);
+      if (std::find(listed.begin(), listed.end(), key) != listed.end() || atomic_group(o) < 0) continue;
+      listed.push_back(key);
+      std::string members;
+      for (const OpId* m = unit_begin(o); m != unit_end(o); ++m) members += (members.empty() ? "" : ", ") + p_.label(*m);
+      out += fmt::format("{}rank {}'s batch group {} ({})", out.empty() ? ", joined through " : " and ", p_.ops[o].rank,
+                         members, format_loc(p_.ops[*unit_begin(o)].loc));
+    }
+    return out;
+  }
+
   // Atomic groups: the unit of `id` (posted) completes, with every unit its messages connect it
   // to, once all of them are posted; each message completes send first, recv right after.
   bool try_component(OpId id) {
@@ -417,13 +435,14 @@ class Executor {
       return {kNoOp, fmt::format("waits in {}", what)};
     }
     if (atomic_ && op.is_p2p() && op.match() != kNoOp) {
-      Blocker b = component(id, nullptr);
+      std::vector<OpId> path;
+      Blocker b = component(id, &path);
       if (b.member != kNoOp && unit_key(b.member) != unit_key(id)) {
         const Op& m = p_.ops[b.member];
         std::string why = fmt::format(
-            "completes only together with {} on rank {} (NCCL completes a batch group as one: NVIDIA/nccl#1279), "
+            "completes only together with {} on rank {}{} (NCCL completes a batch group as one: NVIDIA/nccl#1279), "
             "which {}",
-            p_.label(b.member), m.rank,
+            p_.label(b.member), m.rank, joined_through(id, b.member, path),
             b.partner == kNoOp ? fmt::format("waits for a message rank {} never sends or receives", m.peer())
                                : fmt::format("waits for rank {} to post {}", p_.ops[b.partner].rank, p_.label(b.partner)));
         // Point the wait-for edge away from this stream: at the partner, or when the partner
