@@ -90,6 +90,7 @@ class Builder {
     // Each replica's maps hold every pipeline rank's actions and buffers of that replica.
     index_.assign(dp_, ActionKeyMap<Placed>(spec_.stages, spec_.microbatches, total + 16));
     skip_recvs_.assign(dp_, {});
+    keeps_ = !spec_.memory.kept_output_bytes.empty() || !spec_.memory.kept_input_grad_bytes.empty();
     buffers_.assign(dp_, ActionKeyMap<int32_t>(spec_.stages, spec_.microbatches, total + 16));
     // Pass 1: create ops (so lookups see every action, including later ones), rank by rank.
     for (int32_t g = 0; g < world; ++g) {
@@ -200,8 +201,9 @@ class Builder {
     }
     // A skipping receive is found by the compute it feeds through skip_recvs_ (its key is its
     // neighbour's); a skipping send by nothing.
-    if (op.skips() && op.kind == OpKind::kRecv) skip_recvs_[cur_][key_of(op.actions[0])].push_back(placed(id));
-    for (int part = 0; part < op.num_actions && !op.skips(); ++part) {
+    const bool skips = st.peer_stage >= 0 && op.is_p2p();
+    if (skips && op.kind == OpKind::kRecv) skip_recvs_[cur_][key_of(op.actions[0])].push_back(placed(id));
+    for (int part = 0; part < op.num_actions && !skips; ++part) {
       const Action& a = op.actions[part];
       index_[cur_].try_emplace(key_of(a.kind, a.stage, a.microbatch), placed(id));
       if (a.kind == ActionKind::kB || a.kind == ActionKind::kW || a.kind == ActionKind::kI)
@@ -774,9 +776,9 @@ class Builder {
         for (int part = 0; part < op.num_actions; ++part) {
           use_params(id, op.actions[part]);
           accumulate_grads(id, op.actions[part]);
-          keep_until_step_end(id, op.actions[part]);
+          if (keeps_) keep_until_step_end(id, op.actions[part]);
         }
-        if (optimizer_ops_.count(id)) release_step_end(id);
+        if (keeps_ && optimizer_ops_.count(id)) release_step_end(id);
       } else if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) {
         wire_p2p(id, op.actions[0]);
       } else if (op.kind == OpKind::kCollective && op.collective == CollectiveKind::kAllToAll) {
@@ -1133,6 +1135,7 @@ class Builder {
   std::unordered_map<OpId, int32_t> a2a_buffer_;     ///< MoE: first all-to-all of a pair -> its receive buffer
   std::vector<ActionKeyMap<Placed>> index_;     ///< per replica: action -> op
   std::unordered_set<OpId> optimizer_ops_;       ///< each rank's optimizer step (the step's end)
+  bool keeps_ = false;                           ///< the spec keeps buffers until the step's end (MemorySpec::kept_*)
   /// Per rank: buffers held until the step's end (keep_until_step_end), with their bytes.
   std::unordered_map<int32_t, std::vector<std::pair<int32_t, int64_t>>> kept_;
   /// Per replica: the skipping receives (`2RECV_F0<0`) of each (RECV kind, stage, microbatch).
