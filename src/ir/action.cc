@@ -41,6 +41,10 @@ const std::string& group_name(int32_t index) {
 bool is_compute(ActionKind k) {
   return k == ActionKind::kF || k == ActionKind::kI || k == ActionKind::kW || k == ActionKind::kB;
 }
+int32_t neighbour_stage(const Action& a) {
+  return a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvB ? a.stage + 1 : a.stage - 1;
+}
+
 bool is_p2p(ActionKind k) {
   return k == ActionKind::kSendF || k == ActionKind::kRecvF || k == ActionKind::kSendB ||
          k == ActionKind::kRecvB;

@@ -43,6 +43,10 @@ bool is_compute(ActionKind k);
 bool is_p2p(ActionKind k);
 /// True for SEND_F and SEND_B.
 bool is_send(ActionKind k);
+/// The neighbouring stage a SEND/RECV action's message goes to or comes from: activations flow
+/// to later stages, gradients to earlier ones, so stage + 1 for SEND_F and RECV_B, stage - 1 for
+/// RECV_F and SEND_B. Only for the four P2P kinds.
+int32_t neighbour_stage(const Action& a);
 /// True for ALL_REDUCE, BROADCAST, ALL_GATHER, REDUCE_SCATTER and BARRIER.
 bool is_collective(ActionKind k);
 /// True for kinds that carry a microbatch (all but UNSHARD, RESHARD, REDUCE_GRAD and the

@@ -228,9 +228,7 @@ bool Op::skips() const {
 
 int32_t Op::peer_stage() const {
   if (num_actions != 1 || !sc::is_p2p(actions[0].kind)) return -1;
-  if (skips()) return actions[1].stage;
-  const ActionKind k = actions[0].kind;
-  return k == ActionKind::kSendF || k == ActionKind::kRecvB ? actions[0].stage + 1 : actions[0].stage - 1;
+  return skips() ? actions[1].stage : neighbour_stage(actions[0]);
 }
 
 void Op::set_skip_stage(int32_t stage) {

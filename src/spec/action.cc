@@ -128,7 +128,7 @@ std::string parse_peer(std::string_view s, size_t& pos, Step& step) {
                        a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvF ? "activations" : "gradients",
                        a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvF ? "from earlier stages to later ones"
                                                                                     : "from later stages to earlier ones");
-  step.peer_stage = peer == (later ? a.stage + 1 : a.stage - 1) ? -1 : static_cast<int32_t>(peer);
+  step.peer_stage = peer == neighbour_stage(a) ? -1 : static_cast<int32_t>(peer);
   pos = id_pos;
   return "";
 }
@@ -330,8 +330,7 @@ std::optional<int64_t> collective_bytes(const Step& s) {
 int32_t message_peer_stage(const Step& s) {
   const Action& a = s.first;
   if (!is_p2p(a.kind)) return -1;
-  if (s.peer_stage >= 0) return s.peer_stage;
-  return a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvB ? a.stage + 1 : a.stage - 1;
+  return s.peer_stage >= 0 ? s.peer_stage : neighbour_stage(a);
 }
 
 std::string format_peer(const Step& s) {
